@@ -1,0 +1,28 @@
+//! # inferscope-model
+//!
+//! The vocabulary every other inferscope crate speaks. A [`Snapshot`] is everything known about
+//! one GPU host at one moment; capture code (the probe, importers) produces it, pure code (topology
+//! queries, checks, the planner) reasons over it, and the binary renders it.
+//!
+//! Three decisions run through the crate:
+//!
+//! * **Unknown is not zero.** Facts that can be missing are [`Reading`]s, which carry the reason
+//!   (not present, permission denied, not reported, ...) instead of a default value.
+//! * **Numbering schemes are types.** [`PciBusId`], [`NumaNodeId`], [`NvmlIndex`],
+//!   [`CudaOrdinal`] and [`GpuUuid`] cannot be mixed up by accident.
+//! * **No I/O here.** Nothing in this crate touches the filesystem, the clock or a driver, so
+//!   everything is testable from recorded data.
+
+pub mod cpuset;
+pub mod ids;
+pub mod reading;
+pub mod snapshot;
+pub mod topology;
+pub mod validate;
+
+pub use cpuset::{CpuSet, ListError, NodeSet};
+pub use ids::{CudaOrdinal, GpuUuid, IdError, NumaNodeId, NvmlIndex, PciBusId};
+pub use reading::{Reading, Unknown, UnknownReason};
+pub use snapshot::*;
+pub use topology::{LinkClass, TopoMatrix};
+pub use validate::ValidationErrors;

@@ -1,0 +1,366 @@
+//! Topology queries over a [`Snapshot`]: the GPU/NIC link matrix with `nvidia-smi topo -m`
+//! semantics, and GPU → NUMA node → CPU placement.
+//!
+//! The link class of a pair is derived from the PCI tree alone, so it works from a fixture, a
+//! gathered archive or a container without the NVIDIA driver:
+//!
+//! * different host bridges (root complexes): `NODE` when both sit on the same NUMA node, else
+//!   `SYS` (crossing the socket interconnect);
+//! * same host bridge, different root ports: `PHB`;
+//! * below a common bridge: `PIX` when the path crosses at most one bridge or switch, else `PXB`.
+//!
+//! sysfs does not say which bridge is a switch's upstream or downstream port without reading
+//! privileged config space, so switches are recognised by shape: below a root port, PCIe bridges
+//! come in (upstream port, downstream port) pairs, and each pair counts as one switch. This is
+//! the same collapsing NCCL applies to its topology graph. NVLink classes (`NV#`) need NVML and
+//! are not derived here.
+
+use crate::cpuset::CpuSet;
+use crate::ids::{NumaNodeId, PciBusId};
+use crate::reading::{Reading, UnknownReason};
+use crate::snapshot::{PciDevice, Snapshot};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// How two devices are connected, best (`X`) to worst (`SYS`), as in `nvidia-smi topo -m`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum LinkClass {
+    /// The device itself.
+    #[serde(rename = "X")]
+    SelfLink,
+    /// A bonded set of N NVLinks (from NVML; never derived from the PCI tree).
+    #[serde(rename = "NV")]
+    NvLink(u32),
+    /// At most a single PCIe bridge or switch.
+    #[serde(rename = "PIX")]
+    Pix,
+    /// Multiple PCIe bridges, without the host bridge.
+    #[serde(rename = "PXB")]
+    Pxb,
+    /// Through a PCIe host bridge (the CPU's root complex).
+    #[serde(rename = "PHB")]
+    Phb,
+    /// Between host bridges within one NUMA node.
+    #[serde(rename = "NODE")]
+    Node,
+    /// Across the SMP interconnect between NUMA nodes (QPI/UPI/Infinity Fabric).
+    #[serde(rename = "SYS")]
+    Sys,
+}
+
+impl fmt::Display for LinkClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LinkClass::SelfLink => f.write_str("X"),
+            LinkClass::NvLink(n) => write!(f, "NV{n}"),
+            LinkClass::Pix => f.write_str("PIX"),
+            LinkClass::Pxb => f.write_str("PXB"),
+            LinkClass::Phb => f.write_str("PHB"),
+            LinkClass::Node => f.write_str("NODE"),
+            LinkClass::Sys => f.write_str("SYS"),
+        }
+    }
+}
+
+impl LinkClass {
+    /// Parse the matrix cell text (`X`, `PIX`, `NV18`, ...).
+    pub fn parse_cell(cell: &str) -> Option<LinkClass> {
+        match cell.trim() {
+            "X" => Some(LinkClass::SelfLink),
+            "PIX" => Some(LinkClass::Pix),
+            "PXB" => Some(LinkClass::Pxb),
+            "PHB" => Some(LinkClass::Phb),
+            "NODE" => Some(LinkClass::Node),
+            "SYS" | "SOC" => Some(LinkClass::Sys),
+            other => other
+                .strip_prefix("NV")
+                .and_then(|n| n.parse().ok())
+                .map(LinkClass::NvLink),
+        }
+    }
+}
+
+/// What a matrix row is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndpointKind {
+    /// A GPU.
+    Gpu,
+    /// A NIC.
+    Nic,
+}
+
+/// A row/column of the matrix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// `GPU0`, `NIC3`: numbered in PCI bus order, as nvidia-smi does.
+    pub label: String,
+    /// GPU or NIC.
+    pub kind: EndpointKind,
+    /// PCI address.
+    pub pci_bus_id: PciBusId,
+    /// For NICs the RDMA/net name (`mlx5_0`); for GPUs the bus id.
+    pub name: String,
+}
+
+/// Placement of one GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuPlacement {
+    /// Matrix label (`GPU0`).
+    pub label: String,
+    /// PCI address.
+    pub pci_bus_id: PciBusId,
+    /// CPUs local to the GPU (`CPU Affinity` column).
+    pub cpu_affinity: Reading<CpuSet>,
+    /// NUMA node of the GPU (`NUMA Affinity` column); unknown when firmware does not say.
+    pub numa_affinity: Reading<NumaNodeId>,
+    /// Local CPUs this process may actually use (affinity ∩ cgroup `cpuset.cpus.effective`).
+    pub usable_cpus: Reading<CpuSet>,
+}
+
+/// The `nvidia-smi topo -m` view of a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopoMatrix {
+    /// GPUs then NICs.
+    pub endpoints: Vec<Endpoint>,
+    /// `links[i][j]` connects `endpoints[i]` and `endpoints[j]`.
+    pub links: Vec<Vec<LinkClass>>,
+    /// One entry per GPU, in endpoint order.
+    pub gpus: Vec<GpuPlacement>,
+    /// Assumptions made while classifying (e.g. unknown NUMA nodes).
+    pub notes: Vec<String>,
+}
+
+/// One NUMA node with what is attached to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeSummary {
+    /// Node id.
+    pub id: NumaNodeId,
+    /// CPUs of the node (empty for memory-only nodes).
+    pub cpus: CpuSet,
+    /// CPUs of the node this process may use (∩ cgroup); equal to `cpus` when unrestricted.
+    pub usable_cpus: Reading<CpuSet>,
+    /// `MemTotal` of the node.
+    pub memory_total_bytes: Reading<u64>,
+    /// `MemFree` of the node.
+    pub memory_free_bytes: Reading<u64>,
+    /// Labels of GPUs on this node.
+    pub gpus: Vec<String>,
+    /// Labels of NICs on this node.
+    pub nics: Vec<String>,
+}
+
+fn device<'a>(snapshot: &'a Snapshot, id: &PciBusId) -> Option<&'a PciDevice> {
+    snapshot
+        .pci_devices
+        .binary_search_by(|d| d.bus_id.cmp(id))
+        .ok()
+        .and_then(|i| snapshot.pci_devices.get(i))
+        .or_else(|| snapshot.pci_devices.iter().find(|d| &d.bus_id == id))
+}
+
+/// Number of switch units a path crosses from bridge index `from` to its end.
+fn units_from(len: usize, from: usize) -> usize {
+    // unit 0 = root port; bridges 1,2 = first switch (upstream, downstream); 3,4 = second ...
+    let unit = |i: usize| if i == 0 { 0 } else { i.div_ceil(2) };
+    if from >= len {
+        return 0;
+    }
+    unit(len - 1) - unit(from) + 1
+}
+
+/// NUMA node to use for link classification: the kernel's, or the node whose CPUs contain the
+/// device's local CPUs when the kernel reads -1.
+fn effective_node(snapshot: &Snapshot, dev: &PciDevice) -> Option<NumaNodeId> {
+    if let Some(n) = dev.numa_node.known() {
+        return Some(*n);
+    }
+    let local = dev.local_cpus.known()?;
+    let cpu_nodes: Vec<_> = snapshot
+        .numa_nodes
+        .iter()
+        .filter(|n| !n.cpus.is_empty())
+        .collect();
+    match cpu_nodes.as_slice() {
+        [only] => Some(only.id),
+        _ => cpu_nodes
+            .iter()
+            .find(|n| !local.is_empty() && local.is_subset(&n.cpus))
+            .map(|n| n.id),
+    }
+}
+
+/// The PCIe link class between two devices of the snapshot; `None` if either is unknown.
+pub fn pcie_link_class(snapshot: &Snapshot, a: &PciBusId, b: &PciBusId) -> Option<LinkClass> {
+    if a == b {
+        return Some(LinkClass::SelfLink);
+    }
+    let da = device(snapshot, a)?;
+    let db = device(snapshot, b)?;
+    if da.root_complex != db.root_complex {
+        return Some(
+            match (effective_node(snapshot, da), effective_node(snapshot, db)) {
+                (Some(x), Some(y)) if x == y => LinkClass::Node,
+                _ => LinkClass::Sys,
+            },
+        );
+    }
+    let pa = &da.upstream_bridges;
+    let pb = &db.upstream_bridges;
+    let common = pa.iter().zip(pb.iter()).take_while(|(x, y)| x == y).count();
+    if common == 0 {
+        return Some(LinkClass::Phb);
+    }
+    let crossed = units_from(pa.len(), common - 1) + units_from(pb.len(), common - 1) - 1;
+    Some(if crossed <= 1 {
+        LinkClass::Pix
+    } else {
+        LinkClass::Pxb
+    })
+}
+
+/// Build the GPU/NIC matrix of a snapshot.
+pub fn topo_matrix(snapshot: &Snapshot) -> TopoMatrix {
+    let mut endpoints = Vec::new();
+    for (i, g) in snapshot.gpus.iter().enumerate() {
+        endpoints.push(Endpoint {
+            label: format!("GPU{i}"),
+            kind: EndpointKind::Gpu,
+            pci_bus_id: g.pci_bus_id,
+            name: g.pci_bus_id.to_string(),
+        });
+    }
+    for (i, n) in snapshot.nics.iter().enumerate() {
+        endpoints.push(Endpoint {
+            label: format!("NIC{i}"),
+            kind: EndpointKind::Nic,
+            pci_bus_id: n.pci_bus_id,
+            name: n.display_name(),
+        });
+    }
+    let mut notes = Vec::new();
+    let links = endpoints
+        .iter()
+        .map(|x| {
+            endpoints
+                .iter()
+                .map(|y| {
+                    pcie_link_class(snapshot, &x.pci_bus_id, &y.pci_bus_id)
+                        .unwrap_or(LinkClass::Sys)
+                })
+                .collect()
+        })
+        .collect();
+    let cgroup_cpus = allowed_cpus(snapshot);
+    let gpus = snapshot
+        .gpus
+        .iter()
+        .enumerate()
+        .map(|(i, g)| GpuPlacement {
+            label: format!("GPU{i}"),
+            pci_bus_id: g.pci_bus_id,
+            cpu_affinity: g.local_cpus.clone(),
+            numa_affinity: g.numa_node.clone(),
+            usable_cpus: usable(&g.local_cpus, &cgroup_cpus),
+        })
+        .collect::<Vec<_>>();
+    let cpu_nodes = snapshot
+        .numa_nodes
+        .iter()
+        .filter(|n| !n.cpus.is_empty())
+        .count();
+    for g in &gpus {
+        if !g.numa_affinity.is_known() {
+            notes.push(format!(
+                "{} ({}): the kernel does not report a NUMA node (numa_node = -1){}",
+                g.label,
+                g.pci_bus_id,
+                if cpu_nodes > 1 {
+                    "; links to devices on other host bridges are shown as SYS unless its local CPUs place it"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    TopoMatrix {
+        endpoints,
+        links,
+        gpus,
+        notes,
+    }
+}
+
+/// CPUs the capturing process may use, from its cgroup (unknown if not readable).
+pub fn allowed_cpus(snapshot: &Snapshot) -> Reading<CpuSet> {
+    match &snapshot.settings.cgroup {
+        Reading::Value(cg) => cg.cpus_effective.clone(),
+        Reading::Unknown(u) => Reading::Unknown(u.clone()),
+    }
+}
+
+fn usable(local: &Reading<CpuSet>, allowed: &Reading<CpuSet>) -> Reading<CpuSet> {
+    match (local, allowed) {
+        (Reading::Value(l), Reading::Value(a)) => Reading::value(l.intersection(a)),
+        (Reading::Value(l), Reading::Unknown(u)) => Reading::unknown(
+            u.reason,
+            format!(
+                "cgroup CPU limit unknown ({}); local CPUs are {l}",
+                u.detail
+            ),
+        ),
+        (Reading::Unknown(u), _) => Reading::Unknown(u.clone()),
+    }
+}
+
+/// NUMA nodes with their CPUs, memory and the GPUs/NICs attached to them.
+pub fn numa_summary(snapshot: &Snapshot) -> Vec<NodeSummary> {
+    let allowed = allowed_cpus(snapshot);
+    snapshot
+        .numa_nodes
+        .iter()
+        .map(|n| {
+            let on_node = |node: &Reading<NumaNodeId>| node.known() == Some(&n.id);
+            NodeSummary {
+                id: n.id,
+                cpus: n.cpus.clone(),
+                usable_cpus: usable(&Reading::value(n.cpus.clone()), &allowed),
+                memory_total_bytes: n.memory_total_bytes.clone(),
+                memory_free_bytes: n.memory_free_bytes.clone(),
+                gpus: snapshot
+                    .gpus
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, g)| on_node(&g.numa_node))
+                    .map(|(i, _)| format!("GPU{i}"))
+                    .collect(),
+                nics: snapshot
+                    .nics
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, x)| on_node(&x.numa_node))
+                    .map(|(i, _)| format!("NIC{i}"))
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// The CPUs local to a GPU that this process may use: GPU → NUMA node → node CPUs, intersected
+/// with the cgroup. Falls back to the GPU's `local_cpulist` when its node is unknown.
+pub fn gpu_local_cpus(snapshot: &Snapshot, gpu: &PciBusId) -> Reading<CpuSet> {
+    let Some(g) = snapshot.gpus.iter().find(|g| &g.pci_bus_id == gpu) else {
+        return Reading::unknown(
+            UnknownReason::NotPresent,
+            format!("no GPU at {gpu} in this snapshot"),
+        );
+    };
+    let node_cpus = match g.numa_node.known() {
+        Some(id) => match snapshot.numa_nodes.iter().find(|n| n.id == *id) {
+            Some(n) => Reading::value(n.cpus.clone()),
+            None => g.local_cpus.clone(),
+        },
+        None => g.local_cpus.clone(),
+    };
+    usable(&node_cpus, &allowed_cpus(snapshot))
+}
