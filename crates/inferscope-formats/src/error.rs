@@ -47,7 +47,10 @@ mod tests {
     #[test]
     fn display_format() {
         let e = ParseError::new(3, 17, "a number", "abc");
-        assert_eq!(e.to_string(), "line 3, column 17: expected a number, found abc");
+        assert_eq!(
+            e.to_string(),
+            "line 3, column 17: expected a number, found abc"
+        );
     }
 
     #[test]

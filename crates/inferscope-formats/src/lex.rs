@@ -80,7 +80,10 @@ pub(crate) fn unsigned<T: TryFrom<u64>>(
         let Some(d) = c.to_digit(10) else {
             return Err(ParseError::new(line, col + i, expected, tok));
         };
-        match value.checked_mul(10).and_then(|v| v.checked_add(u64::from(d))) {
+        match value
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(d)))
+        {
             Some(v) => value = v,
             None => overflow = true,
         }
@@ -120,7 +123,10 @@ pub(crate) fn hex<T: TryFrom<u64>>(
         let Some(d) = c.to_digit(16) else {
             return Err(ParseError::new(line, col + skipped + i, expected, tok));
         };
-        match value.checked_mul(16).and_then(|v| v.checked_add(u64::from(d))) {
+        match value
+            .checked_mul(16)
+            .and_then(|v| v.checked_add(u64::from(d)))
+        {
             Some(v) => value = v,
             None => overflow = true,
         }

@@ -48,11 +48,26 @@ pub fn parse(text: &str) -> Result<Vec<Limit>, ParseError> {
         let (name, values) = split_name(line, &all);
         let soft_tok = values.first();
         let hard_tok = values.get(1);
-        let soft = value(soft_tok, line, line_no, "soft limit ('unlimited' or a number)")?;
-        let hard = value(hard_tok, line, line_no, "hard limit ('unlimited' or a number)")?;
+        let soft = value(
+            soft_tok,
+            line,
+            line_no,
+            "soft limit ('unlimited' or a number)",
+        )?;
+        let hard = value(
+            hard_tok,
+            line,
+            line_no,
+            "hard limit ('unlimited' or a number)",
+        )?;
         let unit = values.get(2).map(|t| t.text.to_owned());
         if let Some(extra) = values.get(3) {
-            return Err(ParseError::new(line_no, extra.col, "end of line", extra.text));
+            return Err(ParseError::new(
+                line_no,
+                extra.col,
+                "end of line",
+                extra.text,
+            ));
         }
         out.push(Limit {
             name,
@@ -97,9 +112,19 @@ fn split_name<'a>(line: &'a str, all: &[Tok<'a>]) -> (String, Vec<Tok<'a>>) {
     (name, values.to_vec())
 }
 
-fn value(tok: Option<&Tok<'_>>, line: &str, line_no: usize, expected: &str) -> Result<LimitValue, ParseError> {
+fn value(
+    tok: Option<&Tok<'_>>,
+    line: &str,
+    line_no: usize,
+    expected: &str,
+) -> Result<LimitValue, ParseError> {
     match tok {
-        None => Err(ParseError::new(line_no, end_col(line, 0), expected, END_OF_LINE)),
+        None => Err(ParseError::new(
+            line_no,
+            end_col(line, 0),
+            expected,
+            END_OF_LINE,
+        )),
         Some(t) if t.text == "unlimited" => Ok(LimitValue::Unlimited),
         Some(t) => unsigned(t.text, line_no, t.col, expected).map(LimitValue::Value),
     }
@@ -147,10 +172,16 @@ Max nice priority         0                    0";
         assert_eq!(mem.hard, LimitValue::Value(8388608));
         assert_eq!(mem.unit.as_deref(), Some("bytes"));
         let stack = find(&l, "max stack size").unwrap();
-        assert_eq!((stack.soft, stack.hard), (LimitValue::Value(8388608), LimitValue::Unlimited));
+        assert_eq!(
+            (stack.soft, stack.hard),
+            (LimitValue::Value(8388608), LimitValue::Unlimited)
+        );
         let nice = find(&l, "Max nice priority").unwrap();
         assert_eq!(nice.unit, None);
-        assert_eq!(find(&l, "Max realtime timeout").unwrap().unit.as_deref(), Some("us"));
+        assert_eq!(
+            find(&l, "Max realtime timeout").unwrap().unit.as_deref(),
+            Some("us")
+        );
         assert!(find(&l, "Max nothing").is_none());
     }
 
@@ -160,7 +191,10 @@ Max nice priority         0                    0";
         assert_eq!(l.len(), 3);
         assert_eq!(l[0].soft, LimitValue::Value(18446744073709551614));
         assert_eq!(l[0].unit.as_deref(), Some("bytes"));
-        assert_eq!(find(&l, "Max open files").unwrap().hard, LimitValue::Value(1048576));
+        assert_eq!(
+            find(&l, "Max open files").unwrap().hard,
+            LimitValue::Value(1048576)
+        );
     }
 
     #[test]
@@ -184,10 +218,11 @@ Max nice priority         0                    0";
 
     #[test]
     fn non_numeric_and_extra() {
-        let e = parse("Max open files            20k                  20000                files").unwrap_err();
+        let e = parse("Max open files            20k                  20000                files")
+            .unwrap_err();
         assert_eq!((e.line, e.column, e.found.as_str()), (1, 29, "20k"));
         let e = parse("Max open files            1  2  files  more").unwrap_err();
-        assert_eq!((e.column, e.found.as_str()), (39, "more"));
+        assert_eq!((e.column, e.found.as_str()), (40, "more"));
         assert!(parse("Max open files            -1  2  files").is_err());
     }
 }

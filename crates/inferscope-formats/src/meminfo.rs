@@ -84,13 +84,17 @@ pub fn parse(text: &str) -> Result<Meminfo, ParseError> {
     Ok(Meminfo { entries })
 }
 
-fn parse_entry(line: &str, line_no: usize, start: Tok<'_>) -> Result<(String, MeminfoValue), ParseError> {
+fn parse_entry(
+    line: &str,
+    line_no: usize,
+    start: Tok<'_>,
+) -> Result<(String, MeminfoValue), ParseError> {
     let body = line.get(start.byte..).unwrap_or("");
     let Some(colon) = body.find(':') else {
         return Err(ParseError::new(
             line_no,
             start.col,
-            "`Key: value` with a ':'",
+            "':' after the key",
             body.trim_end(),
         ));
     };
@@ -123,11 +127,21 @@ fn parse_entry(line: &str, line_no: usize, start: Tok<'_>) -> Result<(String, Me
         None => MeminfoUnit::Count,
         Some(u) if u.text.eq_ignore_ascii_case("kB") => MeminfoUnit::KiB,
         Some(u) => {
-            return Err(ParseError::new(line_no, u.col, "unit kB or end of line", u.text));
+            return Err(ParseError::new(
+                line_no,
+                u.col,
+                "unit kB or end of line",
+                u.text,
+            ));
         }
     };
     if let Some(extra) = vals.get(2) {
-        return Err(ParseError::new(line_no, extra.col, "end of line", extra.text));
+        return Err(ParseError::new(
+            line_no,
+            extra.col,
+            "end of line",
+            extra.text,
+        ));
     }
     Ok((key.to_owned(), MeminfoValue { amount, unit }))
 }
@@ -238,13 +252,19 @@ Node 0 HugePages_Surp:      0
         let e = parse("MemTotal: 16 kB extra").unwrap_err();
         assert_eq!((e.line, e.column, e.found.as_str()), (1, 17, "extra"));
         let e = parse("MemTotal:").unwrap_err();
-        assert_eq!(e.to_string(), "line 1, column 10: expected a number, found end of line");
+        assert_eq!(
+            e.to_string(),
+            "line 1, column 10: expected a number, found end of line"
+        );
         let e = parse("Node 0 MemTotal 5 kB").unwrap_err();
         assert_eq!((e.line, e.column), (1, 8));
         let e = parse("Mem Total: 5 kB").unwrap_err();
         assert_eq!((e.column, e.found.as_str()), (5, "Total"));
         let e = parse("Node 0 : 5").unwrap_err();
-        assert_eq!(e.to_string(), "line 1, column 8: expected a key before ':', found :");
+        assert_eq!(
+            e.to_string(),
+            "line 1, column 8: expected a key before ':', found :"
+        );
     }
 
     #[test]

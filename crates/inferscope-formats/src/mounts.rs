@@ -26,11 +26,9 @@ impl Mount {
     ///
     /// A bare flag such as `rw` has no value and gives `None`; use [`Mount::has_option`].
     pub fn option_value(&self, key: &str) -> Option<&str> {
-        self.options.iter().find_map(|o| {
-            o.split_once('=')
-                .filter(|(k, _)| *k == key)
-                .map(|(_, v)| v)
-        })
+        self.options
+            .iter()
+            .find_map(|o| o.split_once('=').filter(|(k, _)| *k == key).map(|(_, v)| v))
     }
 
     /// Whether a bare flag (`ro`, `nosuid`) or a `key=value` option with this key is present.
@@ -52,7 +50,12 @@ pub enum TmpfsSize {
 
 /// Parses `/proc/self/mounts`. Blank lines are skipped; 4 to 6 fields per line.
 pub fn parse(text: &str) -> Result<Vec<Mount>, ParseError> {
-    const FIELD_NAMES: [&str; 4] = ["mount source", "mount point", "filesystem type", "mount options"];
+    const FIELD_NAMES: [&str; 4] = [
+        "mount source",
+        "mount point",
+        "filesystem type",
+        "mount options",
+    ];
     let mut out = Vec::new();
     for (idx, line) in text.lines().enumerate() {
         let line_no = idx + 1;
@@ -61,13 +64,23 @@ pub fn parse(text: &str) -> Result<Vec<Mount>, ParseError> {
             continue;
         }
         if let Some(missing) = FIELD_NAMES.get(toks.len()) {
-            return Err(ParseError::new(line_no, end_col(line, 0), *missing, END_OF_LINE));
+            return Err(ParseError::new(
+                line_no,
+                end_col(line, 0),
+                *missing,
+                END_OF_LINE,
+            ));
         }
         for t in toks.iter().skip(4).take(2) {
             unsigned::<u32>(t.text, line_no, t.col, "dump/pass number")?;
         }
         if let Some(extra) = toks.get(6) {
-            return Err(ParseError::new(line_no, extra.col, "end of line", extra.text));
+            return Err(ParseError::new(
+                line_no,
+                extra.col,
+                "end of line",
+                extra.text,
+            ));
         }
         let field = |i: usize| toks.get(i).map_or(String::new(), |t| unescape(t.text));
         out.push(Mount {
@@ -117,12 +130,12 @@ fn unescape(s: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while let Some(&b) = bytes.get(i) {
-        if b == b'\\' {
-            if let Some(v) = bytes.get(i + 1..i + 4).and_then(octal3) {
-                out.push(v);
-                i += 4;
-                continue;
-            }
+        if b == b'\\'
+            && let Some(v) = bytes.get(i + 1..i + 4).and_then(octal3)
+        {
+            out.push(v);
+            i += 4;
+            continue;
         }
         out.push(b);
         i += 1;
@@ -159,7 +172,10 @@ pub fn parse_tmpfs_size(value: &str) -> Result<TmpfsSize, ParseError> {
             return Err(ParseError::new(1, col, EXPECTED, v));
         }
         return unsigned::<u32>(pct, 1, col, EXPECTED)
-            .map_err(|e| ParseError { found: v.to_owned(), ..e })
+            .map_err(|e| ParseError {
+                found: v.to_owned(),
+                ..e
+            })
             .map(TmpfsSize::PercentOfRam);
     }
     let shift = v.chars().last().and_then(|c| match c.to_ascii_lowercase() {
@@ -179,7 +195,10 @@ pub fn parse_tmpfs_size(value: &str) -> Result<TmpfsSize, ParseError> {
     if digits.is_empty() {
         return Err(ParseError::new(1, col, EXPECTED, v));
     }
-    let n: u64 = unsigned(digits, 1, col, EXPECTED).map_err(|e| ParseError { found: v.to_owned(), ..e })?;
+    let n: u64 = unsigned(digits, 1, col, EXPECTED).map_err(|e| ParseError {
+        found: v.to_owned(),
+        ..e
+    })?;
     n.checked_mul(1u64 << shift)
         .map(TmpfsSize::Bytes)
         .ok_or_else(|| ParseError::new(1, col, "a size that fits in u64 bytes", v))
@@ -273,7 +292,10 @@ cgroup /sys/fs/cgroup cgroup2 ro,nosuid,nodev,noexec,relatime";
         assert_eq!(parse_tmpfs_size("64M"), Ok(TmpfsSize::Bytes(64 << 20)));
         assert_eq!(parse_tmpfs_size("2g"), Ok(TmpfsSize::Bytes(2 << 30)));
         assert_eq!(parse_tmpfs_size("1T"), Ok(TmpfsSize::Bytes(1 << 40)));
-        assert_eq!(parse_tmpfs_size("1073741824"), Ok(TmpfsSize::Bytes(1 << 30)));
+        assert_eq!(
+            parse_tmpfs_size("1073741824"),
+            Ok(TmpfsSize::Bytes(1 << 30))
+        );
         assert_eq!(parse_tmpfs_size("50%"), Ok(TmpfsSize::PercentOfRam(50)));
         assert_eq!(parse_tmpfs_size("0"), Ok(TmpfsSize::Bytes(0)));
     }

@@ -68,7 +68,10 @@ mod tests {
         assert_eq!(parse_selected(DEFRAG).unwrap(), "madvise");
         assert_eq!(parse_selected(SHMEM_ENABLED).unwrap(), "never");
         assert_eq!(parse_selected(ENABLED_ALWAYS).unwrap(), "always");
-        assert_eq!(parse_selected("always defer [defer+madvise] madvise never").unwrap(), "defer+madvise");
+        assert_eq!(
+            parse_selected("always defer [defer+madvise] madvise never").unwrap(),
+            "defer+madvise"
+        );
     }
 
     #[test]

@@ -173,7 +173,15 @@ mod tests {
 
     #[test]
     fn pci_bus_id_rejects_garbage() {
-        for bad in ["", "17:00", "0000:17:20.0", "0000:17:00.8", "zz:00.0", "0000:0:0:0.0", "0000:117:00.0"] {
+        for bad in [
+            "",
+            "17:00",
+            "0000:17:20.0",
+            "0000:17:00.8",
+            "zz:00.0",
+            "0000:0:0:0.0",
+            "0000:117:00.0",
+        ] {
             assert!(bad.parse::<PciBusId>().is_err(), "{bad}");
         }
     }
@@ -183,5 +191,67 @@ mod tests {
         let n: NumaNodeId = "1".parse().unwrap();
         assert_eq!(serde_json::to_string(&n).unwrap(), "1");
         assert!("-1".parse::<NumaNodeId>().is_err());
+    }
+}
+
+macro_rules! hex_newtype {
+    ($(#[$doc:meta])* $name:ident, $int:ty, $width:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(pub $int);
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "0x{:0w$x}", self.0, w = $width)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = IdError;
+            fn from_str(s: &str) -> Result<Self, IdError> {
+                let t = s.trim();
+                let digits = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")).unwrap_or(t);
+                <$int>::from_str_radix(digits, 16)
+                    .map($name)
+                    .map_err(|_| id_error(stringify!($name), s, "expected a hex number like 0x10de"))
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+hex_newtype!(
+    /// A 16-bit PCI vendor or device id, printed as lspci does (`0x10de`).
+    PciId,
+    u16,
+    4
+);
+hex_newtype!(
+    /// A 24-bit PCI class code (class, subclass, prog-if), printed as sysfs does (`0x030200`).
+    PciClass,
+    u32,
+    6
+);
+
+impl PciClass {
+    /// The base class byte (0x03 display, 0x02 network, 0x06 bridge).
+    pub fn base(&self) -> u8 {
+        (self.0 >> 16) as u8
+    }
+    /// Base class and subclass (0x0604 = PCI-to-PCI bridge).
+    pub fn class_and_subclass(&self) -> u16 {
+        (self.0 >> 8) as u16
     }
 }

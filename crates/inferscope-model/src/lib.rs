@@ -21,7 +21,7 @@ pub mod topology;
 pub mod validate;
 
 pub use cpuset::{CpuSet, ListError, NodeSet};
-pub use ids::{CudaOrdinal, GpuUuid, IdError, NumaNodeId, NvmlIndex, PciBusId};
+pub use ids::{CudaOrdinal, GpuUuid, IdError, NumaNodeId, NvmlIndex, PciBusId, PciClass, PciId};
 pub use reading::{Reading, Unknown, UnknownReason};
 pub use snapshot::*;
 pub use topology::{LinkClass, TopoMatrix};

@@ -6,7 +6,7 @@
 //! versioned by [`SCHEMA_VERSION`]; new fields are added (with serde defaults), never renamed.
 
 use crate::cpuset::{CpuSet, NodeSet};
-use crate::ids::{NumaNodeId, PciBusId};
+use crate::ids::{NumaNodeId, PciBusId, PciClass, PciId};
 use crate::reading::Reading;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -40,6 +40,9 @@ pub struct Snapshot {
     pub settings: HostSettings,
     /// Relevant environment variables of the capturing process (secrets redacted).
     pub env: BTreeMap<String, String>,
+    /// Problems met during capture that no single reading carries (a malformed node cpulist,
+    /// an unreadable PCI device), each naming the file.
+    pub capture_problems: Vec<String>,
 }
 
 /// Provenance of a snapshot.
@@ -154,11 +157,11 @@ pub struct PciDevice {
     /// Bridges from the root port down to (not including) this device.
     pub upstream_bridges: Vec<PciBusId>,
     /// `vendor`.
-    pub vendor_id: Reading<u16>,
+    pub vendor_id: Reading<PciId>,
     /// `device`.
-    pub device_id: Reading<u16>,
+    pub device_id: Reading<PciId>,
     /// `class` (24 bits: class, subclass, prog-if).
-    pub class: Reading<u32>,
+    pub class: Reading<PciClass>,
     /// Bound kernel driver (`nvidia`, `mlx5_core`, `pcieport`); unknown when none is bound.
     pub driver: Reading<String>,
     /// `numa_node`; unknown (`not_reported`) when the kernel reads -1.
@@ -172,7 +175,7 @@ pub struct PciDevice {
 impl PciDevice {
     /// True for PCI-to-PCI bridges (root ports, switch ports): class 0x0604.
     pub fn is_bridge(&self) -> bool {
-        matches!(self.class.known(), Some(c) if c >> 8 == 0x0604)
+        matches!(self.class.known(), Some(c) if c.class_and_subclass() == 0x0604)
     }
 }
 
@@ -194,7 +197,7 @@ pub struct Gpu {
     /// Vendor.
     pub vendor: GpuVendor,
     /// PCI device id (model).
-    pub device_id: Reading<u16>,
+    pub device_id: Reading<PciId>,
     /// NUMA node of the GPU's PCI root, per the kernel.
     pub numa_node: Reading<NumaNodeId>,
     /// CPUs the kernel calls local to the GPU (`local_cpulist`).
@@ -207,7 +210,7 @@ pub struct Nic {
     /// PCI address.
     pub pci_bus_id: PciBusId,
     /// PCI vendor id.
-    pub vendor_id: u16,
+    pub vendor_id: PciId,
     /// RDMA device names (`mlx5_0`), from the function's `infiniband/` directory.
     pub rdma_devices: Vec<String>,
     /// Network interface names (`ibp24s0`, `eth0`), from the function's `net/` directory.

@@ -48,15 +48,15 @@ impl Snapshot {
                     ));
                 }
             }
-            if let Some(d) = a.distances.known() {
-                if d.len() != self.numa_nodes.len() {
-                    problems.push(format!(
-                        "NUMA node {} has {} distances for {} nodes",
-                        a.id,
-                        d.len(),
-                        self.numa_nodes.len()
-                    ));
-                }
+            if let Some(d) = a.distances.known()
+                && d.len() != self.numa_nodes.len()
+            {
+                problems.push(format!(
+                    "NUMA node {} has {} distances for {} nodes",
+                    a.id,
+                    d.len(),
+                    self.numa_nodes.len()
+                ));
             }
         }
         let mut bus_ids = BTreeSet::new();
@@ -73,13 +73,14 @@ impl Snapshot {
                 }
             }
         }
-        let check_node = |what: String, node: Option<&crate::NumaNodeId>, problems: &mut Vec<String>| {
-            if let Some(id) = node {
-                if !node_ids.contains(id) {
+        let check_node =
+            |what: String, node: Option<&crate::NumaNodeId>, problems: &mut Vec<String>| {
+                if let Some(id) = node
+                    && !node_ids.contains(id)
+                {
                     problems.push(format!("{what} is on NUMA node {id}, which does not exist"));
                 }
-            }
-        };
+            };
         let mut gpu_ids = BTreeSet::new();
         for g in &self.gpus {
             if !gpu_ids.insert(g.pci_bus_id) {
@@ -88,7 +89,11 @@ impl Snapshot {
             if !bus_ids.contains(&g.pci_bus_id) {
                 problems.push(format!("GPU {} is not in the PCI list", g.pci_bus_id));
             }
-            check_node(format!("GPU {}", g.pci_bus_id), g.numa_node.known(), &mut problems);
+            check_node(
+                format!("GPU {}", g.pci_bus_id),
+                g.numa_node.known(),
+                &mut problems,
+            );
         }
         let mut nic_ids = BTreeSet::new();
         for n in &self.nics {
@@ -98,7 +103,11 @@ impl Snapshot {
             if !bus_ids.contains(&n.pci_bus_id) {
                 problems.push(format!("NIC {} is not in the PCI list", n.pci_bus_id));
             }
-            check_node(format!("NIC {}", n.pci_bus_id), n.numa_node.known(), &mut problems);
+            check_node(
+                format!("NIC {}", n.pci_bus_id),
+                n.numa_node.known(),
+                &mut problems,
+            );
         }
         if problems.is_empty() {
             Ok(())

@@ -1,1 +1,91 @@
-fn main() {}
+//! `inferscope`: the command-line front end. Arguments are parsed and validated here, each
+//! command is a thin function over the library crates, and every renderer writes to any
+//! `impl Write` so output is testable. Errors are printed once, with their chain, and map to
+//! exit codes: 0 fine, 1 findings at or above the chosen severity, 2 usage or input error.
+//! A closed pipe (`inferscope snapshot | head`) is success, not an error.
+
+use clap::{Parser, Subcommand};
+use inferscope::commands;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Know your GPU inference host.
+#[derive(Debug, Parser)]
+#[command(name = "inferscope", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print everything known about this host as JSON (the Snapshot).
+    Snapshot {
+        /// Read sysfs/procfs under DIR instead of / (a fixture tree or unpacked gather archive).
+        #[arg(long, value_name = "DIR", default_value = "/")]
+        root: PathBuf,
+    },
+    /// Archive exactly the files the probe reads, for bug reports and test fixtures.
+    Gather {
+        /// Where to write the .tar.gz archive.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// Read under DIR instead of /.
+        #[arg(long, value_name = "DIR", default_value = "/")]
+        root: PathBuf,
+    },
+    /// Show the GPU/NIC link matrix (as `nvidia-smi topo -m`) and the NUMA layout.
+    Topo {
+        /// Read a snapshot written by `inferscope snapshot` instead of the machine.
+        #[arg(long, value_name = "FILE", conflicts_with = "root")]
+        snapshot: Option<PathBuf>,
+        /// Read sysfs/procfs under DIR instead of /.
+        #[arg(long, value_name = "DIR")]
+        root: Option<PathBuf>,
+        /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Snapshot { root } => commands::snapshot::run(&root, out),
+        Command::Gather { out: file, root } => commands::gather::run(&root, &file, out),
+        Command::Topo {
+            snapshot,
+            root,
+            json,
+        } => commands::topo::run(snapshot.as_deref(), root.as_deref(), json, out),
+    }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    let result = run(cli, &mut out).and_then(|code| {
+        out.flush()?;
+        Ok(code)
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            let mut msg = format!("inferscope: error: {e}");
+            for cause in e.chain().skip(1) {
+                msg.push_str(&format!("\n  caused by: {cause}"));
+            }
+            eprintln!("{msg}");
+            ExitCode::from(2)
+        }
+    }
+}

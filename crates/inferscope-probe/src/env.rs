@@ -1,0 +1,113 @@
+//! The environment variables that change how inference servers use GPUs, CPUs and memory.
+//!
+//! Read from `/proc/self/environ` under the root (not `std::env`) so a gathered archive replays
+//! them. Only variables that matter are kept, and values of anything that looks like a secret
+//! are replaced, because snapshots get pasted into bug reports.
+
+use crate::fsroot::FsRoot;
+use inferscope_formats::environ;
+use std::collections::BTreeMap;
+
+/// Exact names kept.
+const NAMES: &[&str] = &[
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "CUDA_LAUNCH_BLOCKING",
+    "CUDA_MODULE_LOADING",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "PYTORCH_ALLOC_CONF",
+    "PYTORCH_HIP_ALLOC_CONF",
+    "PYTORCH_NO_CUDA_MEMORY_CACHING",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "TOKENIZERS_PARALLELISM",
+    "LD_PRELOAD",
+    "HUGGING_FACE_HUB_TOKEN",
+];
+
+/// Prefixes kept.
+const PREFIXES: &[&str] = &[
+    "NCCL_",
+    "HF_",
+    "VLLM_",
+    "SGLANG_",
+    "TGI_",
+    "OLLAMA_",
+    "LLAMA_",
+    "TORCH_",
+    "TRANSFORMERS_",
+    "UCX_",
+    "GOMP_",
+    "KMP_",
+];
+
+/// Words in a name that mark its value as secret.
+const SECRET_WORDS: &[&str] = &["TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"];
+
+/// Placeholder written instead of a secret value.
+pub const REDACTED: &str = "<redacted>";
+
+/// True when the variable matters for serving.
+pub fn is_relevant(name: &str) -> bool {
+    NAMES.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// True when the variable's value must not be recorded.
+pub fn is_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_WORDS.iter().any(|w| upper.contains(w))
+}
+
+/// Relevant variables, secrets redacted.
+pub fn filter(vars: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
+    vars.into_iter()
+        .filter(|(k, _)| is_relevant(k))
+        .map(|(k, v)| {
+            let v = if is_secret(&k) {
+                REDACTED.to_string()
+            } else {
+                v
+            };
+            (k, v)
+        })
+        .collect()
+}
+
+/// Read the relevant environment of the capturing process (empty when not readable).
+pub fn probe_env(fs: &FsRoot) -> BTreeMap<String, String> {
+    match fs.read_bytes("proc/self/environ") {
+        Ok(bytes) => filter(environ::parse(&bytes)),
+        Err(_) => BTreeMap::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_serving_vars_and_redacts_secrets() {
+        let vars = [
+            ("PATH", "/usr/bin"),
+            ("CUDA_VISIBLE_DEVICES", "1,0"),
+            ("NCCL_P2P_DISABLE", "1"),
+            ("HF_TOKEN", "hf_abc"),
+            ("VLLM_API_KEY", "sk-1"),
+            ("AWS_SECRET_ACCESS_KEY", "x"),
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()));
+        let env = filter(vars);
+        assert_eq!(
+            env.get("CUDA_VISIBLE_DEVICES").map(String::as_str),
+            Some("1,0")
+        );
+        assert_eq!(env.get("HF_TOKEN").map(String::as_str), Some(REDACTED));
+        assert_eq!(env.get("VLLM_API_KEY").map(String::as_str), Some(REDACTED));
+        assert!(!env.contains_key("PATH"));
+        assert!(!env.contains_key("AWS_SECRET_ACCESS_KEY"));
+    }
+}

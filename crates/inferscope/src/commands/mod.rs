@@ -1,0 +1,28 @@
+//! One module per command; each takes validated arguments and a writer.
+
+pub mod gather;
+pub mod snapshot;
+pub mod topo;
+
+use inferscope_model::Snapshot;
+use inferscope_probe::{CaptureOptions, FsRoot};
+use std::path::Path;
+
+/// Capture options for a capture made now by this build.
+pub fn capture_options() -> CaptureOptions {
+    CaptureOptions {
+        captured_at: crate::clock::now_rfc3339(),
+        tool: crate::tool_name(),
+    }
+}
+
+/// Capture the machine under `root`, refusing a root that is not a directory.
+pub fn capture_root(root: &Path) -> anyhow::Result<Snapshot> {
+    if !root.is_dir() {
+        anyhow::bail!("--root {}: not a directory", root.display());
+    }
+    Ok(inferscope_probe::capture(
+        &FsRoot::new(root),
+        &capture_options(),
+    ))
+}

@@ -1,0 +1,13 @@
+//! `inferscope snapshot`: the Snapshot as pretty JSON on stdout.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// Capture under `root` and print JSON.
+pub fn run(root: &Path, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let snapshot = super::capture_root(root)?;
+    serde_json::to_writer_pretty(&mut *out, &snapshot)?;
+    writeln!(out)?;
+    Ok(ExitCode::SUCCESS)
+}

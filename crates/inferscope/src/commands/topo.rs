@@ -1,0 +1,26 @@
+//! `inferscope topo`: the link matrix and NUMA layout of a machine, a tree or a snapshot file.
+
+use crate::render;
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// Render the topology of the chosen source.
+pub fn run(
+    snapshot: Option<&Path>,
+    root: Option<&Path>,
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    let snap = match (snapshot, root) {
+        (Some(file), _) => crate::load::snapshot_file(file)?,
+        (None, Some(dir)) => super::capture_root(dir)?,
+        (None, None) => super::capture_root(Path::new("/"))?,
+    };
+    if json {
+        render::topo::write_json(&snap, out)?;
+    } else {
+        render::topo::write_text(&snap, out)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,38 @@
+//! Loading a snapshot file a user hands in: bounded read, JSON errors with line and column,
+//! then the model's invariants.
+
+use anyhow::{Context, bail};
+use inferscope_model::Snapshot;
+use std::io::Read;
+use std::path::Path;
+
+/// Largest snapshot file accepted (a 16-GPU host with 300 PCI functions is ~300 KiB).
+pub const MAX_SNAPSHOT_BYTES: u64 = 64 << 20;
+
+/// Read, parse and validate a snapshot file.
+pub fn snapshot_file(path: &Path) -> anyhow::Result<Snapshot> {
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("cannot open snapshot {}", path.display()))?;
+    let mut text = String::new();
+    file.take(MAX_SNAPSHOT_BYTES + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("cannot read snapshot {} as UTF-8 text", path.display()))?;
+    if text.len() as u64 > MAX_SNAPSHOT_BYTES {
+        bail!(
+            "{}: larger than {} MiB; not a snapshot written by inferscope",
+            path.display(),
+            MAX_SNAPSHOT_BYTES >> 20
+        );
+    }
+    parse_snapshot(&text, &path.display().to_string())
+}
+
+/// Parse and validate snapshot JSON; `name` is used in error messages.
+pub fn parse_snapshot(text: &str, name: &str) -> anyhow::Result<Snapshot> {
+    let snapshot: Snapshot = serde_json::from_str(text)
+        .map_err(|e| anyhow::anyhow!("{name}: not a valid inferscope snapshot: {e}"))?;
+    snapshot
+        .validate()
+        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    Ok(snapshot)
+}

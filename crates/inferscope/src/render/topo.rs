@@ -1,0 +1,304 @@
+//! The topology view: the `nvidia-smi topo -m` matrix users know, then a NUMA summary that
+//! `nvidia-smi` does not give (node memory, usable CPUs under the cgroup, what sits where).
+
+use super::bytes;
+use inferscope_model::topology::{self, EndpointKind, NodeSummary, TopoMatrix};
+use inferscope_model::{Reading, Snapshot};
+use serde::Serialize;
+use std::io::{self, Write};
+
+/// JSON form of `inferscope topo --json`.
+#[derive(Debug, Serialize)]
+pub struct TopoReport<'a> {
+    /// Schema of the snapshot the report was computed from.
+    pub schema_version: u32,
+    /// Host name, if known.
+    pub hostname: &'a Reading<String>,
+    /// GPU/NIC matrix and GPU placement.
+    pub matrix: TopoMatrix,
+    /// NUMA nodes and what is attached to them.
+    pub numa_nodes: Vec<NodeSummary>,
+}
+
+/// Write the report as pretty JSON.
+pub fn write_json(snap: &Snapshot, out: &mut dyn Write) -> io::Result<()> {
+    let report = TopoReport {
+        schema_version: snap.schema_version,
+        hostname: &snap.host.hostname,
+        matrix: topology::topo_matrix(snap),
+        numa_nodes: topology::numa_summary(snap),
+    };
+    serde_json::to_writer_pretty(&mut *out, &report)?;
+    writeln!(out)
+}
+
+fn reading_text<T: std::fmt::Display>(r: &Reading<T>, unknown: &str) -> String {
+    match r.known() {
+        Some(v) => v.to_string(),
+        None => unknown.to_string(),
+    }
+}
+
+fn pad(s: &str, w: usize) -> String {
+    format!("{s:<w$}")
+}
+
+/// Write the human view.
+pub fn write_text(snap: &Snapshot, out: &mut dyn Write) -> io::Result<()> {
+    let h = &snap.host;
+    writeln!(
+        out,
+        "{}: {}, {} sockets, {} cores, {} threads{}",
+        reading_text(&h.hostname, "unknown host"),
+        reading_text(&h.cpu_model, "unknown CPU"),
+        reading_text(&h.sockets, "?"),
+        reading_text(&h.cores, "?"),
+        reading_text(&h.threads, "?"),
+        if snap.is_live {
+            String::new()
+        } else {
+            format!(" (not live: {})", snap.source.root)
+        }
+    )?;
+    writeln!(out)?;
+    let m = topology::topo_matrix(snap);
+    if snap.gpus.is_empty() {
+        writeln!(
+            out,
+            "No GPU found: no NVIDIA (0x10de) or AMD (0x1002) display controller in /sys/bus/pci/devices."
+        )?;
+        writeln!(out)?;
+    } else {
+        write_matrix(&m, out)?;
+    }
+    write_numa(snap, &topology::numa_summary(snap), out)?;
+    if !snap.capture_problems.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "Capture problems:")?;
+        for p in &snap.capture_problems {
+            writeln!(out, "  {p}")?;
+        }
+    }
+    Ok(())
+}
+
+fn write_matrix(m: &TopoMatrix, out: &mut dyn Write) -> io::Result<()> {
+    let cell_w = m
+        .endpoints
+        .iter()
+        .map(|e| e.label.len())
+        .max()
+        .unwrap_or(4)
+        .max(4)
+        + 4;
+    let cpu_w = m
+        .gpus
+        .iter()
+        .map(|g| reading_text(&g.cpu_affinity, "unknown").len())
+        .max()
+        .unwrap_or(0)
+        .max("CPU Affinity".len())
+        + 4;
+    let numa_w = "NUMA Affinity".len() + 4;
+    let mut line = pad("", cell_w);
+    for e in &m.endpoints {
+        line.push_str(&pad(&e.label, cell_w));
+    }
+    line.push_str(&pad("CPU Affinity", cpu_w));
+    line.push_str(&pad("NUMA Affinity", numa_w));
+    line.push_str("GPU NUMA ID");
+    writeln!(out, "{}", line.trim_end())?;
+    for (i, e) in m.endpoints.iter().enumerate() {
+        let mut line = pad(&e.label, cell_w);
+        for link in &m.links[i] {
+            let cell = link.to_string();
+            let cell = if cell == "X" { " X".to_string() } else { cell };
+            line.push_str(&pad(&cell, cell_w));
+        }
+        if e.kind == EndpointKind::Gpu
+            && let Some(g) = m.gpus.iter().find(|g| g.label == e.label)
+        {
+            line.push_str(&pad(&reading_text(&g.cpu_affinity, "unknown"), cpu_w));
+            line.push_str(&pad(&reading_text(&g.numa_affinity, "N/A"), numa_w));
+            line.push('-');
+        }
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    writeln!(out)?;
+    writeln!(out, "Legend:")?;
+    writeln!(out)?;
+    for (code, text) in [
+        ("X", "Self"),
+        (
+            "SYS",
+            "Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)",
+        ),
+        (
+            "NODE",
+            "Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node",
+        ),
+        (
+            "PHB",
+            "Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
+        ),
+        (
+            "PXB",
+            "Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)",
+        ),
+        ("PIX", "Connection traversing at most a single PCIe bridge"),
+        (
+            "NV#",
+            "Connection traversing a bonded set of # NVLinks (needs NVML; not derived from sysfs)",
+        ),
+    ] {
+        writeln!(out, "  {code:<4} = {text}")?;
+    }
+    writeln!(
+        out,
+        "  GPU NUMA ID: - = unknown without NVML (only Grace-class GPUs expose their memory as a NUMA node)"
+    )?;
+    let nics: Vec<_> = m
+        .endpoints
+        .iter()
+        .filter(|e| e.kind == EndpointKind::Nic)
+        .collect();
+    if !nics.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "NIC Legend:")?;
+        writeln!(out)?;
+        for n in nics {
+            writeln!(out, "  {}: {}", n.label, n.name)?;
+        }
+    }
+    if !m.notes.is_empty() {
+        writeln!(out)?;
+        for n in &m.notes {
+            writeln!(out, "Note: {n}")?;
+        }
+    }
+    writeln!(out)?;
+    Ok(())
+}
+
+fn join_labels(labels: &[String]) -> String {
+    if labels.is_empty() {
+        "-".to_string()
+    } else {
+        labels.join(",")
+    }
+}
+
+fn write_numa(snap: &Snapshot, nodes: &[NodeSummary], out: &mut dyn Write) -> io::Result<()> {
+    if nodes.is_empty() {
+        writeln!(
+            out,
+            "NUMA: no /sys/devices/system/node (kernel without NUMA support, or not readable)"
+        )?;
+        return Ok(());
+    }
+    let rows: Vec<[String; 7]> = nodes
+        .iter()
+        .map(|n| {
+            [
+                n.id.to_string(),
+                if n.cpus.is_empty() {
+                    "(none: memory only)".to_string()
+                } else {
+                    n.cpus.to_string()
+                },
+                match n.usable_cpus.known() {
+                    Some(u) if u == &n.cpus => "all".to_string(),
+                    Some(u) if u.is_empty() => "none".to_string(),
+                    Some(u) => u.to_string(),
+                    None => "unknown".to_string(),
+                },
+                n.memory_total_bytes
+                    .known()
+                    .map(|b| bytes(*b))
+                    .unwrap_or_else(|| "unknown".into()),
+                n.memory_free_bytes
+                    .known()
+                    .map(|b| bytes(*b))
+                    .unwrap_or_else(|| "unknown".into()),
+                join_labels(&n.gpus),
+                join_labels(&n.nics),
+            ]
+        })
+        .collect();
+    let header = [
+        "Node",
+        "CPUs",
+        "Usable CPUs",
+        "Memory",
+        "Free",
+        "GPUs",
+        "NICs",
+    ];
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r.iter()) {
+            *w = (*w).max(c.len());
+        }
+    }
+    writeln!(out, "NUMA nodes:")?;
+    let fmt_row = |cells: &[String]| {
+        let mut s = String::from("  ");
+        for (c, w) in cells.iter().zip(widths.iter()) {
+            s.push_str(&pad(c, w + 3));
+        }
+        s.trim_end().to_string()
+    };
+    writeln!(out, "{}", fmt_row(&header.map(String::from)))?;
+    for r in &rows {
+        writeln!(out, "{}", fmt_row(r))?;
+    }
+    if nodes.len() > 1 {
+        writeln!(out)?;
+        writeln!(out, "Node distances (SLIT):")?;
+        let mut line = String::from("        ");
+        for n in &snap.numa_nodes {
+            line.push_str(&format!("{:>6}", n.id));
+        }
+        writeln!(out, "{line}")?;
+        for n in &snap.numa_nodes {
+            let mut line = format!("  {:>4}  ", n.id);
+            match n.distances.known() {
+                Some(d) => {
+                    for v in d {
+                        line.push_str(&format!("{v:>6}"));
+                    }
+                }
+                None => line.push_str("  unknown"),
+            }
+            writeln!(out, "{line}")?;
+        }
+    }
+    let unplaced: Vec<String> = snap
+        .gpus
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| !g.numa_node.is_known())
+        .map(|(i, _)| format!("GPU{i}"))
+        .collect();
+    if !unplaced.is_empty() {
+        writeln!(
+            out,
+            "  GPUs with no NUMA node reported by the kernel: {}",
+            unplaced.join(",")
+        )?;
+    }
+    match topology::allowed_cpus(snap) {
+        Reading::Value(allowed) => {
+            if let Some(online) = snap.host.online_cpus.known()
+                && !online.is_subset(&allowed)
+            {
+                writeln!(
+                    out,
+                    "  This process's cgroup allows CPUs {allowed} of {online} online."
+                )?;
+            }
+        }
+        Reading::Unknown(u) => writeln!(out, "  cgroup CPU limit unknown: {}", u.detail)?,
+    }
+    Ok(())
+}
