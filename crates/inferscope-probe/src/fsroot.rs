@@ -45,7 +45,7 @@ impl FsError {
 pub struct Recording {
     /// Files and their exact bytes as read.
     pub files: BTreeMap<String, Vec<u8>>,
-    /// Directories that were listed.
+    /// Directories that were listed, and the subdirectories those listings showed.
     pub dirs: BTreeSet<String>,
     /// Symlinks and their targets as read.
     pub symlinks: BTreeMap<String, String>,
@@ -210,13 +210,22 @@ impl FsRoot {
             err
         })?;
         let mut names = Vec::new();
+        let mut child_dirs = Vec::new();
         for entry in rd.take(MAX_DIR_ENTRIES) {
             let entry = entry.map_err(|e| Self::error(rel, &e))?;
-            names.push(entry.file_name().to_string_lossy().into_owned());
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // A listing is an observation of its subdirectories too (e.g. `infiniband/mlx5_0`),
+            // so gather must recreate them even when nothing inside was read.
+            if self.recording.is_some() && entry.file_type().is_ok_and(|t| t.is_dir()) {
+                child_dirs.push(format!("{rel}/{name}"));
+            }
+            names.push(name);
         }
         names.sort();
         if let Some(r) = &self.recording {
-            r.borrow_mut().dirs.insert(rel.to_string());
+            let mut r = r.borrow_mut();
+            r.dirs.insert(rel.to_string());
+            r.dirs.extend(child_dirs);
         }
         Ok(names)
     }

@@ -29,6 +29,27 @@ pub fn snapshot_file(path: &Path) -> anyhow::Result<Snapshot> {
 
 /// Parse and validate snapshot JSON; `name` is used in error messages.
 pub fn parse_snapshot(text: &str, name: &str) -> anyhow::Result<Snapshot> {
+    // Look at the version first: a newer layout may not parse as this one at all.
+    #[derive(serde::Deserialize)]
+    struct Version {
+        schema_version: Option<u32>,
+    }
+    if let Ok(Version {
+        schema_version: Some(v),
+    }) = serde_json::from_str::<Version>(text)
+    {
+        if v != inferscope_model::SCHEMA_VERSION {
+            anyhow::bail!(
+                "{name}: schema_version {v} is not supported by this build (it reads version {})",
+                inferscope_model::SCHEMA_VERSION
+            );
+        }
+    }
+    if text.contains("GPU0") && !text.trim_start().starts_with('{') {
+        anyhow::bail!(
+            "{name}: this looks like `nvidia-smi topo -m` text, not a snapshot written by `inferscope snapshot`"
+        );
+    }
     let snapshot: Snapshot = serde_json::from_str(text)
         .map_err(|e| anyhow::anyhow!("{name}: not a valid inferscope snapshot: {e}"))?;
     snapshot

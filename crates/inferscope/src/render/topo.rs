@@ -257,11 +257,11 @@ fn write_numa(snap: &Snapshot, nodes: &[NodeSummary], out: &mut dyn Write) -> io
         writeln!(out, "Node distances (SLIT):")?;
         let mut line = String::from("        ");
         for n in &snap.numa_nodes {
-            line.push_str(&format!("{:>6}", n.id));
+            line.push_str(&format!("{:>6}", n.id.0));
         }
         writeln!(out, "{line}")?;
         for n in &snap.numa_nodes {
-            let mut line = format!("  {:>4}  ", n.id);
+            let mut line = format!("  {:>4}  ", n.id.0);
             match n.distances.known() {
                 Some(d) => {
                     for v in d {

@@ -1,0 +1,38 @@
+//! Shared helpers for the integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// Repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Names of the host fixture trees.
+pub fn host_fixtures() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(repo().join("fixtures/hosts"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().join("root").is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Fixed capture options so snapshots of fixtures are reproducible.
+pub fn opts() -> inferscope_probe::CaptureOptions {
+    inferscope_probe::CaptureOptions {
+        captured_at: "2026-12-02T00:00:00Z".into(),
+        tool: "inferscope test".into(),
+    }
+}
+
+/// Capture a fixture tree by name.
+pub fn capture_fixture(name: &str) -> inferscope_model::Snapshot {
+    let root = repo().join("fixtures/hosts").join(name).join("root");
+    let mut snap = inferscope_probe::capture(&inferscope_probe::FsRoot::new(&root), &opts());
+    // The checkout location must not leak into golden files.
+    snap.source.root = format!("fixtures/hosts/{name}/root");
+    snap
+}
