@@ -23,29 +23,37 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// How two devices are connected, best (`X`) to worst (`SYS`), as in `nvidia-smi topo -m`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// Serialised as the matrix cell text (`"PIX"`, `"NV18"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LinkClass {
     /// The device itself.
-    #[serde(rename = "X")]
     SelfLink,
     /// A bonded set of N NVLinks (from NVML; never derived from the PCI tree).
-    #[serde(rename = "NV")]
     NvLink(u32),
     /// At most a single PCIe bridge or switch.
-    #[serde(rename = "PIX")]
     Pix,
     /// Multiple PCIe bridges, without the host bridge.
-    #[serde(rename = "PXB")]
     Pxb,
     /// Through a PCIe host bridge (the CPU's root complex).
-    #[serde(rename = "PHB")]
     Phb,
     /// Between host bridges within one NUMA node.
-    #[serde(rename = "NODE")]
     Node,
     /// Across the SMP interconnect between NUMA nodes (QPI/UPI/Infinity Fabric).
-    #[serde(rename = "SYS")]
     Sys,
+}
+
+impl Serialize for LinkClass {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for LinkClass {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        LinkClass::parse_cell(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown link class {s:?}")))
+    }
 }
 
 impl fmt::Display for LinkClass {
@@ -363,4 +371,34 @@ pub fn gpu_local_cpus(snapshot: &Snapshot, gpu: &PciBusId) -> Reading<CpuSet> {
         None => g.local_cpus.clone(),
     };
     usable(&node_cpus, &allowed_cpus(snapshot))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_class_cells_round_trip() {
+        for cell in ["X", "NV18", "PIX", "PXB", "PHB", "NODE", "SYS"] {
+            let c = LinkClass::parse_cell(cell).unwrap();
+            assert_eq!(c.to_string(), cell);
+            let json = serde_json::to_string(&c).unwrap();
+            assert_eq!(json, format!("\"{cell}\""));
+            assert_eq!(serde_json::from_str::<LinkClass>(&json).unwrap(), c);
+        }
+        assert_eq!(LinkClass::parse_cell("SOC"), Some(LinkClass::Sys));
+        assert!(LinkClass::parse_cell("NVX").is_none());
+        assert!(LinkClass::NvLink(4) < LinkClass::Pix && LinkClass::Node < LinkClass::Sys);
+    }
+
+    #[test]
+    fn switch_units_along_a_path() {
+        // [root port] -> 1 unit; [RP, US, DS] from the US -> 1; two switch levels -> 2
+        assert_eq!(units_from(1, 0), 1);
+        assert_eq!(units_from(3, 1), 1);
+        assert_eq!(units_from(5, 1), 2);
+        assert_eq!(units_from(5, 3), 1);
+        assert_eq!(units_from(3, 0), 2);
+        assert_eq!(units_from(0, 0), 0);
+    }
 }

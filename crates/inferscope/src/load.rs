@@ -37,13 +37,12 @@ pub fn parse_snapshot(text: &str, name: &str) -> anyhow::Result<Snapshot> {
     if let Ok(Version {
         schema_version: Some(v),
     }) = serde_json::from_str::<Version>(text)
+        && v != inferscope_model::SCHEMA_VERSION
     {
-        if v != inferscope_model::SCHEMA_VERSION {
-            anyhow::bail!(
-                "{name}: schema_version {v} is not supported by this build (it reads version {})",
-                inferscope_model::SCHEMA_VERSION
-            );
-        }
+        anyhow::bail!(
+            "{name}: schema_version {v} is not supported by this build (it reads version {})",
+            inferscope_model::SCHEMA_VERSION
+        );
     }
     if text.contains("GPU0") && !text.trim_start().starts_with('{') {
         anyhow::bail!(

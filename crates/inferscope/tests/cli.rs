@@ -22,7 +22,10 @@ fn topo_on_a_fixture_root_and_on_its_snapshot_agree() {
     let root = "fixtures/hosts/pcie8-2s-plx-switches/root";
     let (code, from_root, err) = inferscope(&["topo", "--root", root]);
     assert_eq!(code, 0, "{err}");
-    assert!(from_root.contains("GPU0     X      PIX     PXB"), "{from_root}");
+    assert!(
+        from_root.contains("GPU0     X      PIX     PXB"),
+        "{from_root}"
+    );
     let (code, json, _) = inferscope(&["snapshot", "--root", root]);
     assert_eq!(code, 0);
     let dir = tempfile::tempdir().unwrap();
@@ -109,7 +112,11 @@ fn bad_snapshot_files_give_one_clear_error() {
         assert_eq!(code, 2, "{file}: {err}");
         assert!(out.is_empty(), "{file}");
         assert!(!err.contains("panicked"), "{file}: {err}");
-        assert_eq!(err.trim(), format!("inferscope: error: {path}: {message}"), "{file}");
+        assert_eq!(
+            err.trim(),
+            format!("inferscope: error: {path}: {message}"),
+            "{file}"
+        );
         rows += 1;
     }
     let files = std::fs::read_dir(&dir)

@@ -58,7 +58,10 @@ fn gather_of_live_machine_replays_to_the_same_snapshot() {
 #[test]
 fn gather_of_each_fixture_tree_replays_to_the_same_snapshot() {
     for name in common::host_fixtures() {
-        let root = common::repo().join("fixtures/hosts").join(&name).join("root");
+        let root = common::repo()
+            .join("fixtures/hosts")
+            .join(&name)
+            .join("root");
         let mut archive = Vec::new();
         let original = gather::gather(&root, &common::opts(), &mut archive).unwrap();
         assert!(!original.gpus.is_empty(), "{name}");

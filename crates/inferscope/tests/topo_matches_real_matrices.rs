@@ -60,9 +60,13 @@ fn parse_real(text: &str) -> RealMatrix {
 }
 
 fn check(name: &str) {
-    let real_text =
-        std::fs::read_to_string(common::repo().join("fixtures/hosts").join(name).join("REAL-topo.txt"))
-            .unwrap();
+    let real_text = std::fs::read_to_string(
+        common::repo()
+            .join("fixtures/hosts")
+            .join(name)
+            .join("REAL-topo.txt"),
+    )
+    .unwrap();
     let real = parse_real(&real_text);
     let snap = common::capture_fixture(name);
     snap.validate().unwrap();
