@@ -61,6 +61,50 @@ pub(crate) fn end_col(line: &str, col_offset: usize) -> usize {
     col_offset + line.trim_end().chars().count() + 1
 }
 
+/// Digits of `digits` in `radix`, accumulated with overflow detection. A bad character is
+/// reported at its own column (`first_col` is the column of `digits[0]`).
+fn accumulate(
+    digits: &str,
+    radix: u32,
+    line: usize,
+    first_col: usize,
+    expected: &str,
+    tok: &str,
+) -> Result<Option<u64>, ParseError> {
+    let mut value: u64 = 0;
+    let mut overflow = false;
+    for (i, c) in digits.chars().enumerate() {
+        let Some(d) = c.to_digit(radix) else {
+            return Err(ParseError::new(line, first_col + i, expected, tok));
+        };
+        match value
+            .checked_mul(u64::from(radix))
+            .and_then(|v| v.checked_add(u64::from(d)))
+        {
+            Some(v) => value = v,
+            None => overflow = true,
+        }
+    }
+    Ok((!overflow).then_some(value))
+}
+
+fn narrow<T: TryFrom<u64>>(
+    value: Option<u64>,
+    line: usize,
+    col: usize,
+    what: &str,
+    tok: &str,
+) -> Result<T, ParseError> {
+    value.and_then(|v| T::try_from(v).ok()).ok_or_else(|| {
+        ParseError::new(
+            line,
+            col,
+            format!("{what} that fits in {}", std::any::type_name::<T>()),
+            tok,
+        )
+    })
+}
+
 /// Parses an unsigned decimal token into any unsigned integer type.
 ///
 /// Only ASCII digits are accepted (no sign, no separators). A bad character is reported
@@ -74,32 +118,8 @@ pub(crate) fn unsigned<T: TryFrom<u64>>(
     if tok.is_empty() {
         return Err(ParseError::new(line, col, expected, END_OF_LINE));
     }
-    let mut value: u64 = 0;
-    let mut overflow = false;
-    for (i, c) in tok.chars().enumerate() {
-        let Some(d) = c.to_digit(10) else {
-            return Err(ParseError::new(line, col + i, expected, tok));
-        };
-        match value
-            .checked_mul(10)
-            .and_then(|v| v.checked_add(u64::from(d)))
-        {
-            Some(v) => value = v,
-            None => overflow = true,
-        }
-    }
-    let too_large = || {
-        ParseError::new(
-            line,
-            col,
-            format!("a number that fits in {}", std::any::type_name::<T>()),
-            tok,
-        )
-    };
-    if overflow {
-        return Err(too_large());
-    }
-    T::try_from(value).map_err(|_| too_large())
+    let value = accumulate(tok, 10, line, col, expected, tok)?;
+    narrow(value, line, col, "a number", tok)
 }
 
 /// Parses a hexadecimal token (optional `0x`/`0X` prefix) into an unsigned integer type.
@@ -117,32 +137,8 @@ pub(crate) fn hex<T: TryFrom<u64>>(
         let found = if tok.is_empty() { END_OF_LINE } else { tok };
         return Err(ParseError::new(line, col + skipped, expected, found));
     }
-    let mut value: u64 = 0;
-    let mut overflow = false;
-    for (i, c) in digits.chars().enumerate() {
-        let Some(d) = c.to_digit(16) else {
-            return Err(ParseError::new(line, col + skipped + i, expected, tok));
-        };
-        match value
-            .checked_mul(16)
-            .and_then(|v| v.checked_add(u64::from(d)))
-        {
-            Some(v) => value = v,
-            None => overflow = true,
-        }
-    }
-    let too_large = || {
-        ParseError::new(
-            line,
-            col,
-            format!("a hex number that fits in {}", std::any::type_name::<T>()),
-            tok,
-        )
-    };
-    if overflow {
-        return Err(too_large());
-    }
-    T::try_from(value).map_err(|_| too_large())
+    let value = accumulate(digits, 16, line, col + skipped, expected, tok)?;
+    narrow(value, line, col, "a hex number", tok)
 }
 
 #[cfg(test)]

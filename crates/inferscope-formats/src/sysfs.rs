@@ -23,16 +23,9 @@ impl LinkSpeed {
     /// The PCIe generation for a standard rate (2.5 GT/s is 1 … 128 GT/s is 7).
     pub fn generation(&self) -> Option<u8> {
         match self {
-            LinkSpeed::GigaTransfers { tenths } => match tenths {
-                25 => Some(1),
-                50 => Some(2),
-                80 => Some(3),
-                160 => Some(4),
-                320 => Some(5),
-                640 => Some(6),
-                1280 => Some(7),
-                _ => None,
-            },
+            LinkSpeed::GigaTransfers { tenths } => {
+                inferscope_model::snapshot::generation_of_tenths(*tenths)
+            }
             LinkSpeed::Unknown => None,
         }
     }

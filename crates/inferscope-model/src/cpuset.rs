@@ -4,7 +4,6 @@
 //! as `0-4294967295` costs 8 bytes, not 512 MiB, and printing gives back the kernel's own
 //! canonical form. Serialised in JSON as the cpulist string users already know.
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::str::FromStr;
 
@@ -234,18 +233,7 @@ macro_rules! list_type {
             }
         }
 
-        impl Serialize for $name {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_str(self)
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let s = String::deserialize(d)?;
-                s.parse().map_err(serde::de::Error::custom)
-            }
-        }
+        serde_as_string!($name);
     };
 }
 

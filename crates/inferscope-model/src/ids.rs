@@ -5,7 +5,7 @@
 //! `CUDA_VISIBLE_DEVICES`) and its UUID. Mixing them up is how `CUDA_VISIBLE_DEVICES=1` ends up
 //! on the wrong card, so they never share a type.
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
@@ -90,18 +90,7 @@ impl fmt::Display for PciBusId {
     }
 }
 
-impl Serialize for PciBusId {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for PciBusId {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
+serde_as_string!(PciBusId);
 
 macro_rules! index_newtype {
     ($(#[$doc:meta])* $name:ident, $label:literal) => {
@@ -217,18 +206,7 @@ macro_rules! hex_newtype {
             }
         }
 
-        impl Serialize for $name {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_str(self)
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let s = String::deserialize(d)?;
-                s.parse().map_err(serde::de::Error::custom)
-            }
-        }
+        serde_as_string!($name);
     };
 }
 

@@ -13,6 +13,25 @@
 //! * **No I/O here.** Nothing in this crate touches the filesystem, the clock or a driver, so
 //!   everything is testable from recorded data.
 
+/// Implement serde for a type through its `Display` and `FromStr` (JSON strings such as
+/// `"0-3,8-11"` or `"0000:17:00.0"`), so the JSON form is the form users already know.
+macro_rules! serde_as_string {
+    ($name:ty) => {
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
 pub mod cpuset;
 pub mod ids;
 pub mod reading;

@@ -109,17 +109,9 @@ pub struct LinkSpeed {
 }
 
 impl LinkSpeed {
-    /// PCIe generation for the standard rates (2.5 GT/s = Gen1 ... 64 GT/s = Gen6).
+    /// PCIe generation for the standard rates (2.5 GT/s = Gen1 ... 128 GT/s = Gen7).
     pub fn generation(&self) -> Option<u8> {
-        match self.gt_per_s_tenths {
-            25 => Some(1),
-            50 => Some(2),
-            80 => Some(3),
-            160 => Some(4),
-            320 => Some(5),
-            640 => Some(6),
-            _ => None,
-        }
+        generation_of_tenths(self.gt_per_s_tenths)
     }
 }
 
@@ -131,6 +123,20 @@ impl std::fmt::Display for LinkSpeed {
             self.gt_per_s_tenths / 10,
             self.gt_per_s_tenths % 10
         )
+    }
+}
+
+/// PCIe generation of a transfer rate given in tenths of GT/s (160 → 4); `None` if non-standard.
+pub fn generation_of_tenths(tenths: u32) -> Option<u8> {
+    match tenths {
+        25 => Some(1),
+        50 => Some(2),
+        80 => Some(3),
+        160 => Some(4),
+        320 => Some(5),
+        640 => Some(6),
+        1280 => Some(7),
+        _ => None,
     }
 }
 
