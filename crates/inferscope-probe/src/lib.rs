@@ -38,7 +38,7 @@ pub fn capture(fs: &FsRoot, opts: &CaptureOptions) -> Snapshot {
     let nics = pci::nics(fs, &pci_devices);
     let settings = settings::probe_settings(fs, &host.online_cpus);
     let env = env::probe_env(fs);
-    Snapshot {
+    let mut snapshot = Snapshot {
         schema_version: SCHEMA_VERSION,
         is_live: fs.is_live(),
         captured_at: opts.captured_at.clone(),
@@ -54,5 +54,63 @@ pub fn capture(fs: &FsRoot, opts: &CaptureOptions) -> Snapshot {
         settings,
         env,
         capture_problems: problems,
+    };
+    make_consistent(&mut snapshot);
+    snapshot
+}
+
+/// Make what the kernel said agree with itself, so a capture always passes
+/// [`Snapshot::validate`]: a device that claims a NUMA node with no
+/// `/sys/devices/system/node/nodeN` gets an unknown node (with the claim as evidence), and a
+/// bridge on a device's path that has no `/sys/bus/pci/devices` entry is reported.
+fn make_consistent(s: &mut Snapshot) {
+    use inferscope_model::{NumaNodeId, Reading, UnknownReason};
+    let nodes: Vec<NumaNodeId> = s.numa_nodes.iter().map(|n| n.id).collect();
+    let fix = |r: &mut Reading<NumaNodeId>, what: String, problems: &mut Vec<String>| {
+        if let Some(id) = r.known().copied()
+            && !nodes.contains(&id)
+        {
+            let msg = format!(
+                "{what} claims NUMA node {id}, but /sys/devices/system/node/node{id} does not exist"
+            );
+            problems.push(msg.clone());
+            *r = Reading::unknown(UnknownReason::Malformed, msg);
+        }
+    };
+    let mut problems = std::mem::take(&mut s.capture_problems);
+    for d in &mut s.pci_devices {
+        fix(
+            &mut d.numa_node,
+            format!("PCI device {}", d.bus_id),
+            &mut problems,
+        );
     }
+    for g in &mut s.gpus {
+        fix(
+            &mut g.numa_node,
+            format!("GPU {}", g.pci_bus_id),
+            &mut Vec::new(),
+        );
+    }
+    for n in &mut s.nics {
+        fix(
+            &mut n.numa_node,
+            format!("NIC {}", n.pci_bus_id),
+            &mut Vec::new(),
+        );
+    }
+    let known: std::collections::BTreeSet<_> = s.pci_devices.iter().map(|d| d.bus_id).collect();
+    for d in &s.pci_devices {
+        for b in &d.upstream_bridges {
+            if !known.contains(b) {
+                problems.push(format!(
+                    "PCI device {}: bridge {b} on its path has no /sys/bus/pci/devices entry",
+                    d.bus_id
+                ));
+            }
+        }
+    }
+    problems.sort();
+    problems.dedup();
+    s.capture_problems = problems;
 }

@@ -154,3 +154,24 @@ fn empty_root_gives_unknowns_not_zeros() {
     );
     snap.validate().unwrap();
 }
+
+#[test]
+fn device_on_a_node_that_does_not_exist_is_unknown_not_invalid() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    let dev = "sys/devices/pci0000:00/0000:00:02.0";
+    write(r, "sys/devices/system/node/node0/cpulist", "0-1\n");
+    write(r, &format!("{dev}/vendor"), "0x1002\n");
+    write(r, &format!("{dev}/class"), "0x038000\n");
+    write(r, &format!("{dev}/numa_node"), "7\n");
+    std::fs::create_dir_all(r.join("sys/bus/pci/devices")).unwrap();
+    std::os::unix::fs::symlink(
+        "../../../devices/pci0000:00/0000:00:02.0",
+        r.join("sys/bus/pci/devices/0000:00:02.0"),
+    )
+    .unwrap();
+    let snap = capture(&FsRoot::new(r), &opts());
+    assert_eq!(snap.gpus.len(), 1, "AMD 0x0380 display controller is a GPU");
+    assert!(malformed_detail(&snap.gpus[0].numa_node).contains("claims NUMA node 7"));
+    snap.validate().unwrap();
+}

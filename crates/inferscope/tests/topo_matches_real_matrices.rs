@@ -178,3 +178,32 @@ fn every_fixture_tree_is_checked() {
         .collect();
     assert_eq!(with_real, checked);
 }
+
+#[test]
+fn gpu_local_cpus_respect_the_cgroup() {
+    // The 5-GPU box's process is confined to node 0 (CPUs 0-7,16-23); GPU0 sits on node 1.
+    let snap = common::capture_fixture("dual-socket-5gpu-asymmetric");
+    let gpu0 = snap.gpus[0].pci_bus_id;
+    let gpu1 = snap.gpus[1].pci_bus_id;
+    assert_eq!(
+        topology::gpu_local_cpus(&snap, &gpu0)
+            .known()
+            .map(|c| c.to_string()),
+        Some(String::new()),
+        "no usable CPU is local to GPU0"
+    );
+    assert_eq!(
+        topology::gpu_local_cpus(&snap, &gpu1)
+            .known()
+            .map(|c| c.to_string()),
+        Some("0-7,16-23".to_string())
+    );
+    // On the VM the node is unknown, so the GPU's local_cpulist is used.
+    let vm = common::capture_fixture("cloud-vm-2gpu-numa-unknown");
+    assert_eq!(
+        topology::gpu_local_cpus(&vm, &vm.gpus[0].pci_bus_id)
+            .known()
+            .map(|c| c.to_string()),
+        Some("0-11".to_string())
+    );
+}
