@@ -88,54 +88,48 @@ impl LinkClass {
     }
 }
 
-/// What a matrix row is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EndpointKind {
-    /// A GPU.
-    Gpu,
-    /// A NIC.
-    Nic,
-}
-
-/// A row/column of the matrix.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Endpoint {
-    /// `GPU0`, `NIC3`: numbered in PCI bus order, as nvidia-smi does.
-    pub label: String,
-    /// GPU or NIC.
-    pub kind: EndpointKind,
-    /// PCI address.
-    pub pci_bus_id: PciBusId,
-    /// For NICs the RDMA/net name (`mlx5_0`); for GPUs the bus id.
-    pub name: String,
-}
-
-/// Placement of one GPU.
+/// Placement of one GPU: the right-hand columns of `nvidia-smi topo -m`. `null` in JSON means
+/// unknown; `notes` of the matrix says why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuPlacement {
-    /// Matrix label (`GPU0`).
-    pub label: String,
-    /// PCI address.
-    pub pci_bus_id: PciBusId,
+    /// Matrix name (`GPU0`), numbered in PCI bus order as nvidia-smi does.
+    pub name: String,
+    /// PCI address (absent when imported from text that does not carry it).
+    pub pci_bus_id: Option<PciBusId>,
     /// CPUs local to the GPU (`CPU Affinity` column).
-    pub cpu_affinity: Reading<CpuSet>,
-    /// NUMA node of the GPU (`NUMA Affinity` column); unknown when firmware does not say.
-    pub numa_affinity: Reading<NumaNodeId>,
+    pub cpu_affinity: Option<CpuSet>,
+    /// NUMA node(s) of the GPU (`NUMA Affinity` column; a list on GB200-class trays).
+    pub numa_affinity: Option<Vec<NumaNodeId>>,
+    /// NUMA node(s) holding the GPU's own memory (`GPU NUMA ID`; Grace-class GPUs only).
+    pub gpu_numa_id: Option<Vec<NumaNodeId>>,
     /// Local CPUs this process may actually use (affinity ∩ cgroup `cpuset.cpus.effective`).
-    pub usable_cpus: Reading<CpuSet>,
+    pub usable_cpus: Option<CpuSet>,
 }
 
-/// The `nvidia-smi topo -m` view of a snapshot.
+/// A NIC row of the matrix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NicEntry {
+    /// Matrix name (`NIC0`).
+    pub name: String,
+    /// Device name from the NIC legend (`mlx5_0`).
+    pub device: String,
+    /// PCI address (absent when imported from text).
+    pub pci_bus_id: Option<PciBusId>,
+}
+
+/// The `nvidia-smi topo -m` view, whether computed from a snapshot or imported from text.
+/// JSON layout is a documented contract (docs/snapshot.md).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopoMatrix {
-    /// GPUs then NICs.
-    pub endpoints: Vec<Endpoint>,
-    /// `links[i][j]` connects `endpoints[i]` and `endpoints[j]`.
-    pub links: Vec<Vec<LinkClass>>,
-    /// One entry per GPU, in endpoint order.
+    /// Names in matrix order: GPUs (`GPU0`...) then NICs (`NIC0`...).
+    pub devices: Vec<String>,
+    /// `matrix[i][j]` connects `devices[i]` and `devices[j]`; `X` on the diagonal.
+    pub matrix: Vec<Vec<LinkClass>>,
+    /// One entry per GPU, in matrix order.
     pub gpus: Vec<GpuPlacement>,
-    /// Assumptions made while classifying (e.g. unknown NUMA nodes).
+    /// One entry per NIC, in matrix order.
+    pub nics: Vec<NicEntry>,
+    /// Assumptions and unknowns (e.g. a GPU whose NUMA node the kernel does not report).
     pub notes: Vec<String>,
 }
 
@@ -229,60 +223,36 @@ pub fn pcie_link_class(snapshot: &Snapshot, a: &PciBusId, b: &PciBusId) -> Optio
 
 /// Build the GPU/NIC matrix of a snapshot.
 pub fn topo_matrix(snapshot: &Snapshot) -> TopoMatrix {
-    let mut endpoints = Vec::new();
-    for (i, g) in snapshot.gpus.iter().enumerate() {
-        endpoints.push(Endpoint {
-            label: format!("GPU{i}"),
-            kind: EndpointKind::Gpu,
-            pci_bus_id: g.pci_bus_id,
-            name: g.pci_bus_id.to_string(),
-        });
-    }
-    for (i, n) in snapshot.nics.iter().enumerate() {
-        endpoints.push(Endpoint {
-            label: format!("NIC{i}"),
-            kind: EndpointKind::Nic,
-            pci_bus_id: n.pci_bus_id,
-            name: n.display_name(),
-        });
-    }
-    let mut notes = Vec::new();
-    let links = endpoints
+    let gpu_ids = snapshot.gpus.iter().map(|g| g.pci_bus_id);
+    let nic_ids = snapshot.nics.iter().map(|n| n.pci_bus_id);
+    let ids: Vec<PciBusId> = gpu_ids.chain(nic_ids).collect();
+    let devices = (0..snapshot.gpus.len())
+        .map(|i| format!("GPU{i}"))
+        .chain((0..snapshot.nics.len()).map(|i| format!("NIC{i}")))
+        .collect();
+    let matrix = ids
         .iter()
         .map(|x| {
-            endpoints
-                .iter()
-                .map(|y| {
-                    pcie_link_class(snapshot, &x.pci_bus_id, &y.pci_bus_id)
-                        .unwrap_or(LinkClass::Sys)
-                })
+            ids.iter()
+                .map(|y| pcie_link_class(snapshot, x, y).unwrap_or(LinkClass::Sys))
                 .collect()
         })
         .collect();
     let cgroup_cpus = allowed_cpus(snapshot);
-    let gpus = snapshot
-        .gpus
-        .iter()
-        .enumerate()
-        .map(|(i, g)| GpuPlacement {
-            label: format!("GPU{i}"),
-            pci_bus_id: g.pci_bus_id,
-            cpu_affinity: g.local_cpus.clone(),
-            numa_affinity: g.numa_node.clone(),
-            usable_cpus: usable(&g.local_cpus, &cgroup_cpus),
-        })
-        .collect::<Vec<_>>();
     let cpu_nodes = snapshot
         .numa_nodes
         .iter()
         .filter(|n| !n.cpus.is_empty())
         .count();
-    for g in &gpus {
-        if !g.numa_affinity.is_known() {
+    let mut notes = Vec::new();
+    let mut gpus = Vec::new();
+    for (i, g) in snapshot.gpus.iter().enumerate() {
+        let name = format!("GPU{i}");
+        if let Reading::Unknown(u) = &g.numa_node {
             notes.push(format!(
-                "{} ({}): the kernel does not report a NUMA node (numa_node = -1){}",
-                g.label,
+                "{name} ({}): NUMA affinity unknown: {}{}",
                 g.pci_bus_id,
+                u.detail,
                 if cpu_nodes > 1 {
                     "; links to devices on other host bridges are shown as SYS unless its local CPUs place it"
                 } else {
@@ -290,11 +260,39 @@ pub fn topo_matrix(snapshot: &Snapshot) -> TopoMatrix {
                 }
             ));
         }
+        if let Reading::Unknown(u) = &g.local_cpus {
+            notes.push(format!("{name}: CPU affinity unknown: {}", u.detail));
+        }
+        gpus.push(GpuPlacement {
+            name,
+            pci_bus_id: Some(g.pci_bus_id),
+            cpu_affinity: g.local_cpus.known().cloned(),
+            numa_affinity: g.numa_node.known().map(|n| vec![*n]),
+            gpu_numa_id: None,
+            usable_cpus: usable(&g.local_cpus, &cgroup_cpus).into_known(),
+        });
     }
+    if !gpus.is_empty() {
+        notes.push(
+            "GPU NUMA ID needs NVML (only Grace-class GPUs expose their memory as a NUMA node)"
+                .into(),
+        );
+    }
+    let nics = snapshot
+        .nics
+        .iter()
+        .enumerate()
+        .map(|(i, n)| NicEntry {
+            name: format!("NIC{i}"),
+            device: n.display_name(),
+            pci_bus_id: Some(n.pci_bus_id),
+        })
+        .collect();
     TopoMatrix {
-        endpoints,
-        links,
+        devices,
+        matrix,
         gpus,
+        nics,
         notes,
     }
 }

@@ -46,8 +46,12 @@ fn topo_json_is_machine_readable() {
     ]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["matrix"]["links"][0][1], "PHB");
-    assert_eq!(v["matrix"]["gpus"][0]["cpu_affinity"]["value"], "0-63");
+    assert_eq!(v["devices"][1], "GPU1");
+    assert_eq!(v["matrix"][0][1], "PHB");
+    assert_eq!(v["matrix"][1][1], "X");
+    assert_eq!(v["gpus"][0]["name"], "GPU0");
+    assert_eq!(v["gpus"][0]["cpu_affinity"], "0-63");
+    assert_eq!(v["gpus"][0]["numa_affinity"][0], 0);
     assert_eq!(v["numa_nodes"][0]["gpus"][1], "GPU1");
 }
 

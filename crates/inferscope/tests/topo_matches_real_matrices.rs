@@ -73,19 +73,25 @@ fn check(name: &str) {
     let ours = topology::topo_matrix(&snap);
     // Real labels are GPUn / NICn, or RDMA names (mlx5_0) in older drivers.
     let index_of = |label: &str| -> usize {
-        ours.endpoints
+        ours.devices
             .iter()
-            .position(|e| e.label == label || e.name == label)
+            .position(|d| d == label)
+            .or_else(|| {
+                ours.nics
+                    .iter()
+                    .find(|n| n.device == label)
+                    .and_then(|n| ours.devices.iter().position(|d| *d == n.name))
+            })
             .unwrap_or_else(|| panic!("{name}: no endpoint for real label {label}"))
     };
     assert_eq!(
-        ours.endpoints.len(),
+        ours.devices.len(),
         real.labels.len(),
         "{name}: endpoint count"
     );
     let mut diffs = Vec::new();
     for ((row, col), class) in &real.links {
-        let got = ours.links[index_of(row)][index_of(col)];
+        let got = ours.matrix[index_of(row)][index_of(col)];
         if got != *class {
             diffs.push(format!("{row}-{col}: real {class}, ours {got}"));
         }
@@ -93,26 +99,29 @@ fn check(name: &str) {
     for g in &ours.gpus {
         let cpu = g
             .cpu_affinity
-            .known()
+            .as_ref()
             .map(|c| c.to_string())
             .unwrap_or_default();
-        if real.cpu_affinity.get(&g.label) != Some(&cpu) {
+        if real.cpu_affinity.get(&g.name) != Some(&cpu) {
             diffs.push(format!(
                 "{} CPU affinity: real {:?}, ours {cpu}",
-                g.label,
-                real.cpu_affinity.get(&g.label)
+                g.name,
+                real.cpu_affinity.get(&g.name)
             ));
         }
-        if let Some(real_numa) = real.numa_affinity.get(&g.label) {
-            let numa = g
-                .numa_affinity
-                .known()
-                .map(|n| n.to_string())
-                .unwrap_or_else(|| "N/A".into());
+        if let Some(real_numa) = real.numa_affinity.get(&g.name) {
+            let numa = match &g.numa_affinity {
+                Some(ids) => ids
+                    .iter()
+                    .map(|n| n.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                None => "N/A".into(),
+            };
             if *real_numa != numa {
                 diffs.push(format!(
                     "{} NUMA affinity: real {real_numa}, ours {numa}",
-                    g.label
+                    g.name
                 ));
             }
         }

@@ -2,29 +2,25 @@
 //! `nvidia-smi` does not give (node memory, usable CPUs under the cgroup, what sits where).
 
 use super::bytes;
-use inferscope_model::topology::{self, EndpointKind, NodeSummary, TopoMatrix};
+use inferscope_model::topology::{self, NodeSummary, TopoMatrix};
 use inferscope_model::{Reading, Snapshot};
 use serde::Serialize;
 use std::io::{self, Write};
 
-/// JSON form of `inferscope topo --json`.
+/// JSON form of `inferscope topo --json`: the matrix fields at the top level (`devices`,
+/// `matrix`, `gpus`, `nics`, `notes`), plus `numa_nodes` when the source is a whole machine.
 #[derive(Debug, Serialize)]
-pub struct TopoReport<'a> {
-    /// Schema of the snapshot the report was computed from.
-    pub schema_version: u32,
-    /// Host name, if known.
-    pub hostname: &'a Reading<String>,
+pub struct TopoReport {
     /// GPU/NIC matrix and GPU placement.
+    #[serde(flatten)]
     pub matrix: TopoMatrix,
-    /// NUMA nodes and what is attached to them.
+    /// NUMA nodes and what is attached to them (empty when imported from `nvidia-smi` text).
     pub numa_nodes: Vec<NodeSummary>,
 }
 
-/// Write the report as pretty JSON.
+/// Write the report of a snapshot as pretty JSON.
 pub fn write_json(snap: &Snapshot, out: &mut dyn Write) -> io::Result<()> {
     let report = TopoReport {
-        schema_version: snap.schema_version,
-        hostname: &snap.host.hostname,
         matrix: topology::topo_matrix(snap),
         numa_nodes: topology::numa_summary(snap),
     };
@@ -82,45 +78,55 @@ pub fn write_text(snap: &Snapshot, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-fn write_matrix(m: &TopoMatrix, out: &mut dyn Write) -> io::Result<()> {
-    let cell_w = m
-        .endpoints
-        .iter()
-        .map(|e| e.label.len())
-        .max()
-        .unwrap_or(4)
-        .max(4)
-        + 4;
+fn list_text(nodes: &Option<Vec<inferscope_model::NumaNodeId>>) -> String {
+    match nodes {
+        Some(ids) if !ids.is_empty() => ids
+            .iter()
+            .map(|n| n.0)
+            .collect::<inferscope_model::NodeSet>()
+            .to_string(),
+        _ => "N/A".to_string(),
+    }
+}
+
+/// Write the matrix, its legend and notes in the layout of `nvidia-smi topo -m`.
+pub fn write_matrix(m: &TopoMatrix, out: &mut dyn Write) -> io::Result<()> {
+    let cell_w = m.devices.iter().map(|d| d.len()).max().unwrap_or(4).max(4) + 4;
     let cpu_w = m
         .gpus
         .iter()
-        .map(|g| reading_text(&g.cpu_affinity, "unknown").len())
+        .map(|g| g.cpu_affinity.as_ref().map_or(7, |c| c.to_string().len()))
         .max()
         .unwrap_or(0)
         .max("CPU Affinity".len())
         + 4;
     let numa_w = "NUMA Affinity".len() + 4;
     let mut line = pad("", cell_w);
-    for e in &m.endpoints {
-        line.push_str(&pad(&e.label, cell_w));
+    for d in &m.devices {
+        line.push_str(&pad(d, cell_w));
     }
     line.push_str(&pad("CPU Affinity", cpu_w));
     line.push_str(&pad("NUMA Affinity", numa_w));
     line.push_str("GPU NUMA ID");
     writeln!(out, "{}", line.trim_end())?;
-    for (i, e) in m.endpoints.iter().enumerate() {
-        let mut line = pad(&e.label, cell_w);
-        for link in &m.links[i] {
+    for (i, d) in m.devices.iter().enumerate() {
+        let mut line = pad(d, cell_w);
+        for link in m.matrix.get(i).into_iter().flatten() {
             let cell = link.to_string();
             let cell = if cell == "X" { " X".to_string() } else { cell };
             line.push_str(&pad(&cell, cell_w));
         }
-        if e.kind == EndpointKind::Gpu
-            && let Some(g) = m.gpus.iter().find(|g| g.label == e.label)
-        {
-            line.push_str(&pad(&reading_text(&g.cpu_affinity, "unknown"), cpu_w));
-            line.push_str(&pad(&reading_text(&g.numa_affinity, "N/A"), numa_w));
-            line.push('-');
+        if let Some(g) = m.gpus.iter().find(|g| &g.name == d) {
+            let cpu = g
+                .cpu_affinity
+                .as_ref()
+                .map_or("unknown".to_string(), |c| c.to_string());
+            line.push_str(&pad(&cpu, cpu_w));
+            line.push_str(&pad(&list_text(&g.numa_affinity), numa_w));
+            line.push_str(&match &g.gpu_numa_id {
+                Some(_) => list_text(&g.gpu_numa_id),
+                None => "-".to_string(),
+            });
         }
         writeln!(out, "{}", line.trim_end())?;
     }
@@ -146,28 +152,16 @@ fn write_matrix(m: &TopoMatrix, out: &mut dyn Write) -> io::Result<()> {
             "Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)",
         ),
         ("PIX", "Connection traversing at most a single PCIe bridge"),
-        (
-            "NV#",
-            "Connection traversing a bonded set of # NVLinks (needs NVML; not derived from sysfs)",
-        ),
+        ("NV#", "Connection traversing a bonded set of # NVLinks"),
     ] {
         writeln!(out, "  {code:<4} = {text}")?;
     }
-    writeln!(
-        out,
-        "  GPU NUMA ID: - = unknown without NVML (only Grace-class GPUs expose their memory as a NUMA node)"
-    )?;
-    let nics: Vec<_> = m
-        .endpoints
-        .iter()
-        .filter(|e| e.kind == EndpointKind::Nic)
-        .collect();
-    if !nics.is_empty() {
+    if !m.nics.is_empty() {
         writeln!(out)?;
         writeln!(out, "NIC Legend:")?;
         writeln!(out)?;
-        for n in nics {
-            writeln!(out, "  {}: {}", n.label, n.name)?;
+        for n in &m.nics {
+            writeln!(out, "  {}: {}", n.name, n.device)?;
         }
     }
     if !m.notes.is_empty() {
