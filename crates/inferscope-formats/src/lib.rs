@@ -1,4 +1,5 @@
-//! Pure parsers for the text formats inferscope reads: procfs and sysfs files.
+//! Pure parsers for the text formats inferscope reads: procfs and sysfs files, and what users
+//! already have from other tools (`nvidia-smi topo -m`, `nvidia-smi -q` text and XML, hwloc XML).
 //!
 //! Every parser takes the file's text (or bytes) and returns plain Rust values or a
 //! [`ParseError`] with a 1-based line and column. Nothing here touches the filesystem,
@@ -11,10 +12,14 @@ pub mod cmdline;
 pub mod cpuinfo;
 pub mod environ;
 pub mod error;
+pub mod hwloc_xml;
 mod lex;
 pub mod limits;
 pub mod meminfo;
 pub mod mounts;
+pub mod nvidia_smi_q;
+pub mod nvidia_smi_topo;
+pub mod nvidia_smi_xml;
 pub mod sysfs;
 pub mod thp;
 

@@ -33,6 +33,7 @@ macro_rules! serde_as_string {
 }
 
 pub mod cpuset;
+pub mod driver;
 pub mod ids;
 pub mod reading;
 pub mod snapshot;
@@ -40,6 +41,7 @@ pub mod topology;
 pub mod validate;
 
 pub use cpuset::{CpuSet, ListError, NodeSet};
+pub use driver::*;
 pub use ids::{CudaOrdinal, GpuUuid, IdError, NumaNodeId, NvmlIndex, PciBusId, PciClass, PciId};
 pub use reading::{Reading, Unknown, UnknownReason};
 pub use snapshot::*;

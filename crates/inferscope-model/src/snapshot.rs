@@ -40,6 +40,15 @@ pub struct Snapshot {
     pub settings: HostSettings,
     /// Relevant environment variables of the capturing process (secrets redacted).
     pub env: BTreeMap<String, String>,
+    /// Driver-wide facts (NVML or an imported `nvidia-smi -q`); unknown without a driver.
+    #[serde(default = "not_captured")]
+    pub driver: Reading<crate::driver::DriverInfo>,
+    /// Driver facts per GPU pair (NVML topology, NVLinks, P2P), each unordered pair once.
+    #[serde(default)]
+    pub gpu_pairs: Vec<crate::driver::GpuPair>,
+    /// CUDA enumeration orders.
+    #[serde(default = "not_captured")]
+    pub cuda_order: Reading<crate::driver::CudaOrder>,
     /// Problems met during capture that no single reading carries (a malformed node cpulist,
     /// an unreadable PCI device), each naming the file.
     pub capture_problems: Vec<String>,
@@ -208,6 +217,17 @@ pub struct Gpu {
     pub numa_node: Reading<NumaNodeId>,
     /// CPUs the kernel calls local to the GPU (`local_cpulist`).
     pub local_cpus: Reading<CpuSet>,
+    /// What the driver says about this GPU (NVML or imported `nvidia-smi -q`).
+    #[serde(default = "not_captured")]
+    pub details: Reading<crate::driver::GpuDetails>,
+}
+
+/// Default for fields added after a snapshot was written: not captured.
+pub fn not_captured<T>() -> Reading<T> {
+    Reading::unknown(
+        crate::reading::UnknownReason::NotCaptured,
+        "not in this snapshot (written before the field existed)",
+    )
 }
 
 /// A network adapter function worth knowing for GPU serving (RDMA, high speed Ethernet).
