@@ -230,11 +230,22 @@ pub fn topo_matrix(snapshot: &Snapshot) -> TopoMatrix {
         .map(|i| format!("GPU{i}"))
         .chain((0..snapshot.nics.len()).map(|i| format!("NIC{i}")))
         .collect();
+    let nvlinks = |x: &PciBusId, y: &PciBusId| -> Option<u32> {
+        snapshot
+            .gpu_pairs
+            .iter()
+            .find(|p| (p.a == *x && p.b == *y) || (p.a == *y && p.b == *x))
+            .and_then(|p| p.nvlinks.known().copied())
+            .filter(|n| *n > 0)
+    };
     let matrix = ids
         .iter()
         .map(|x| {
             ids.iter()
-                .map(|y| pcie_link_class(snapshot, x, y).unwrap_or(LinkClass::Sys))
+                .map(|y| match nvlinks(x, y) {
+                    Some(n) if x != y => LinkClass::NvLink(n),
+                    _ => pcie_link_class(snapshot, x, y).unwrap_or(LinkClass::Sys),
+                })
                 .collect()
         })
         .collect();
@@ -268,7 +279,14 @@ pub fn topo_matrix(snapshot: &Snapshot) -> TopoMatrix {
             pci_bus_id: Some(g.pci_bus_id),
             cpu_affinity: g.local_cpus.known().cloned(),
             numa_affinity: g.numa_node.known().map(|n| vec![*n]),
-            gpu_numa_id: None,
+            gpu_numa_id: match g.details.known().map(|d| &d.gpu_numa_node) {
+                Some(Reading::Value(n)) => Some(vec![*n]),
+                // NVML answers NOT_SUPPORTED for GPUs whose memory is not a NUMA node: N/A.
+                Some(Reading::Unknown(u)) if u.reason == UnknownReason::NotSupported => {
+                    Some(Vec::new())
+                }
+                _ => None,
+            },
             usable_cpus: usable(&g.local_cpus, &cgroup_cpus).into_known(),
         });
     }

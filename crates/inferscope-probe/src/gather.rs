@@ -4,12 +4,13 @@
 //! The archive is built from the probe's own recording, not by copying paths again: procfs files
 //! report size 0 and change between reads, so what was parsed is what is stored. Entries are
 //! written in sorted order with fixed metadata (mode, mtime 0), so the same machine state gives the
-//! same archive. The environment file is reduced to the variables the probe keeps, with secrets
+//! same archive. NVML's answers are stored as JSON beside the files, so a replay shows the
+//! driver facts of the gathered machine. The environment file is reduced to the variables the probe keeps, with secrets
 //! already redacted, because gather archives are attached to bug reports.
 
 use crate::env;
 use crate::fsroot::{DENIED_LIST, FsRoot, Recording};
-use crate::{CaptureOptions, capture};
+use crate::{CaptureOptions, capture_with_driver, driver};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use inferscope_formats::environ;
@@ -22,9 +23,12 @@ use std::path::Path;
 /// Returns the snapshot that the archive reproduces.
 pub fn gather(root: &Path, opts: &CaptureOptions, out: impl Write) -> io::Result<Snapshot> {
     let fs = FsRoot::recording(root);
-    let snapshot = capture(&fs, opts);
+    let (snapshot, driver_capture) = capture_with_driver(&fs, opts);
     let mut rec = fs.take_recording();
     sanitise(&mut rec);
+    // NVML answers are not files; record them so the archive replays them.
+    let recorded = serde_json::to_vec_pretty(&driver_capture).map_err(io::Error::other)?;
+    rec.files.insert(driver::RECORDED.to_string(), recorded);
     write_archive(&rec, out)?;
     Ok(snapshot)
 }

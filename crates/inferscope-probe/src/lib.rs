@@ -8,11 +8,13 @@
 //! The clock is not read here either: the caller passes the capture time in
 //! [`CaptureOptions`], which keeps capture deterministic for tests.
 
+pub mod driver;
 pub mod env;
 pub mod fsroot;
 pub mod gather;
 pub mod host;
 pub mod numa;
+pub mod nvml;
 pub mod pci;
 pub mod settings;
 
@@ -30,6 +32,14 @@ pub struct CaptureOptions {
 
 /// Read everything under `fs` into a Snapshot.
 pub fn capture(fs: &FsRoot, opts: &CaptureOptions) -> Snapshot {
+    capture_with_driver(fs, opts).0
+}
+
+/// [`capture`], also returning the driver answers (which `gather` records).
+pub fn capture_with_driver(
+    fs: &FsRoot,
+    opts: &CaptureOptions,
+) -> (Snapshot, driver::DriverCapture) {
     let mut problems = Vec::new();
     let host = host::probe_host(fs);
     let numa_nodes = numa::probe_numa(fs, &mut problems);
@@ -38,6 +48,13 @@ pub fn capture(fs: &FsRoot, opts: &CaptureOptions) -> Snapshot {
     let nics = pci::nics(fs, &pci_devices);
     let settings = settings::probe_settings(fs, &host.online_cpus);
     let env = env::probe_env(fs);
+    let max_cpu = host
+        .online_cpus
+        .known()
+        .and_then(|c| c.ranges().last().map(|r| r.1))
+        .unwrap_or(1023)
+        .min(1 << 16);
+    let driver_capture = driver::capture_driver(fs, max_cpu);
     let mut snapshot = Snapshot {
         schema_version: SCHEMA_VERSION,
         is_live: fs.is_live(),
@@ -54,9 +71,13 @@ pub fn capture(fs: &FsRoot, opts: &CaptureOptions) -> Snapshot {
         settings,
         env,
         capture_problems: problems,
+        driver: inferscope_model::not_captured(),
+        gpu_pairs: Vec::new(),
+        cuda_order: inferscope_model::not_captured(),
     };
+    driver::merge(&mut snapshot, driver_capture.clone());
     make_consistent(&mut snapshot);
-    snapshot
+    (snapshot, driver_capture)
 }
 
 /// Make what the kernel said agree with itself, so a capture always passes

@@ -179,6 +179,7 @@ pub fn gpus(devices: &[PciDevice]) -> Vec<Gpu> {
                 device_id: d.device_id.clone(),
                 numa_node: d.numa_node.clone(),
                 local_cpus: d.local_cpus.clone(),
+                details: inferscope_model::not_captured(),
             })
         })
         .collect()

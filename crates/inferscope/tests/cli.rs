@@ -129,3 +129,23 @@ fn bad_snapshot_files_give_one_clear_error() {
         .count();
     assert_eq!(rows, files, "every bad file has a row in EXPECTED.md");
 }
+
+#[test]
+fn snapshot_without_a_driver_says_so_in_one_line_and_succeeds() {
+    // This machine (and CI) has no NVIDIA driver; point NVML at a path that cannot load, so the
+    // test means the same on a GPU machine.
+    let out = Command::new(env!("CARGO_BIN_EXE_inferscope"))
+        .arg("snapshot")
+        .env("INFERSCOPE_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("inferscope: note: NVML unavailable: "),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["driver"]["unknown"]["reason"], "not_present");
+}

@@ -26,3 +26,18 @@ pub fn capture_root(root: &Path) -> anyhow::Result<Snapshot> {
         &capture_options(),
     ))
 }
+
+/// One line on stderr when the live machine's driver facts are unknown (no NVML, no permission),
+/// so users know why NV# links and GPU details are missing. Returns the line for tests.
+pub fn driver_note(snapshot: &Snapshot) -> Option<String> {
+    if !snapshot.is_live {
+        return None;
+    }
+    match &snapshot.driver {
+        inferscope_model::Reading::Unknown(u) => Some(format!(
+            "inferscope: note: {}; GPU driver facts are unknown",
+            u.detail
+        )),
+        inferscope_model::Reading::Value(_) => None,
+    }
+}
