@@ -33,6 +33,7 @@ macro_rules! serde_as_string {
 }
 
 pub mod cpuset;
+pub mod cuda;
 pub mod driver;
 pub mod ids;
 pub mod reading;

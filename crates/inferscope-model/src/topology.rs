@@ -290,11 +290,13 @@ pub fn topo_matrix(snapshot: &Snapshot) -> TopoMatrix {
             usable_cpus: usable(&g.local_cpus, &cgroup_cpus).into_known(),
         });
     }
-    if !gpus.is_empty() {
-        notes.push(
-            "GPU NUMA ID needs NVML (only Grace-class GPUs expose their memory as a NUMA node)"
-                .into(),
-        );
+    if !gpus.is_empty()
+        && let Reading::Unknown(u) = &snapshot.driver
+    {
+        notes.push(format!(
+            "NV# links and GPU NUMA ID need the NVIDIA driver, unknown here: {}",
+            u.detail
+        ));
     }
     let nics = snapshot
         .nics

@@ -18,9 +18,10 @@ pub fn run(
         (None, None) => super::capture_root(Path::new("/"))?,
     };
     if !snap.gpus.is_empty()
-        && let Some(note) = super::driver_note(&snap) {
-            eprintln!("{note}");
-        }
+        && let Some(note) = super::driver_note(&snap)
+    {
+        eprintln!("{note}");
+    }
     if json {
         render::topo::write_json(&snap, out)?;
     } else {

@@ -16,6 +16,8 @@ pub struct TopoReport {
     pub matrix: TopoMatrix,
     /// NUMA nodes and what is attached to them (empty when imported from `nvidia-smi` text).
     pub numa_nodes: Vec<NodeSummary>,
+    /// `cuda:N` → GPU for the captured environment (absent for imported text).
+    pub cuda_devices: Option<inferscope_model::Reading<inferscope_model::cuda::CudaDevices>>,
 }
 
 /// Write the report of a snapshot as pretty JSON.
@@ -23,6 +25,7 @@ pub fn write_json(snap: &Snapshot, out: &mut dyn Write) -> io::Result<()> {
     let report = TopoReport {
         matrix: topology::topo_matrix(snap),
         numa_nodes: topology::numa_summary(snap),
+        cuda_devices: Some(inferscope_model::cuda::cuda_devices(snap)),
     };
     serde_json::to_writer_pretty(&mut *out, &report)?;
     writeln!(out)
@@ -66,6 +69,7 @@ pub fn write_text(snap: &Snapshot, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out)?;
     } else {
         write_matrix(&m, out)?;
+        write_cuda(snap, &m, out)?;
     }
     write_numa(snap, &topology::numa_summary(snap), out)?;
     if !snap.capture_problems.is_empty() {
@@ -295,4 +299,39 @@ fn write_numa(snap: &Snapshot, nodes: &[NodeSummary], out: &mut dyn Write) -> io
         Reading::Unknown(u) => writeln!(out, "  cgroup CPU limit unknown: {}", u.detail)?,
     }
     Ok(())
+}
+
+fn write_cuda(snap: &Snapshot, m: &TopoMatrix, out: &mut dyn Write) -> io::Result<()> {
+    let label = |id: &inferscope_model::PciBusId| {
+        m.gpus
+            .iter()
+            .find(|g| g.pci_bus_id.as_ref() == Some(id))
+            .map_or("?".to_string(), |g| g.name.clone())
+    };
+    match inferscope_model::cuda::cuda_devices(snap) {
+        Reading::Value(c) => {
+            writeln!(
+                out,
+                "CUDA devices (CUDA_DEVICE_ORDER={}, CUDA_VISIBLE_DEVICES={}):",
+                c.device_order,
+                c.visible_devices.as_deref().unwrap_or("unset")
+            )?;
+            let list: Vec<String> = c
+                .devices
+                .iter()
+                .map(|(n, id)| format!("cuda:{n} = {} ({id})", label(id)))
+                .collect();
+            if list.is_empty() {
+                writeln!(out, "  none")?;
+            }
+            for l in list {
+                writeln!(out, "  {l}")?;
+            }
+            for n in &c.notes {
+                writeln!(out, "  Note: {n}")?;
+            }
+        }
+        Reading::Unknown(u) => writeln!(out, "CUDA devices: unknown: {}", u.detail)?,
+    }
+    writeln!(out)
 }
