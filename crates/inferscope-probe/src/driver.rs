@@ -7,8 +7,7 @@
 
 use crate::fsroot::FsRoot;
 use inferscope_model::{
-    CudaOrder, DriverInfo, Gpu, GpuDetails, GpuPair, GpuVendor, PciBusId, Reading, Snapshot,
-    UnknownReason,
+    DriverInfo, Gpu, GpuDetails, GpuPair, GpuVendor, PciBusId, Reading, Snapshot, UnknownReason,
 };
 use serde::{Deserialize, Serialize};
 
@@ -110,41 +109,5 @@ pub fn merge(snapshot: &mut Snapshot, capture: DriverCapture) {
     snapshot.driver = capture.info;
     snapshot.gpu_pairs = capture.pairs;
     snapshot.capture_problems.extend(capture.problems);
-    snapshot.cuda_order = cuda_order(snapshot);
-}
-
-/// CUDA's two enumeration orders over the GPUs CUDA can see (NVIDIA GPUs the driver reports,
-/// or, without a driver, NVIDIA GPUs bound to `nvidia` in sysfs).
-pub fn cuda_order(snapshot: &Snapshot) -> Reading<CudaOrder> {
-    let driver_known = snapshot.driver.is_known();
-    let visible: Vec<&Gpu> = snapshot
-        .gpus
-        .iter()
-        .filter(|g| g.vendor == GpuVendor::Nvidia)
-        .filter(|g| !driver_known || g.details.is_known())
-        .collect();
-    if visible.is_empty() {
-        return Reading::unknown(UnknownReason::NotPresent, "no NVIDIA GPU visible to CUDA");
-    }
-    let pci_bus_id: Vec<PciBusId> = visible.iter().map(|g| g.pci_bus_id).collect();
-    // FASTEST_FIRST ranks by a CUDA-runtime heuristic; with identical GPUs it keeps PCI order.
-    let model = |g: &Gpu| -> Option<String> {
-        match g.details.known().and_then(|d| d.name.known()) {
-            Some(name) => Some(name.clone()),
-            None => g.device_id.known().map(|id| id.to_string()),
-        }
-    };
-    let models: Vec<Option<String>> = visible.iter().map(|g| model(g)).collect();
-    let fastest_first = if models.iter().all(|m| m.is_some() && *m == models[0]) {
-        Reading::value(pci_bus_id.clone())
-    } else {
-        Reading::unknown(
-            UnknownReason::NotSupported,
-            "GPUs of different models: CUDA's FASTEST_FIRST order is computed by the CUDA runtime; set CUDA_DEVICE_ORDER=PCI_BUS_ID to make ordinals follow PCI addresses",
-        )
-    };
-    Reading::value(CudaOrder {
-        pci_bus_id,
-        fastest_first,
-    })
+    snapshot.cuda_order = inferscope_model::cuda::cuda_order(snapshot);
 }

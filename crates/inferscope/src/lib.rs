@@ -3,6 +3,7 @@
 
 pub mod clock;
 pub mod commands;
+pub mod import;
 pub mod load;
 pub mod render;
 

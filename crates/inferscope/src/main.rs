@@ -25,6 +25,10 @@ enum Command {
         /// Read sysfs/procfs under DIR instead of / (a fixture tree or unpacked gather archive).
         #[arg(long, value_name = "DIR", default_value = "/")]
         root: PathBuf,
+        /// Build the snapshot from tool outputs instead of a machine: `nvidia-smi -q` text,
+        /// `nvidia-smi -q -x` XML and/or `lstopo --of xml` (recognised from content).
+        #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with = "root")]
+        import: Vec<PathBuf>,
     },
     /// Archive exactly the files the probe reads, for bug reports and test fixtures.
     Gather {
@@ -38,8 +42,11 @@ enum Command {
     /// Show the GPU/NIC link matrix (as `nvidia-smi topo -m`) and the NUMA layout.
     Topo {
         /// Read a snapshot written by `inferscope snapshot` instead of the machine.
-        #[arg(long, value_name = "FILE", conflicts_with = "root")]
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["root", "from_nvidia_smi"])]
         snapshot: Option<PathBuf>,
+        /// Read pasted `nvidia-smi topo -m` (or `-mp`) text instead of the machine.
+        #[arg(long, value_name = "FILE", conflicts_with = "root")]
+        from_nvidia_smi: Option<PathBuf>,
         /// Read sysfs/procfs under DIR instead of /.
         #[arg(long, value_name = "DIR")]
         root: Option<PathBuf>,
@@ -51,13 +58,17 @@ enum Command {
 
 fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Snapshot { root } => commands::snapshot::run(&root, out),
+        Command::Snapshot { root, import } => commands::snapshot::run(&root, &import, out),
         Command::Gather { out: file, root } => commands::gather::run(&root, &file, out),
         Command::Topo {
             snapshot,
             root,
+            from_nvidia_smi,
             json,
-        } => commands::topo::run(snapshot.as_deref(), root.as_deref(), json, out),
+        } => match from_nvidia_smi {
+            Some(file) => commands::topo::run_imported(&file, json, out),
+            None => commands::topo::run(snapshot.as_deref(), root.as_deref(), json, out),
+        },
     }
 }
 

@@ -29,3 +29,28 @@ pub fn run(
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// Render pasted `nvidia-smi topo -m` text through the same view and JSON layout.
+pub fn run_imported(file: &Path, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let input = crate::import::read_input(file)?;
+    let matrix = inferscope_formats::nvidia_smi_topo::parse(&input.text)
+        .map_err(|e| input.error(file, e))?;
+    if json {
+        let report = render::topo::TopoReport {
+            matrix,
+            numa_nodes: Vec::new(),
+            cuda_devices: None,
+        };
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+    } else {
+        writeln!(
+            out,
+            "From {} (nvidia-smi text, not this machine)",
+            file.display()
+        )?;
+        writeln!(out)?;
+        render::topo::write_matrix(&matrix, out)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
