@@ -40,6 +40,8 @@ pub enum LinkClass {
     Node,
     /// Across the SMP interconnect between NUMA nodes (QPI/UPI/Infinity Fabric).
     Sys,
+    /// Not known: a device whose place in the PCI tree is not in the source (`?`).
+    Unknown,
 }
 
 impl Serialize for LinkClass {
@@ -66,6 +68,7 @@ impl fmt::Display for LinkClass {
             LinkClass::Phb => f.write_str("PHB"),
             LinkClass::Node => f.write_str("NODE"),
             LinkClass::Sys => f.write_str("SYS"),
+            LinkClass::Unknown => f.write_str("?"),
         }
     }
 }
@@ -80,6 +83,7 @@ impl LinkClass {
             "PHB" => Some(LinkClass::Phb),
             "NODE" => Some(LinkClass::Node),
             "SYS" | "SOC" => Some(LinkClass::Sys),
+            "?" => Some(LinkClass::Unknown),
             other => other
                 .strip_prefix("NV")
                 .and_then(|n| n.parse().ok())
@@ -244,7 +248,7 @@ pub fn topo_matrix(snapshot: &Snapshot) -> TopoMatrix {
             ids.iter()
                 .map(|y| match nvlinks(x, y) {
                     Some(n) if x != y => LinkClass::NvLink(n),
-                    _ => pcie_link_class(snapshot, x, y).unwrap_or(LinkClass::Sys),
+                    _ => pcie_link_class(snapshot, x, y).unwrap_or(LinkClass::Unknown),
                 })
                 .collect()
         })
@@ -256,6 +260,13 @@ pub fn topo_matrix(snapshot: &Snapshot) -> TopoMatrix {
         .filter(|n| !n.cpus.is_empty())
         .count();
     let mut notes = Vec::new();
+    let matrix: Vec<Vec<LinkClass>> = matrix;
+    if matrix.iter().flatten().any(|c| *c == LinkClass::Unknown) {
+        notes.push(
+            "? = link unknown: the device is known from the driver, but its place in the PCI tree is not in this snapshot"
+                .to_string(),
+        );
+    }
     let mut gpus = Vec::new();
     for (i, g) in snapshot.gpus.iter().enumerate() {
         let name = format!("GPU{i}");
@@ -279,14 +290,13 @@ pub fn topo_matrix(snapshot: &Snapshot) -> TopoMatrix {
             pci_bus_id: Some(g.pci_bus_id),
             cpu_affinity: g.local_cpus.known().cloned(),
             numa_affinity: g.numa_node.known().map(|n| vec![*n]),
-            gpu_numa_id: match g.details.known().map(|d| &d.gpu_numa_node) {
-                Some(Reading::Value(n)) => Some(vec![*n]),
-                // NVML answers NOT_SUPPORTED for GPUs whose memory is not a NUMA node: N/A.
-                Some(Reading::Unknown(u)) if u.reason == UnknownReason::NotSupported => {
-                    Some(Vec::new())
-                }
-                _ => None,
-            },
+            // `N/A` from NVML (memory not a NUMA node) and unknown both print as N/A, as
+            // nvidia-smi does; `notes` says when it is unknown.
+            gpu_numa_id: g
+                .details
+                .known()
+                .and_then(|d| d.gpu_numa_node.known())
+                .map(|n| vec![*n]),
             usable_cpus: usable(&g.local_cpus, &cgroup_cpus).into_known(),
         });
     }
@@ -397,7 +407,7 @@ mod tests {
 
     #[test]
     fn link_class_cells_round_trip() {
-        for cell in ["X", "NV18", "PIX", "PXB", "PHB", "NODE", "SYS"] {
+        for cell in ["X", "NV18", "PIX", "PXB", "PHB", "NODE", "SYS", "?"] {
             let c = LinkClass::parse_cell(cell).unwrap();
             assert_eq!(c.to_string(), cell);
             let json = serde_json::to_string(&c).unwrap();

@@ -99,7 +99,7 @@ pub fn write_matrix(m: &TopoMatrix, out: &mut dyn Write) -> io::Result<()> {
     let cpu_w = m
         .gpus
         .iter()
-        .map(|g| g.cpu_affinity.as_ref().map_or(7, |c| c.to_string().len()))
+        .map(|g| g.cpu_affinity.as_ref().map_or(3, |c| c.to_string().len()))
         .max()
         .unwrap_or(0)
         .max("CPU Affinity".len())
@@ -124,13 +124,10 @@ pub fn write_matrix(m: &TopoMatrix, out: &mut dyn Write) -> io::Result<()> {
             let cpu = g
                 .cpu_affinity
                 .as_ref()
-                .map_or("unknown".to_string(), |c| c.to_string());
+                .map_or("N/A".to_string(), |c| c.to_string());
             line.push_str(&pad(&cpu, cpu_w));
             line.push_str(&pad(&list_text(&g.numa_affinity), numa_w));
-            line.push_str(&match &g.gpu_numa_id {
-                Some(_) => list_text(&g.gpu_numa_id),
-                None => "-".to_string(),
-            });
+            line.push_str(&list_text(&g.gpu_numa_id));
         }
         writeln!(out, "{}", line.trim_end())?;
     }
