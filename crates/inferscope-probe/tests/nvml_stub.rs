@@ -136,9 +136,8 @@ fn recorded_driver_facts_merge_into_the_fixture_snapshot() {
         "no NVLink facts: PCIe class stays"
     );
     assert_eq!(
-        m.gpus[0].gpu_numa_id,
-        Some(vec![]),
-        "NOT_SUPPORTED prints N/A"
+        m.gpus[0].gpu_numa_id, None,
+        "NOT_SUPPORTED: no GPU NUMA node"
     );
     assert_eq!(m.gpus[2].gpu_numa_id, None);
     // CUDA order follows NVML's GPUs only.
