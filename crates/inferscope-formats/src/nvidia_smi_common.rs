@@ -548,42 +548,24 @@ impl Ctx<'_> {
 
     fn memory(&self, g: &Node) -> Result<Reading<GpuMemory>, ParseError> {
         const SIZE: &str = "a size such as 81559 MiB";
-        let total = self.read(
-            g,
-            self.pick(
-                &[&["FB Memory Usage", "Total"]],
-                &[&["fb_memory_usage", "total"]],
-            ),
-            SIZE,
-            bytes,
-        )?;
-        let used = self.read(
-            g,
-            self.pick(
-                &[&["FB Memory Usage", "Used"]],
-                &[&["fb_memory_usage", "used"]],
-            ),
-            SIZE,
-            bytes,
-        )?;
-        let free = self.read(
-            g,
-            self.pick(
-                &[&["FB Memory Usage", "Free"]],
-                &[&["fb_memory_usage", "free"]],
-            ),
-            SIZE,
-            bytes,
-        )?;
-        let reserved = self.read(
-            g,
-            self.pick(
-                &[&["FB Memory Usage", "Reserved"]],
-                &[&["fb_memory_usage", "reserved"]],
-            ),
-            SIZE,
-            bytes,
-        )?;
+        // Paths must be 'static (they are kept for error messages), so a macro, not a closure.
+        macro_rules! field {
+            ($text:literal, $xml:literal) => {
+                self.read(
+                    g,
+                    self.pick(
+                        &[&["FB Memory Usage", $text]],
+                        &[&["fb_memory_usage", $xml]],
+                    ),
+                    SIZE,
+                    bytes,
+                )
+            };
+        }
+        let total = field!("Total", "total")?;
+        let used = field!("Used", "used")?;
+        let free = field!("Free", "free")?;
+        let reserved = field!("Reserved", "reserved")?;
         Ok(Reading::value(GpuMemory {
             total_bytes: known!(total),
             used_bytes: known!(used),

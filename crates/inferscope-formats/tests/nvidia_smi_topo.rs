@@ -327,27 +327,7 @@ fn crlf_prompt_and_indent_do_not_change_the_result() {
     }
 }
 
-const LEGEND: &[(&str, &str)] = &[
-    ("X", "Self"),
-    (
-        "SYS",
-        "Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)",
-    ),
-    (
-        "NODE",
-        "Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node",
-    ),
-    (
-        "PHB",
-        "Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
-    ),
-    (
-        "PXB",
-        "Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)",
-    ),
-    ("PIX", "Connection traversing at most a single PCIe bridge"),
-    ("NV#", "Connection traversing a bonded set of # NVLinks"),
-];
+use inferscope_model::topology::NVIDIA_SMI_LEGEND as LEGEND;
 
 fn list(ids: &Option<Vec<NumaNodeId>>) -> String {
     match ids {

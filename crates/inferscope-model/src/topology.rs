@@ -92,6 +92,29 @@ impl LinkClass {
     }
 }
 
+/// The legend `nvidia-smi topo -m` prints under its matrix (current driver wording).
+pub const NVIDIA_SMI_LEGEND: &[(&str, &str)] = &[
+    ("X", "Self"),
+    (
+        "SYS",
+        "Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)",
+    ),
+    (
+        "NODE",
+        "Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node",
+    ),
+    (
+        "PHB",
+        "Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
+    ),
+    (
+        "PXB",
+        "Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)",
+    ),
+    ("PIX", "Connection traversing at most a single PCIe bridge"),
+    ("NV#", "Connection traversing a bonded set of # NVLinks"),
+];
+
 /// Placement of one GPU: the right-hand columns of `nvidia-smi topo -m`. `null` in JSON means
 /// unknown; `notes` of the matrix says why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

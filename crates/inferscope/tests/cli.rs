@@ -4,18 +4,7 @@ mod common;
 
 use std::process::Command;
 
-fn inferscope(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_inferscope"))
-        .args(args)
-        .current_dir(common::repo())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::inferscope;
 
 #[test]
 fn topo_on_a_fixture_root_and_on_its_snapshot_agree() {

@@ -36,3 +36,17 @@ pub fn capture_fixture(name: &str) -> inferscope_model::Snapshot {
     snap.source.root = format!("fixtures/hosts/{name}/root");
     snap
 }
+
+/// Run the binary from the repository root; returns exit code, stdout, stderr.
+pub fn inferscope(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_inferscope"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -4,20 +4,8 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::process::Command;
 
-fn inferscope(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_inferscope"))
-        .args(args)
-        .current_dir(common::repo())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::inferscope;
 
 fn keys(v: &serde_json::Value) -> BTreeSet<String> {
     v.as_object().unwrap().keys().cloned().collect()

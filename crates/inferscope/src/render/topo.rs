@@ -134,27 +134,7 @@ pub fn write_matrix(m: &TopoMatrix, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out)?;
     writeln!(out, "Legend:")?;
     writeln!(out)?;
-    for (code, text) in [
-        ("X", "Self"),
-        (
-            "SYS",
-            "Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)",
-        ),
-        (
-            "NODE",
-            "Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node",
-        ),
-        (
-            "PHB",
-            "Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
-        ),
-        (
-            "PXB",
-            "Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)",
-        ),
-        ("PIX", "Connection traversing at most a single PCIe bridge"),
-        ("NV#", "Connection traversing a bonded set of # NVLinks"),
-    ] {
+    for (code, text) in topology::NVIDIA_SMI_LEGEND {
         writeln!(out, "  {code:<4} = {text}")?;
     }
     if !m.nics.is_empty() {
