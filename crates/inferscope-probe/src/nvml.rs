@@ -6,8 +6,8 @@
 use crate::driver::DriverCapture;
 use inferscope_model::{
     Bar1Memory, Clocks, CpuSet, DriverInfo, DriverSource, EccState, GpuDetails, GpuMemory, GpuPair,
-    GpuPcie, GpuProcess, GpuUuid, LinkClass, MemoryRepair, MigState, NodeSet, NumaNodeId, NvLink,
-    NvmlIndex, P2pStatus, PciBusId, PendingMode, Reading, UnknownReason,
+    GpuPcie, GpuProcess, GpuUuid, LinkClass, MemoryRepair, MigInstance, MigState, NodeSet,
+    NumaNodeId, NvLink, NvmlIndex, P2pStatus, PciBusId, PendingMode, Reading, UnknownReason,
 };
 use nvml_wrapper::Device;
 use nvml_wrapper::Nvml;
@@ -142,6 +142,19 @@ fn memory_repair(d: &Device) -> MemoryRepair {
     }
 }
 
+/// MIG devices of a GPU in MIG mode (at most NVML's 7 per GPU; bounded anyway).
+fn mig_instances(d: &Device) -> Vec<MigInstance> {
+    let count = d.mig_device_count().unwrap_or(0).min(64);
+    (0..count)
+        .filter_map(|i| d.mig_device_by_index(i).ok())
+        .map(|m| MigInstance {
+            uuid: read("MIG UUID", m.uuid()).map(GpuUuid),
+            name: read("MIG name", m.name()),
+            memory_total_bytes: read("MIG memory", m.memory_info()).map(|x| x.total),
+        })
+        .collect()
+}
+
 fn details(d: &Device, cpu_words: usize) -> GpuDetails {
     let ecc = EccState {
         mode: read("ECC mode", d.is_ecc_enabled()).map(|m| PendingMode {
@@ -162,7 +175,11 @@ fn details(d: &Device, cpu_words: usize) -> GpuDetails {
             current: m.current == 1,
             pending: m.pending == 1,
         },
-        instances: Vec::new(),
+        instances: if m.current == 1 {
+            mig_instances(d)
+        } else {
+            Vec::new()
+        },
     });
     let pcie = GpuPcie {
         gen_current: read("PCIe generation", d.current_pcie_link_gen()),
