@@ -35,6 +35,7 @@ macro_rules! serde_as_string {
 pub mod cpuset;
 pub mod cuda;
 pub mod driver;
+pub mod facts;
 pub mod ids;
 pub mod reading;
 pub mod snapshot;
@@ -43,6 +44,7 @@ pub mod validate;
 
 pub use cpuset::{CpuSet, ListError, NodeSet};
 pub use driver::*;
+pub use facts::{PlanFacts, PlanPerGpu, ProcessFacts};
 pub use ids::{CudaOrdinal, GpuUuid, IdError, NumaNodeId, NvmlIndex, PciBusId, PciClass, PciId};
 pub use reading::{Reading, Unknown, UnknownReason};
 pub use snapshot::*;

@@ -1,0 +1,200 @@
+//! Helpers shared by checks, and test data.
+//!
+//! Test snapshots live in `crates/inferscope-check/testdata/` (see its README). Regenerate with:
+//! `for n in <names>; do inferscope snapshot --root fixtures/hosts/$n/root > testdata/$n.json; done`
+//! and normalise `source.root` and `captured_at`.
+
+use inferscope_model::{Gpu, Snapshot};
+
+/// `GPU0 (0000:18:00.0)`: how findings name a GPU.
+pub fn gpu_subject(snapshot: &Snapshot, gpu: &Gpu) -> String {
+    let i = snapshot
+        .gpus
+        .iter()
+        .position(|g| g.pci_bus_id == gpu.pci_bus_id)
+        .unwrap_or(0);
+    format!("GPU{i} ({})", gpu.pci_bus_id)
+}
+
+/// Subject for host-wide findings.
+pub const HOST: &str = "host";
+
+/// Human bytes (`64.0 MiB`).
+pub fn bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[i])
+    }
+}
+
+/// Test data and builders.
+#[cfg(test)]
+pub mod testing {
+    use crate::{CheckDef, CheckInput, Outcome, Status, Thresholds};
+    use inferscope_model::*;
+
+    /// A fixture snapshot by name (see testdata/README.md).
+    pub fn fixture(name: &str) -> Snapshot {
+        let text = match name {
+            "h100" => include_str!("../../testdata/h100-sxm8-2s-switch-12nic.json"),
+            "plx" => include_str!("../../testdata/pcie8-2s-plx-switches.json"),
+            "rtx5090" => include_str!("../../testdata/rtx5090-2gpu-workstation.json"),
+            "cloud-vm" => include_str!("../../testdata/cloud-vm-2gpu-numa-unknown.json"),
+            "asymmetric" => include_str!("../../testdata/dual-socket-5gpu-asymmetric.json"),
+            "dev-vm" => include_str!("../../testdata/dev-vm-2core-nogpu.json"),
+            other => panic!("no fixture {other}"),
+        };
+        serde_json::from_str(text).expect("fixture snapshot parses")
+    }
+
+    fn v<T>(x: T) -> Reading<T> {
+        Reading::value(x)
+    }
+
+    /// Healthy, fully known driver facts for an H100 SXM; tests change one field.
+    pub fn healthy_details(index: u32) -> GpuDetails {
+        GpuDetails {
+            index: v(NvmlIndex(index)),
+            uuid: v(GpuUuid(format!(
+                "GPU-{index:08x}-0000-0000-0000-000000000000"
+            ))),
+            name: v("NVIDIA H100 80GB HBM3".to_string()),
+            serial: v(format!("165232400{index:04}")),
+            memory: v(GpuMemory {
+                total_bytes: 85_520_809_984,
+                used_bytes: 4 << 20,
+                free_bytes: 85_520_809_984 - (4 << 20) - 559_218_688,
+                reserved_bytes: v(559_218_688),
+            }),
+            bar1: v(Bar1Memory {
+                total_bytes: 128 << 30,
+                used_bytes: 2 << 20,
+            }),
+            persistence_mode: v(true),
+            compute_mode: v("default".to_string()),
+            mig: v(MigState {
+                mode: PendingMode {
+                    current: false,
+                    pending: false,
+                },
+                instances: Vec::new(),
+            }),
+            ecc: v(EccState {
+                mode: v(PendingMode {
+                    current: true,
+                    pending: true,
+                }),
+                volatile_uncorrected: v(0),
+                aggregate_uncorrected: v(0),
+            }),
+            memory_repair: v(MemoryRepair {
+                retired_pages_single_bit: v(0),
+                retired_pages_double_bit: v(0),
+                retirement_pending: v(false),
+                remapped_rows_correctable: v(0),
+                remapped_rows_uncorrectable: v(0),
+                remap_pending: v(false),
+                remap_failure: v(false),
+            }),
+            clocks: v(Clocks {
+                sm_mhz: v(1980),
+                memory_mhz: v(2619),
+                sm_max_mhz: v(1980),
+                memory_max_mhz: v(2619),
+                event_reasons: v(Vec::new()),
+            }),
+            temperature_c: v(34),
+            power_draw_mw: v(72_000),
+            power_limit_mw: v(700_000),
+            pcie: v(GpuPcie {
+                gen_current: v(5),
+                gen_max: v(5),
+                width_current: v(16),
+                width_max: v(16),
+                tx_kbytes_per_s: v(0),
+                rx_kbytes_per_s: v(0),
+                replay_counter: v(0),
+            }),
+            nvlinks: v((0..18)
+                .map(|l| NvLink {
+                    link: l,
+                    active: true,
+                    version: v(4),
+                    remote_pci_bus_id: v("0000:05:00.0".parse().unwrap()),
+                })
+                .collect()),
+            cpu_affinity: v("0,2,4,6,8,10".parse().unwrap()),
+            memory_affinity: v("0".parse().unwrap()),
+            gpu_numa_node: Reading::unknown(
+                UnknownReason::NotSupported,
+                "NVML GPU NUMA node: Not Supported",
+            ),
+            processes: v(Vec::new()),
+        }
+    }
+
+    /// The h100 fixture with healthy driver facts on every GPU, NV18 between all pairs and a
+    /// driver that reports CUDA 12.4.
+    pub fn h100_with_driver() -> Snapshot {
+        let mut s = fixture("h100");
+        for (i, g) in s.gpus.iter_mut().enumerate() {
+            g.details = Reading::value(healthy_details(i as u32));
+        }
+        let ids: Vec<PciBusId> = s.gpus.iter().map(|g| g.pci_bus_id).collect();
+        s.gpu_pairs = Vec::new();
+        for (i, a) in ids.iter().enumerate() {
+            for b in ids.iter().skip(i + 1) {
+                s.gpu_pairs.push(GpuPair {
+                    a: *a,
+                    b: *b,
+                    common_ancestor: Reading::value(topology::LinkClass::Node),
+                    nvlinks: Reading::value(18),
+                    p2p_read: Reading::value(P2pStatus::Ok),
+                    p2p_write: Reading::value(P2pStatus::Ok),
+                });
+            }
+        }
+        s.driver = Reading::value(DriverInfo {
+            source: DriverSource::Nvml,
+            driver_version: Reading::value("550.90.07".into()),
+            cuda_driver_version: Reading::value("12.4".into()),
+            nvml_version: Reading::value("12.550.90.07".into()),
+            gpu_count: Reading::value(8),
+        });
+        s
+    }
+
+    /// Run one check with default thresholds.
+    pub fn check(def: &CheckDef, snapshot: &Snapshot) -> Vec<Outcome> {
+        run_with(def, snapshot, None, None, &Thresholds::default())
+    }
+
+    /// Run one check with everything.
+    pub fn run_with(
+        def: &CheckDef,
+        snapshot: &Snapshot,
+        plan: Option<&PlanFacts>,
+        process: Option<&ProcessFacts>,
+        thresholds: &Thresholds,
+    ) -> Vec<Outcome> {
+        (def.run)(&CheckInput {
+            snapshot,
+            plan,
+            process,
+            thresholds,
+        })
+    }
+
+    /// Statuses of outcomes, for compact assertions.
+    pub fn statuses(o: &[Outcome]) -> Vec<Status> {
+        o.iter().map(|x| x.status).collect()
+    }
+}
