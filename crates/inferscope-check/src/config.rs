@@ -42,6 +42,10 @@ pub struct Thresholds {
     pub required_cuda_version: Option<String>,
     /// GPU temperature above which GPU014 reports heat even without a throttle reason, °C.
     pub max_gpu_temperature_c: u32,
+    /// Share of a process's resident memory allowed on nodes other than its GPUs' nodes, percent
+    /// (PROC002). A few percent land remotely anyway (shared libraries first mapped by another
+    /// process, page cache); more means the process was not bound. Default 10.
+    pub max_remote_memory_percent: u32,
 }
 
 impl Default for Thresholds {
@@ -56,6 +60,7 @@ impl Default for Thresholds {
             host_ram_load_factor: 1.2,
             required_cuda_version: None,
             max_gpu_temperature_c: 85,
+            max_remote_memory_percent: 10,
         }
     }
 }

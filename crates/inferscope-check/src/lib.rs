@@ -191,7 +191,20 @@ pub fn run(
             continue;
         }
         let severity = over.and_then(|o| o.severity).unwrap_or(def.severity);
-        for o in (def.run)(input) {
+        let mut outcomes = (def.run)(input);
+        if outcomes.is_empty() {
+            // A per-GPU check on a host without GPUs has nothing to say; say that, not "pass".
+            outcomes.push(Outcome::unknown(
+                "host",
+                match def.scope {
+                    Scope::Gpu | Scope::GpuGroup => {
+                        "no GPU in this snapshot (no NVIDIA or AMD display controller on the PCI bus)"
+                    }
+                    _ => "nothing to check in this snapshot",
+                },
+            ));
+        }
+        for o in outcomes {
             findings.push(Finding {
                 code: def.code.to_string(),
                 title: def.title.to_string(),

@@ -17,6 +17,7 @@ mod lex;
 pub mod limits;
 pub mod meminfo;
 pub mod mounts;
+pub mod numa_maps;
 mod nvidia_smi_common;
 pub mod nvidia_smi_q;
 pub mod nvidia_smi_topo;

@@ -68,7 +68,8 @@ pub struct ProcessFacts {
     pub cpus_allowed: Reading<CpuSet>,
     /// NUMA nodes it may allocate from (`Mems_allowed_list`).
     pub mems_allowed: Reading<NodeSet>,
-    /// Resident pages per NUMA node (`/proc/PID/numa_maps`, summed like `numastat -p`).
+    /// Resident memory per NUMA node in 4 KiB units (`/proc/PID/numa_maps`, summed like
+    /// `numastat -p`; huge pages count by their size).
     pub pages_per_node: Reading<BTreeMap<u32, u64>>,
     /// GPUs the driver says the process uses.
     pub gpus: Vec<PciBusId>,

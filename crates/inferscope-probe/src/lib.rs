@@ -16,6 +16,7 @@ pub mod host;
 pub mod numa;
 pub mod nvml;
 pub mod pci;
+pub mod process;
 pub mod settings;
 
 pub use fsroot::{FsError, FsRoot};

@@ -5,7 +5,7 @@
 //! A closed pipe (`inferscope snapshot | head`) is success, not an error.
 
 use clap::{Parser, Subcommand};
-use inferscope::commands;
+use inferscope::{commands, render};
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,6 +39,47 @@ enum Command {
         #[arg(long, value_name = "DIR", default_value = "/")]
         root: PathBuf,
     },
+    /// Preflight: find what breaks LLM servers on this host, with evidence and the exact fix.
+    Check {
+        /// Check a snapshot written by `inferscope snapshot` instead of the machine.
+        #[arg(long, value_name = "FILE", conflicts_with = "root")]
+        snapshot: Option<PathBuf>,
+        /// Read sysfs/procfs under DIR instead of /.
+        #[arg(long, value_name = "DIR")]
+        root: Option<PathBuf>,
+        /// Also check a running server process (CPU affinity, memory placement).
+        #[arg(long, value_name = "PID")]
+        pid: Option<u32>,
+        /// Also check a serving plan: the JSON written by `inferscope plan --json`.
+        #[arg(long, value_name = "FILE")]
+        plan: Option<PathBuf>,
+        /// Run only these checks (comma-separated codes, e.g. MEM006,GPU010).
+        #[arg(long, value_name = "CODES", value_delimiter = ',')]
+        only: Vec<String>,
+        /// Exit 1 when a failure of at least this severity is found.
+        #[arg(long, value_name = "SEVERITY", default_value = "error", value_parser = ["info", "warn", "error"])]
+        fail_on: String,
+        /// Thresholds and per-check overrides (TOML; see docs/checks/README.md).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// List the checks and exit.
+        #[arg(long)]
+        list: bool,
+        /// Also list passed checks.
+        #[arg(long, short)]
+        verbose: bool,
+        /// Print JSON instead of the report.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Explain a check code: what it detects, why it matters, how to fix and silence it.
+    Explain {
+        /// Check code, e.g. MEM006.
+        code: String,
+    },
+    /// Run a server bound to the CPUs and NUMA memory of its GPUs (exec: its signals and exit
+    /// code pass through), or print the equivalent numactl/docker/systemd/k8s settings.
+    Run(commands::run::RunArgs),
     /// Show the GPU/NIC link matrix (as `nvidia-smi topo -m`) and the NUMA layout.
     Topo {
         /// Read a snapshot written by `inferscope snapshot` instead of the machine.
@@ -60,6 +101,37 @@ fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Snapshot { root, import } => commands::snapshot::run(&root, &import, out),
         Command::Gather { out: file, root } => commands::gather::run(&root, &file, out),
+        Command::Check {
+            snapshot,
+            root,
+            pid,
+            plan,
+            only,
+            fail_on,
+            config,
+            list,
+            verbose,
+            json,
+        } => {
+            if list {
+                render::check::write_list(out)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let args = commands::check::CheckArgs {
+                snapshot: snapshot.as_deref(),
+                root: root.as_deref(),
+                pid,
+                plan: plan.as_deref(),
+                only,
+                fail_on: fail_on.parse().map_err(anyhow::Error::msg)?,
+                config: config.as_deref(),
+                json,
+                verbose,
+            };
+            commands::check::run(&args, out)
+        }
+        Command::Explain { code } => commands::check::explain(&code, out),
+        Command::Run(args) => commands::run::run(args, out),
         Command::Topo {
             snapshot,
             root,

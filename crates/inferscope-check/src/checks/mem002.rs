@@ -1,5 +1,7 @@
-//! MEM002: THP defrag causes direct-compaction stalls. (Placeholder until implemented.)
+//! MEM002: THP defrag `always` stalls allocations in direct compaction.
 
+use super::support::HOST;
+use crate::outcome::need;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
 
 /// The check.
@@ -8,13 +10,74 @@ pub const CHECK: CheckDef = CheckDef {
     title: "THP defrag causes direct-compaction stalls",
     severity: Severity::Warn,
     scope: Scope::Host,
-    why: "not yet written",
+    why: "With THP defrag `always`, a thread whose huge-page fault cannot be met at once stops to reclaim and compact memory itself; on a host whose page cache is full of checkpoint files that stall lands in the request path of the server's CPU threads.",
     run,
 };
 
-fn run(_input: &CheckInput) -> Vec<Outcome> {
-    vec![Outcome::unknown(
-        super::support::HOST,
-        "MEM002 is not implemented yet",
-    )]
+fn run(input: &CheckInput) -> Vec<Outcome> {
+    let mode = match need(&input.snapshot.settings.thp_defrag, HOST, "THP defrag mode") {
+        Ok(v) => v,
+        Err(o) => return vec![o],
+    };
+    let evidence = format!("/sys/kernel/mm/transparent_hugepage/defrag is [{mode}]");
+    if mode == "always" {
+        vec![Outcome::fail(
+            HOST,
+            format!(
+                "{evidence}: every huge-page fault that finds no free 2 MiB block does direct reclaim and compaction before returning"
+            ),
+            "`echo defer+madvise > /sys/kernel/mm/transparent_hugepage/defrag` (as root; `madvise` also passes); to keep it after reboot add `w /sys/kernel/mm/transparent_hugepage/defrag - - - - defer+madvise` to /etc/tmpfiles.d/thp.conf.",
+        )]
+    } else {
+        vec![Outcome::pass(HOST, evidence)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::support::testing::*;
+    use super::*;
+    use crate::Status;
+    use inferscope_model::{Reading, UnknownReason};
+
+    #[test]
+    fn madvise_passes() {
+        let out = check(&CHECK, &fixture("plx"));
+        assert_eq!(statuses(&out), [Status::Pass]);
+        assert!(out[0].evidence.contains("[madvise]"), "{}", out[0].evidence);
+    }
+
+    #[test]
+    fn defer_modes_and_never_pass() {
+        for mode in ["defer", "defer+madvise", "never"] {
+            let mut s = fixture("h100");
+            s.settings.thp_defrag = Reading::value(mode.to_string());
+            assert_eq!(statuses(&check(&CHECK, &s)), [Status::Pass], "{mode}");
+        }
+    }
+
+    #[test]
+    fn always_fails() {
+        let mut s = fixture("h100");
+        s.settings.thp_defrag = Reading::value("always".to_string());
+        let out = check(&CHECK, &s);
+        assert_eq!(statuses(&out), [Status::Fail]);
+        assert!(out[0].evidence.contains("[always]"), "{}", out[0].evidence);
+        assert!(
+            out[0]
+                .remedy
+                .as_deref()
+                .is_some_and(|r| r.contains("defer+madvise"))
+        );
+    }
+
+    #[test]
+    fn unknown_without_the_sysfs_file() {
+        let mut s = fixture("h100");
+        s.settings.thp_defrag = Reading::unknown(
+            UnknownReason::PermissionDenied,
+            "/sys/kernel/mm/transparent_hugepage/defrag: permission denied",
+        );
+        assert_eq!(statuses(&check(&CHECK, &s)), [Status::Unknown]);
+    }
 }

@@ -88,6 +88,52 @@ pub static ALL: &[CheckDef] = &[
     proc002::CHECK,
 ];
 
+/// The documentation page of a check (docs/checks/<CODE>.md), embedded for `inferscope explain`.
+pub fn doc(code: &str) -> Option<&'static str> {
+    Some(match code.to_ascii_uppercase().as_str() {
+        "CPU001" => include_str!("../../../../docs/checks/CPU001.md"),
+        "CPU002" => include_str!("../../../../docs/checks/CPU002.md"),
+        "ENV001" => include_str!("../../../../docs/checks/ENV001.md"),
+        "ENV002" => include_str!("../../../../docs/checks/ENV002.md"),
+        "ENV003" => include_str!("../../../../docs/checks/ENV003.md"),
+        "ENV004" => include_str!("../../../../docs/checks/ENV004.md"),
+        "ENV005" => include_str!("../../../../docs/checks/ENV005.md"),
+        "ENV006" => include_str!("../../../../docs/checks/ENV006.md"),
+        "ENV007" => include_str!("../../../../docs/checks/ENV007.md"),
+        "GPU001" => include_str!("../../../../docs/checks/GPU001.md"),
+        "GPU002" => include_str!("../../../../docs/checks/GPU002.md"),
+        "GPU003" => include_str!("../../../../docs/checks/GPU003.md"),
+        "GPU004" => include_str!("../../../../docs/checks/GPU004.md"),
+        "GPU005" => include_str!("../../../../docs/checks/GPU005.md"),
+        "GPU006" => include_str!("../../../../docs/checks/GPU006.md"),
+        "GPU007" => include_str!("../../../../docs/checks/GPU007.md"),
+        "GPU008" => include_str!("../../../../docs/checks/GPU008.md"),
+        "GPU010" => include_str!("../../../../docs/checks/GPU010.md"),
+        "GPU011" => include_str!("../../../../docs/checks/GPU011.md"),
+        "GPU012" => include_str!("../../../../docs/checks/GPU012.md"),
+        "GPU013" => include_str!("../../../../docs/checks/GPU013.md"),
+        "GPU014" => include_str!("../../../../docs/checks/GPU014.md"),
+        "GPU015" => include_str!("../../../../docs/checks/GPU015.md"),
+        "GPU016" => include_str!("../../../../docs/checks/GPU016.md"),
+        "MEM001" => include_str!("../../../../docs/checks/MEM001.md"),
+        "MEM002" => include_str!("../../../../docs/checks/MEM002.md"),
+        "MEM003" => include_str!("../../../../docs/checks/MEM003.md"),
+        "MEM004" => include_str!("../../../../docs/checks/MEM004.md"),
+        "MEM005" => include_str!("../../../../docs/checks/MEM005.md"),
+        "MEM006" => include_str!("../../../../docs/checks/MEM006.md"),
+        "MEM007" => include_str!("../../../../docs/checks/MEM007.md"),
+        "MEM008" => include_str!("../../../../docs/checks/MEM008.md"),
+        "MEM009" => include_str!("../../../../docs/checks/MEM009.md"),
+        "MEM010" => include_str!("../../../../docs/checks/MEM010.md"),
+        "MEM011" => include_str!("../../../../docs/checks/MEM011.md"),
+        "PLAN001" => include_str!("../../../../docs/checks/PLAN001.md"),
+        "PLAN002" => include_str!("../../../../docs/checks/PLAN002.md"),
+        "PROC001" => include_str!("../../../../docs/checks/PROC001.md"),
+        "PROC002" => include_str!("../../../../docs/checks/PROC002.md"),
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::ALL;
@@ -107,6 +153,11 @@ mod tests {
                 c.code
             );
             assert!(!c.title.is_empty() && !c.why.is_empty(), "{}", c.code);
+            assert!(
+                super::doc(c.code).is_some(),
+                "{} has no embedded doc",
+                c.code
+            );
         }
     }
 }

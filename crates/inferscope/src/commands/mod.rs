@@ -1,6 +1,8 @@
 //! One module per command; each takes validated arguments and a writer.
 
+pub mod check;
 pub mod gather;
+pub mod run;
 pub mod snapshot;
 pub mod topo;
 

@@ -1,5 +1,6 @@
 //! Renderers: pure functions from model data to any writer.
 
+pub mod check;
 pub mod topo;
 
 /// Bytes as a short binary-unit figure (`251.6 GiB`).

@@ -1,0 +1,739 @@
+//! Resolution: [`RunRequest`] + [`Snapshot`] → [`LaunchPlan`].
+//!
+//! The steps, in order: name the GPUs (or nodes); place each GPU on a NUMA node; take the CPUs of
+//! those nodes (or each GPU's `--cpus-per-gpu` slot) and intersect them with the cgroup; choose
+//! the memory policy from the nodes and intersect its nodes with the cgroup's memory nodes; then
+//! the environment. Every choice appends a sentence to `reasons`, every compromise to `warnings`.
+
+use crate::auto;
+use crate::error::LaunchError;
+use crate::plan::{LaunchPlan, MemoryPlan, PlannedGpu, WorkerSlice};
+use crate::request::{GpuRef, MemMode, RunRequest, Target};
+use inferscope_model::{CpuSet, Gpu, GpuVendor, NodeSet, NumaNodeId, Reading, Snapshot};
+use std::collections::BTreeMap;
+
+/// Memory in use above which a chosen GPU gets a warning (another server may be on it).
+const BUSY_BYTES: u64 = 1 << 30;
+
+/// The cgroup limits recorded in the snapshot; `None` where unknown (never "no limit").
+pub(crate) struct Limits {
+    pub cpus: Option<CpuSet>,
+    pub mems: Option<NodeSet>,
+    pub path: String,
+}
+
+pub(crate) fn limits(s: &Snapshot, warnings: &mut Vec<String>) -> Limits {
+    match &s.settings.cgroup {
+        Reading::Value(cg) => {
+            let cpus = match &cg.cpus_effective {
+                Reading::Value(c) => Some(c.clone()),
+                Reading::Unknown(u) => {
+                    warnings.push(format!(
+                        "the cgroup's allowed CPUs are unknown ({}); CPUs are not intersected with them, and the kernel may refuse some",
+                        u.detail
+                    ));
+                    None
+                }
+            };
+            let mems = match &cg.mems_effective {
+                Reading::Value(m) => Some(m.clone()),
+                Reading::Unknown(u) => {
+                    warnings.push(format!(
+                        "the cgroup's allowed memory nodes are unknown ({}); memory nodes are not intersected with them",
+                        u.detail
+                    ));
+                    None
+                }
+            };
+            Limits {
+                cpus,
+                mems,
+                path: cg.path.clone(),
+            }
+        }
+        Reading::Unknown(u) => {
+            warnings.push(format!(
+                "the cgroup is unknown ({}); CPUs and memory nodes are not intersected with its limits",
+                u.detail
+            ));
+            Limits {
+                cpus: None,
+                mems: None,
+                path: String::new(),
+            }
+        }
+    }
+}
+
+/// `GPU3 (0000:5e:00.0)`.
+pub(crate) fn gpu_name(index: usize, g: &Gpu) -> String {
+    format!("GPU{index} ({})", g.pci_bus_id)
+}
+
+pub(crate) fn node_cpus(s: &Snapshot, id: NumaNodeId) -> Option<&CpuSet> {
+    s.numa_nodes.iter().find(|n| n.id == id).map(|n| &n.cpus)
+}
+
+/// The NUMA node a GPU is placed on, with a note when it had to be derived; `Err(detail)` when
+/// it cannot be told.
+pub(crate) fn gpu_node(
+    s: &Snapshot,
+    index: usize,
+    g: &Gpu,
+) -> Result<(NumaNodeId, Option<String>), String> {
+    let detail = match &g.numa_node {
+        Reading::Value(n) => return Ok((*n, None)),
+        Reading::Unknown(u) => u.detail.clone(),
+    };
+    let cpu_nodes: Vec<_> = s.numa_nodes.iter().filter(|n| !n.cpus.is_empty()).collect();
+    if let [only] = cpu_nodes.as_slice() {
+        return Ok((
+            only.id,
+            Some(format!(
+                "GPU{index}'s NUMA node is not reported by the kernel; node {} is the only node with CPUs",
+                only.id
+            )),
+        ));
+    }
+    if let Some(local) = g.local_cpus.known().filter(|l| !l.is_empty())
+        && let Some(n) = cpu_nodes.iter().find(|n| local.is_subset(&n.cpus))
+    {
+        return Ok((
+            n.id,
+            Some(format!(
+                "GPU{index}'s NUMA node is not reported by the kernel; its local CPUs {local} place it on node {}",
+                n.id
+            )),
+        ));
+    }
+    Err(detail)
+}
+
+/// `count` members of `set` starting at the `start`-th (0-based), walking ranges so that huge
+/// sets cost nothing.
+pub(crate) fn slice(set: &CpuSet, start: u64, count: u64) -> CpuSet {
+    let mut skip = start;
+    let mut want = count;
+    let mut out = Vec::new();
+    for &(lo, hi) in set.ranges() {
+        if want == 0 {
+            break;
+        }
+        let len = u64::from(hi - lo) + 1;
+        if skip >= len {
+            skip -= len;
+            continue;
+        }
+        let first = u64::from(lo) + skip;
+        let take = want.min(len - skip);
+        // first + take - 1 <= hi, so both fit in u32.
+        out.push((first as u32, (first + take - 1) as u32));
+        want -= take;
+        skip = 0;
+    }
+    CpuSet::from_ranges(out)
+}
+
+fn describe_source(s: &Snapshot) -> &'static str {
+    if s.is_live {
+        "this machine"
+    } else {
+        "the snapshot"
+    }
+}
+
+fn have_gpus(s: &Snapshot) -> String {
+    match s.gpus.len() {
+        0 => format!("{} has no GPU", describe_source(s)),
+        1 => format!("{} has 1 GPU (GPU0)", describe_source(s)),
+        n => format!(
+            "{} has {n} GPUs (GPU0-GPU{}); `inferscope topo` lists them",
+            describe_source(s),
+            n - 1
+        ),
+    }
+}
+
+fn uuid_of(g: &Gpu) -> Option<&inferscope_model::GpuUuid> {
+    g.details.known().and_then(|d| d.uuid.known())
+}
+
+fn find_gpu(s: &Snapshot, r: &GpuRef) -> Result<usize, LaunchError> {
+    let unknown = |have: String| LaunchError::UnknownGpu {
+        gpu: r.to_string(),
+        have,
+    };
+    match r {
+        GpuRef::Index(i) => {
+            let i = *i as usize;
+            if i < s.gpus.len() {
+                Ok(i)
+            } else {
+                Err(unknown(have_gpus(s)))
+            }
+        }
+        GpuRef::Pci(p) => s
+            .gpus
+            .iter()
+            .position(|g| g.pci_bus_id == *p)
+            .ok_or_else(|| unknown(format!("no GPU at that PCI address; {}", have_gpus(s)))),
+        GpuRef::Uuid(u) => {
+            let matches: Vec<usize> = s
+                .gpus
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| uuid_of(g).is_some_and(|x| x.0.starts_with(u.as_str())))
+                .map(|(i, _)| i)
+                .collect();
+            match matches.as_slice() {
+                [one] => Ok(*one),
+                [] if s.gpus.iter().all(|g| uuid_of(g).is_none()) => Err(unknown(format!(
+                    "GPU UUIDs are unknown in {} (they come from the NVIDIA driver); {}; name GPUs by number instead",
+                    describe_source(s),
+                    have_gpus(s)
+                ))),
+                [] => Err(unknown(format!(
+                    "no GPU of {} has a UUID starting with it",
+                    describe_source(s)
+                ))),
+                many => Err(unknown(format!(
+                    "it is the start of {} GPUs' UUIDs; give more of the UUID",
+                    many.len()
+                ))),
+            }
+        }
+    }
+}
+
+fn gib(bytes: u64) -> String {
+    let tenths = (u128::from(bytes) * 10 + (1u128 << 29)) >> 30;
+    format!("{}.{} GiB", tenths / 10, tenths % 10)
+}
+
+fn labels(gpus: &[PlannedGpu]) -> String {
+    gpus.iter()
+        .map(|g| g.label.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Plan a launch. Pure: everything comes from `snapshot` and `req`.
+pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, LaunchError> {
+    let s = snapshot;
+    if req.command.is_empty() {
+        return Err(LaunchError::NoCommand);
+    }
+    if req.cpus_per_gpu == Some(0) {
+        return Err(LaunchError::Usage(
+            "--cpus-per-gpu needs N of at least 1".into(),
+        ));
+    }
+    let mut reasons: Vec<String> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+    let lim = limits(s, &mut warnings);
+
+    // 1. Which GPUs (indices into s.gpus), or which nodes.
+    let mut auto_reason = None;
+    let (indices, node_target): (Vec<usize>, Option<Vec<NumaNodeId>>) = match &req.target {
+        Target::Gpus(refs) => {
+            let mut out = Vec::new();
+            for r in refs {
+                let i = find_gpu(s, r)?;
+                if out.contains(&i) {
+                    return Err(LaunchError::BadGpuList {
+                        text: refs
+                            .iter()
+                            .map(|r| r.to_string())
+                            .collect::<Vec<_>>()
+                            .join(","),
+                        why: format!("GPU{i} is named twice"),
+                    });
+                }
+                out.push(i);
+            }
+            (out, None)
+        }
+        Target::Auto(n) => {
+            let choice = auto::pick(s, *n, lim.cpus.as_ref())?;
+            auto_reason = Some(choice.reason);
+            (choice.gpus, None)
+        }
+        Target::Nodes(ids) => {
+            if req.cpus_per_gpu.is_some() {
+                return Err(LaunchError::Usage(
+                    "--cpus-per-gpu splits a node among GPUs; it does not apply to --numa-node"
+                        .into(),
+                ));
+            }
+            for id in ids {
+                if node_cpus(s, *id).is_none() {
+                    let have: Vec<String> = s.numa_nodes.iter().map(|n| n.id.to_string()).collect();
+                    return Err(LaunchError::UnknownNode {
+                        node: id.0,
+                        have: if have.is_empty() {
+                            format!("{} lists no NUMA node", describe_source(s))
+                        } else {
+                            format!("{} has node(s) {}", describe_source(s), have.join(","))
+                        },
+                    });
+                }
+            }
+            (Vec::new(), Some(ids.clone()))
+        }
+    };
+
+    // 2. Place the GPUs.
+    let mut gpus: Vec<PlannedGpu> = Vec::new();
+    for &i in &indices {
+        let g = &s.gpus[i];
+        let (node, note) = gpu_node(s, i, g).map_err(|detail| LaunchError::GpuNodeUnknown {
+            gpu: gpu_name(i, g),
+            detail,
+        })?;
+        if let Some(n) = note {
+            reasons.push(n);
+        }
+        gpus.push(PlannedGpu {
+            label: format!("GPU{i}"),
+            index: i as u32,
+            pci_bus_id: g.pci_bus_id,
+            uuid: uuid_of(g).cloned(),
+            numa_node: node,
+            nvidia: g.vendor == GpuVendor::Nvidia,
+        });
+    }
+    // Nodes in first-use order (the first is the rank-0 worker's), and as a set.
+    let node_order: Vec<NumaNodeId> = match &node_target {
+        Some(ids) => ids.clone(),
+        None => {
+            let mut v: Vec<NumaNodeId> = Vec::new();
+            for g in &gpus {
+                if !v.contains(&g.numa_node) {
+                    v.push(g.numa_node);
+                }
+            }
+            v
+        }
+    };
+    let nodes: NodeSet = node_order.iter().map(|n| n.0).collect();
+    let what = if gpus.is_empty() {
+        format!("--numa-node {nodes} asks for node {nodes}")
+    } else if node_order.len() == 1 {
+        format!("{} {} on node {nodes}", labels(&gpus), is_are(gpus.len()))
+    } else {
+        let each: Vec<String> = gpus
+            .iter()
+            .map(|g| format!("{} on node {}", g.label, g.numa_node))
+            .collect();
+        each.join(", ")
+    };
+
+    // 3. CPUs.
+    let allowed = |set: &CpuSet| match &lim.cpus {
+        Some(a) => set.intersection(a),
+        None => set.clone(),
+    };
+    let cgroup_name = if lim.path.is_empty() {
+        "this process's cgroup".to_string()
+    } else {
+        format!("this process's cgroup ({})", lim.path)
+    };
+    let gpu_cpus = |p: &PlannedGpu| -> Result<CpuSet, LaunchError> {
+        match node_cpus(s, p.numa_node) {
+            Some(c) => Ok(c.clone()),
+            None => s.gpus[p.index as usize]
+                .local_cpus
+                .known()
+                .cloned()
+                .ok_or_else(|| LaunchError::GpuNodeUnknown {
+                    gpu: gpu_name(p.index as usize, &s.gpus[p.index as usize]),
+                    detail: format!("node {} is not in the snapshot", p.numa_node),
+                }),
+        }
+    };
+    let mut workers: Vec<WorkerSlice> = Vec::new();
+    let cpus: CpuSet = if let Some(per) = req.cpus_per_gpu {
+        let mut all = CpuSet::new();
+        for p in &gpus {
+            let usable = allowed(&gpu_cpus(p)?);
+            // Slot = position among the GPUs placed on the same node, PCI order.
+            let slot = s
+                .gpus
+                .iter()
+                .enumerate()
+                .take(p.index as usize)
+                .filter(|(i, g)| gpu_node(s, *i, g).is_ok_and(|(n, _)| n == p.numa_node))
+                .count() as u64;
+            let start = slot.saturating_mul(u64::from(per));
+            let end = start.saturating_add(u64::from(per));
+            if end > usable.len() {
+                return Err(LaunchError::NotEnoughCpus {
+                    per_gpu: per,
+                    detail: format!(
+                        "{} is GPU number {} on node {} in PCI order, so its slot is CPUs {}-{} of the node's usable CPUs, but {} allows only {} of them ({}); use a smaller N",
+                        p.label,
+                        slot + 1,
+                        p.numa_node,
+                        start.saturating_add(1),
+                        end,
+                        cgroup_name,
+                        usable.len(),
+                        if usable.is_empty() {
+                            "none".to_string()
+                        } else {
+                            usable.to_string()
+                        }
+                    ),
+                });
+            }
+            let mine = slice(&usable, start, u64::from(per));
+            all = all.union(&mine);
+            workers.push(WorkerSlice {
+                gpu: p.label.clone(),
+                node: p.numa_node,
+                slot: slot as u32,
+                cpus: mine,
+            });
+        }
+        reasons.push(format!(
+            "{what}; --cpus-per-gpu {per} gives each GPU the {per} usable CPUs of its slot (its position among its node's GPUs in PCI order), so workers started separately do not overlap"
+        ));
+        all
+    } else {
+        let mut wanted = CpuSet::new();
+        if gpus.is_empty() {
+            for n in &node_order {
+                if let Some(c) = node_cpus(s, *n) {
+                    wanted = wanted.union(c);
+                }
+            }
+        } else {
+            for p in &gpus {
+                wanted = wanted.union(&gpu_cpus(p)?);
+            }
+        }
+        let usable = allowed(&wanted);
+        if usable.is_empty() {
+            let detail = if wanted.is_empty() {
+                format!("node {nodes} has no CPUs (a memory-only node); add a node with CPUs")
+            } else {
+                let mut d = format!(
+                    "{what} (CPUs {wanted}), but {cgroup_name} allows only CPUs {}",
+                    lim.cpus.as_ref().map(|c| c.to_string()).unwrap_or_default()
+                );
+                let alternatives = usable_alternatives(s, lim.cpus.as_ref());
+                if alternatives.is_empty() {
+                    d.push_str("; run it in a cgroup that allows those CPUs");
+                } else {
+                    d.push_str(&format!(
+                        "; run it in a cgroup that allows those CPUs, or choose {alternatives}"
+                    ));
+                }
+                d
+            };
+            return Err(LaunchError::EmptyCpuSet { detail });
+        }
+        if usable == wanted {
+            reasons.push(format!(
+                "{what}, and {cgroup_name} allows all of {}",
+                if node_order.len() == 1 {
+                    "its CPUs"
+                } else {
+                    "their CPUs"
+                }
+            ));
+        } else {
+            reasons.push(format!(
+                "{what}; {cgroup_name} allows {usable} of their CPUs {wanted}"
+            ));
+            for n in &node_order {
+                if let Some(c) = node_cpus(s, *n)
+                    && !c.is_empty()
+                    && allowed(c).is_empty()
+                {
+                    warnings.push(format!(
+                        "{cgroup_name} allows none of node {n}'s CPUs ({c}): work for {} runs on another node's CPUs",
+                        if gpus.is_empty() {
+                            format!("node {n}")
+                        } else {
+                            labels(
+                                &gpus
+                                    .iter()
+                                    .filter(|g| g.numa_node == *n)
+                                    .cloned()
+                                    .collect::<Vec<_>>(),
+                            )
+                        }
+                    ));
+                }
+            }
+        }
+        usable
+    };
+
+    // 4. Memory policy.
+    let spans = node_order.len() > 1;
+    if spans && !gpus.is_empty() {
+        let mut w = format!(
+            "the GPUs span NUMA nodes {nodes}: CPUs and host memory span sockets, and copies for some GPUs cross the socket link"
+        );
+        if let Some(alt) = one_node_alternative(s, gpus.len(), lim.cpus.as_ref()) {
+            w.push_str(&format!("; {alt}"));
+        }
+        warnings.push(w);
+    }
+    let policy = req.mem.unwrap_or(if spans {
+        MemMode::Interleave
+    } else {
+        MemMode::Bind
+    });
+    let mut mem_nodes = match policy {
+        MemMode::Preferred => node_order.first().map(|n| n.0).into_iter().collect(),
+        _ => nodes.clone(),
+    };
+    let mut memory = None;
+    if let Some(mems) = &lim.mems {
+        let inter = mem_nodes.intersection(mems);
+        if inter.is_empty() {
+            warnings.push(format!(
+                "{cgroup_name} allows memory only on node(s) {mems}, none of {mem_nodes}: no memory policy is set"
+            ));
+            mem_nodes = NodeSet::new();
+        } else if inter != mem_nodes {
+            warnings.push(format!(
+                "{cgroup_name} allows memory only on node(s) {mems}: the {policy} policy uses node(s) {inter}, not {mem_nodes}"
+            ));
+            mem_nodes = if policy == MemMode::Preferred {
+                inter.iter().take(1).collect()
+            } else {
+                inter
+            };
+        }
+    }
+    if !mem_nodes.is_empty() {
+        let why = match (policy, req.mem.is_some(), spans) {
+            (MemMode::Bind, false, false) => "one node: host memory stays local".to_string(),
+            (MemMode::Interleave, false, true) => {
+                "the nodes differ: pages are spread evenly (--mem preferred or bind to change)"
+                    .to_string()
+            }
+            (MemMode::Preferred, _, true) => format!(
+                "preferred takes one node: the first GPU's (node {mem_nodes}), falling back to others when it is full"
+            ),
+            _ => "as asked with --mem".to_string(),
+        };
+        reasons.push(format!("memory {policy} on node {mem_nodes}: {why}"));
+        memory = Some(MemoryPlan {
+            policy,
+            nodes: mem_nodes,
+        });
+    }
+    if let Some(r) = auto_reason {
+        reasons.push(r);
+    }
+
+    // 5. Environment.
+    let mut env: BTreeMap<String, String> = BTreeMap::new();
+    if !gpus.is_empty() {
+        cuda_env(s, &gpus, &req.env, &mut env, &mut reasons, &mut warnings);
+        for p in &gpus {
+            if let Some(m) = s.gpus[p.index as usize]
+                .details
+                .known()
+                .and_then(|d| d.memory.known())
+                && m.used_bytes > BUSY_BYTES
+            {
+                warnings.push(format!(
+                    "{} already has {} of {} memory in use: another process may be on it",
+                    p.label,
+                    gib(m.used_bytes),
+                    gib(m.total_bytes)
+                ));
+            }
+        }
+        let alloc = ["PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"]
+            .into_iter()
+            .find(|k| req.env.contains_key(*k));
+        match alloc {
+            Some(k) => reasons.push(format!("{k} is already set; left as it is")),
+            None => {
+                env.insert(
+                    "PYTORCH_CUDA_ALLOC_CONF".into(),
+                    "expandable_segments:True".into(),
+                );
+            }
+        }
+    }
+    match req.env.get("OMP_NUM_THREADS") {
+        Some(v) => reasons.push(format!("OMP_NUM_THREADS={v} is already set; left as it is")),
+        None => {
+            let n = req.cpus_per_gpu.map(u64::from).unwrap_or(cpus.len());
+            env.insert("OMP_NUM_THREADS".into(), n.to_string());
+        }
+    }
+
+    Ok(LaunchPlan {
+        live: s.is_live,
+        source: s.source.root.clone(),
+        gpus,
+        nodes,
+        cpus,
+        memory,
+        workers,
+        env,
+        command: req.command.clone(),
+        reasons,
+        warnings,
+    })
+}
+
+fn is_are(n: usize) -> &'static str {
+    if n == 1 { "is" } else { "are" }
+}
+
+/// `GPUs on node 0 (GPU1,GPU2)`-style hint of what the cgroup does allow.
+fn usable_alternatives(s: &Snapshot, allowed: Option<&CpuSet>) -> String {
+    let Some(allowed) = allowed else {
+        return String::new();
+    };
+    let mut out = Vec::new();
+    for n in &s.numa_nodes {
+        if n.cpus.is_disjoint(allowed) {
+            continue;
+        }
+        let on: Vec<String> = s
+            .gpus
+            .iter()
+            .enumerate()
+            .filter(|(i, g)| gpu_node(s, *i, g).is_ok_and(|(x, _)| x == n.id))
+            .map(|(i, _)| format!("GPU{i}"))
+            .collect();
+        if !on.is_empty() {
+            out.push(format!("GPUs on node {} ({})", n.id, on.join(",")));
+        }
+    }
+    out.join(" or ")
+}
+
+/// A node holding at least `want` GPUs whose CPUs the cgroup allows, as a hint.
+fn one_node_alternative(s: &Snapshot, want: usize, allowed: Option<&CpuSet>) -> Option<String> {
+    s.numa_nodes.iter().find_map(|n| {
+        if allowed.is_some_and(|a| n.cpus.is_disjoint(a)) {
+            return None;
+        }
+        let on: Vec<String> = s
+            .gpus
+            .iter()
+            .enumerate()
+            .filter(|(i, g)| gpu_node(s, *i, g).is_ok_and(|(x, _)| x == n.id))
+            .map(|(i, _)| format!("GPU{i}"))
+            .collect();
+        (on.len() >= want).then(|| {
+            format!(
+                "{} share node {} (or use --gpus auto:{want})",
+                on.join(","),
+                n.id
+            )
+        })
+    })
+}
+
+fn cuda_env(
+    s: &Snapshot,
+    gpus: &[PlannedGpu],
+    inherited: &BTreeMap<String, String>,
+    env: &mut BTreeMap<String, String>,
+    reasons: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) {
+    let nvidia = gpus.iter().filter(|g| g.nvidia).count();
+    if nvidia == 0 {
+        warnings.push(
+            "AMD GPUs: inferscope sets no visibility variable for ROCm; set ROCR_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES yourself"
+                .into(),
+        );
+        return;
+    }
+    if nvidia < gpus.len() {
+        warnings.push(
+            "NVIDIA and AMD GPUs mixed: CUDA_VISIBLE_DEVICES is not set; set the visibility variables yourself"
+                .into(),
+        );
+        return;
+    }
+    let uuids: Option<Vec<String>> = gpus
+        .iter()
+        .map(|g| g.uuid.as_ref().map(|u| u.0.clone()))
+        .collect();
+    let value = match uuids {
+        Some(u) => {
+            reasons.push("CUDA_VISIBLE_DEVICES by UUID, which no renumbering changes".into());
+            u.join(",")
+        }
+        None => {
+            // CUDA's PCI_BUS_ID order counts the NVIDIA GPUs CUDA sees.
+            let order: Vec<inferscope_model::PciBusId> = match &s.cuda_order {
+                Reading::Value(o) => o.pci_bus_id.clone(),
+                Reading::Unknown(_) => s
+                    .gpus
+                    .iter()
+                    .filter(|g| g.vendor == GpuVendor::Nvidia)
+                    .map(|g| g.pci_bus_id)
+                    .collect(),
+            };
+            let mut idx = Vec::new();
+            for g in gpus {
+                match order.iter().position(|p| *p == g.pci_bus_id) {
+                    Some(i) => idx.push(i.to_string()),
+                    None => {
+                        warnings.push(format!(
+                            "{} is not among the GPUs CUDA sees in the snapshot; CUDA_VISIBLE_DEVICES is not set",
+                            g.label
+                        ));
+                        return;
+                    }
+                }
+            }
+            env.insert("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into());
+            reasons.push(
+                "CUDA_VISIBLE_DEVICES by index with CUDA_DEVICE_ORDER=PCI_BUS_ID: the GPUs' UUIDs are unknown without the driver"
+                    .into(),
+            );
+            idx.join(",")
+        }
+    };
+    if let Some(old) = inherited.get("CUDA_VISIBLE_DEVICES")
+        && *old != value
+    {
+        warnings.push(format!(
+            "replacing the inherited CUDA_VISIBLE_DEVICES={old} with {value}"
+        ));
+    }
+    env.insert("CUDA_VISIBLE_DEVICES".into(), value);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_walk_ranges() {
+        let s: CpuSet = "0,2,4,6,8,10".parse().unwrap();
+        assert_eq!(slice(&s, 2, 2).to_string(), "4,6");
+        let s: CpuSet = "0-7,16-23".parse().unwrap();
+        assert_eq!(slice(&s, 6, 4).to_string(), "6-7,16-17");
+        assert_eq!(slice(&s, 16, 4).to_string(), "");
+        let huge: CpuSet = "0-4294967295".parse().unwrap();
+        assert_eq!(
+            slice(&huge, 4294967290, 100).to_string(),
+            "4294967290-4294967295"
+        );
+    }
+
+    #[test]
+    fn gib_rounds_to_tenths() {
+        assert_eq!(gib(1 << 30), "1.0 GiB");
+        assert_eq!(gib(80 * (1 << 30) + (1 << 29)), "80.5 GiB");
+        assert_eq!(gib(u64::MAX), "17179869184.0 GiB");
+    }
+}

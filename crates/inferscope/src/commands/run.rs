@@ -1,0 +1,250 @@
+//! `inferscope run [--gpus LIST | --numa-node NODES] [...] -- CMD ARGS...`: start a server bound
+//! to the CPUs and NUMA memory of its GPUs.
+//!
+//! The command is glue: parse the options, capture (or load) a snapshot, let
+//! `inferscope_launch::resolve` make the plan, then do one of three things with it: print it
+//! (`--dry-run`, `--json`), print it for another tool (`--emit`), or apply it to this process and
+//! `exec` the server ([`act`]). Because the last step is `exec`, not spawn-and-wait, the server
+//! *is* this process afterwards: its PID, its signals and its exit status are the ones the caller
+//! (a shell, systemd, Kubernetes) sees, with nothing in between to forward them.
+//!
+//! Binding acts on the live machine only. `--snapshot FILE` and `--root DIR` describe some other
+//! machine, so they are accepted with `--dry-run` or `--emit` and refused otherwise.
+//!
+//! `--numa-node N` is the GPU-less form: it binds to a node directly. It serves CPU-side workers
+//! (tokenizer pools, llama.cpp with CPU offload, a router), and it is how the real-exec tests run
+//! on machines without a GPU.
+
+pub mod act;
+
+use anyhow::bail;
+use inferscope_launch::{
+    Emit, LaunchError, LaunchPlan, MemMode, RunRequest, emit, parse_gpus, parse_nodes, resolve,
+};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// `--mem` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MemArg {
+    /// Allocate only on the GPUs' node(s).
+    Bind,
+    /// Prefer the (first) GPU's node, fall back to others when it is full.
+    Preferred,
+    /// Spread pages over the GPUs' nodes.
+    Interleave,
+}
+
+/// `--emit` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EmitArg {
+    /// A `numactl` command line.
+    Numactl,
+    /// `docker run` flags.
+    Docker,
+    /// A systemd unit drop-in.
+    Systemd,
+    /// Kubernetes kubelet settings and a pod.
+    K8s,
+}
+
+/// Arguments of `inferscope run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// GPUs to bind to: numbers as `inferscope topo` shows them (0,1), UUIDs (GPU-...), PCI
+    /// addresses, or auto:N for the N best-connected GPUs.
+    #[arg(long, value_name = "LIST")]
+    pub gpus: Option<String>,
+    /// Bind to NUMA node(s) directly instead of GPUs (CPU-side workers; hosts without GPUs).
+    #[arg(long, value_name = "NODES")]
+    pub numa_node: Option<String>,
+    /// NUMA memory policy [default: bind on one node, interleave when the GPUs span nodes].
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub mem: Option<MemArg>,
+    /// Give each GPU's worker N CPUs of its node; the k-th GPU of a node (PCI order) gets the
+    /// k-th N, so workers started separately do not overlap.
+    #[arg(long, value_name = "N")]
+    pub cpus_per_gpu: Option<u32>,
+    /// Print what would be bound and run, and stop.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// With --dry-run: print the plan as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Print the equivalent for where the server is deployed, instead of running it.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub emit: Option<EmitArg>,
+    /// Plan from a snapshot written by `inferscope snapshot` (with --dry-run or --emit only).
+    #[arg(long, value_name = "FILE", conflicts_with = "root")]
+    pub snapshot: Option<PathBuf>,
+    /// Plan from sysfs/procfs under DIR (with --dry-run or --emit only).
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// The server command and its arguments, after `--`.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    pub command: Vec<OsString>,
+}
+
+impl From<MemArg> for MemMode {
+    fn from(m: MemArg) -> Self {
+        match m {
+            MemArg::Bind => MemMode::Bind,
+            MemArg::Preferred => MemMode::Preferred,
+            MemArg::Interleave => MemMode::Interleave,
+        }
+    }
+}
+
+impl From<EmitArg> for Emit {
+    fn from(e: EmitArg) -> Self {
+        match e {
+            EmitArg::Numactl => Emit::Numactl,
+            EmitArg::Docker => Emit::Docker,
+            EmitArg::Systemd => Emit::Systemd,
+            EmitArg::K8s => Emit::K8s,
+        }
+    }
+}
+
+/// The environment of this process as UTF-8 pairs (others cannot matter to the variables
+/// `run` sets).
+fn process_env() -> BTreeMap<String, String> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}
+
+/// Plan, then print, emit, or bind and exec. Returns only when nothing is executed.
+pub fn run(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let planning_only = args.dry_run || args.emit.is_some();
+    let target = match (&args.gpus, &args.numa_node) {
+        (Some(_), Some(_)) => {
+            bail!("--gpus and --numa-node exclude each other: bind to GPUs or to nodes")
+        }
+        (Some(g), None) => parse_gpus(g)?,
+        (None, Some(n)) => parse_nodes(n)?,
+        (None, None) => bail!(
+            "say what to bind to: --gpus 0,1 | --gpus GPU-UUID,... | --gpus auto:N, or --numa-node N"
+        ),
+    };
+    if args.json && !args.dry_run {
+        bail!("--json prints the plan of --dry-run; add --dry-run");
+    }
+    if !planning_only && (args.snapshot.is_some() || args.root.is_some()) {
+        bail!(
+            "refusing to bind from {}: binding acts on this machine only; add --dry-run or --emit to plan for the machine it describes",
+            if args.snapshot.is_some() {
+                "--snapshot"
+            } else {
+                "--root"
+            }
+        );
+    }
+    if args.command.is_empty() {
+        return Err(LaunchError::NoCommand.into());
+    }
+    let snapshot = match (&args.snapshot, &args.root) {
+        (Some(file), _) => crate::load::snapshot_file(file)?,
+        (None, Some(dir)) => super::capture_root(dir)?,
+        (None, None) => super::capture_root(Path::new("/"))?,
+    };
+    let env = if args.snapshot.is_some() || args.root.is_some() {
+        snapshot.env.clone()
+    } else {
+        process_env()
+    };
+    let request = RunRequest {
+        target,
+        mem: args.mem.map(MemMode::from),
+        cpus_per_gpu: args.cpus_per_gpu,
+        env,
+        command: args
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+    };
+    let plan = resolve(&snapshot, &request)?;
+    for w in &plan.warnings {
+        eprintln!("inferscope: warning: {w}");
+    }
+    if let Some(format) = args.emit {
+        out.write_all(emit(&plan, format.into()).as_bytes())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.dry_run {
+        if args.json {
+            serde_json::to_writer_pretty(&mut *out, &plan)?;
+            writeln!(out)?;
+        } else {
+            write_plan(&plan, out)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    out.flush()?;
+    let err = act::bind_and_exec(plan, &args.command);
+    Err(err)
+}
+
+/// The `--dry-run` text.
+pub fn write_plan(plan: &LaunchPlan, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "Dry run{}: nothing is bound or run.",
+        if plan.live {
+            ""
+        } else {
+            " (planned from a snapshot, not this machine)"
+        }
+    )?;
+    writeln!(out)?;
+    for g in &plan.gpus {
+        writeln!(
+            out,
+            "  GPU      {} {} {} node {}",
+            g.label,
+            g.pci_bus_id,
+            g.uuid
+                .as_ref()
+                .map(|u| u.0.as_str())
+                .unwrap_or("(UUID unknown)"),
+            g.numa_node
+        )?;
+    }
+    writeln!(out, "  CPUs     {} ({} CPUs)", plan.cpus, plan.cpus.len())?;
+    for w in &plan.workers {
+        writeln!(out, "  worker   {} slot {} CPUs {}", w.gpu, w.slot, w.cpus)?;
+    }
+    match &plan.memory {
+        Some(m) => writeln!(out, "  memory   {} node {}", m.policy, m.nodes)?,
+        None => writeln!(out, "  memory   policy unchanged")?,
+    }
+    for (k, v) in &plan.env {
+        writeln!(out, "  env      {k}={v}")?;
+    }
+    writeln!(
+        out,
+        "  exec     {}",
+        inferscope_launch::emit::shell_command_line(&plan.command)
+    )?;
+    writeln!(out)?;
+    writeln!(out, "Why:")?;
+    for r in &plan.reasons {
+        writeln!(out, "  - {r}")?;
+    }
+    if !plan.warnings.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "Warnings:")?;
+        for w in &plan.warnings {
+            writeln!(out, "  - {w}")?;
+        }
+    }
+    Ok(())
+}
