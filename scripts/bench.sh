@@ -17,9 +17,12 @@ cmds=(
   "$bin topo --root $big"
   "$bin topo --snapshot $tmp/h100.json"
   "$bin gather --out $tmp/g.tar.gz"
+  "$bin check"
+  "$bin check --root $big"
+  "$bin run --dry-run --root $big --gpus auto:4 -- true"
 )
 if command -v hyperfine >/dev/null; then
-  hyperfine -N --warmup 5 --min-runs 50 --export-markdown "$tmp/bench.md" "${cmds[@]}" >/dev/null
+  hyperfine -N -i --warmup 5 --min-runs 50 --export-markdown "$tmp/bench.md" "${cmds[@]}" >/dev/null
   cat "$tmp/bench.md"
 else
   for c in "${cmds[@]}"; do
