@@ -1,0 +1,10 @@
+//! # inferscope-plan
+//!
+//! Will this model and these flags fit, how many users, how fast: a pure planner whose memory
+//! model follows what the engines actually do (see docs/planner.md), tested against real vLLM
+//! start-up logs.
+
+// Module owners while the planner is being built (one engineer per file group):
+// arch.rs, catalog.rs, memory.rs, plan.rs, suggest.rs, data/models/  — planner core
+// gpus.rs, speed.rs, data/gpus.toml                                   — GPU catalog and speed
+// engine.rs, find.rs                                                  — serving-command parsing, --find
