@@ -1,6 +1,6 @@
 //! GPU010: persistence mode is off.
 
-use super::support::gpu_subject;
+use super::support::per_gpu_details;
 use crate::outcome::need;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
 
@@ -16,25 +16,24 @@ pub const CHECK: CheckDef = CheckDef {
 
 fn run(input: &CheckInput) -> Vec<Outcome> {
     let s = input.snapshot;
-    s.gpus
-        .iter()
-        .map(|g| {
-            let subject = gpu_subject(s, g);
-            let d = match need(&g.details, &subject, "driver facts (NVML)") {
-                Ok(d) => d,
-                Err(o) => return o,
-            };
-            match need(&d.persistence_mode, &subject, "persistence mode (nvmlDeviceGetPersistenceMode)") {
-                Ok(true) => Outcome::pass(subject, "persistence mode on (nvmlDeviceGetPersistenceMode)"),
-                Ok(false) => Outcome::fail(
-                    subject,
-                    "persistence mode off (nvmlDeviceGetPersistenceMode)",
-                    "Run the persistence daemon: `sudo systemctl enable --now nvidia-persistenced` (it ships with the driver); for a quick test `sudo nvidia-smi -pm 1` (lost at reboot). Kubernetes: the GPU Operator's driver container starts nvidia-persistenced.",
-                ),
-                Err(o) => o,
-            }
-        })
-        .collect()
+    per_gpu_details(s, |_g, subject, d| {
+        match need(
+            &d.persistence_mode,
+            &subject,
+            "persistence mode (nvmlDeviceGetPersistenceMode)",
+        ) {
+            Ok(true) => Outcome::pass(
+                subject,
+                "persistence mode on (nvmlDeviceGetPersistenceMode)",
+            ),
+            Ok(false) => Outcome::fail(
+                subject,
+                "persistence mode off (nvmlDeviceGetPersistenceMode)",
+                "Run the persistence daemon: `sudo systemctl enable --now nvidia-persistenced` (it ships with the driver); for a quick test `sudo nvidia-smi -pm 1` (lost at reboot). Kubernetes: the GPU Operator's driver container starts nvidia-persistenced.",
+            ),
+            Err(o) => o,
+        }
+    })
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! GPU011: the GPU has seen uncorrectable ECC errors.
 
-use super::support::gpu_subject;
+use super::support::per_gpu_details;
 use crate::outcome::need;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
 use inferscope_model::Reading;
@@ -17,55 +17,47 @@ pub const CHECK: CheckDef = CheckDef {
 
 fn run(input: &CheckInput) -> Vec<Outcome> {
     let s = input.snapshot;
-    s.gpus
-        .iter()
-        .map(|g| {
-            let subject = gpu_subject(s, g);
-            let d = match need(&g.details, &subject, "driver facts (NVML)") {
-                Ok(d) => d,
-                Err(o) => return o,
-            };
-            let ecc = match need(&d.ecc, &subject, "ECC state (nvmlDeviceGetTotalEccErrors)") {
-                Ok(e) => e,
-                Err(o) => return o,
-            };
-            let mode = match &ecc.mode {
-                Reading::Value(m) if m.current => "ECC on".to_string(),
-                Reading::Value(m) if m.pending => "ECC off (on after the next reset)".to_string(),
-                Reading::Value(_) => "ECC off: errors are neither corrected nor counted".to_string(),
-                Reading::Unknown(u) => format!("ECC mode unknown ({})", u.reason),
-            };
-            let (vol, agg) = (&ecc.volatile_uncorrected, &ecc.aggregate_uncorrected);
-            let show = |r: &Reading<u64>| match r {
-                Reading::Value(n) => n.to_string(),
-                Reading::Unknown(u) => format!("unknown ({})", u.reason),
-            };
-            let evidence = format!(
-                "{mode}; uncorrected errors: volatile {}, aggregate {} (nvmlDeviceGetTotalEccErrors)",
-                show(vol),
-                show(agg)
-            );
-            let v = vol.known().copied().unwrap_or(0);
-            let a = agg.known().copied().unwrap_or(0);
-            if v > 0 {
-                Outcome::fail(
-                    subject,
-                    format!("{evidence}: errors since the driver loaded"),
-                    "Drain the GPU, then reset it (`sudo nvidia-smi -r -i N`, or reboot) so row remapping / page retirement takes effect; check `nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT -i N` and the kernel log for Xid 48/63/64/94/95. Errors that return after the reset need an RMA.",
-                )
-            } else if a > 0 {
-                Outcome::fail(
-                    subject,
-                    format!("{evidence}: errors in the GPU's lifetime"),
-                    "Check that the memory was repaired: `nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT -i N` should show no pending remap and no remap failure (GPU012). If the count keeps growing, open an RMA; once understood, silence this GPU's history with `[checks.GPU011] enabled = false`.",
-                )
-            } else if vol.is_known() || agg.is_known() {
-                Outcome::pass(subject, evidence)
-            } else {
-                Outcome::unknown(subject, format!("{evidence}: error counts unknown"))
-            }
-        })
-        .collect()
+    per_gpu_details(s, |_g, subject, d| {
+        let ecc = match need(&d.ecc, &subject, "ECC state (nvmlDeviceGetTotalEccErrors)") {
+            Ok(e) => e,
+            Err(o) => return o,
+        };
+        let mode = match &ecc.mode {
+            Reading::Value(m) if m.current => "ECC on".to_string(),
+            Reading::Value(m) if m.pending => "ECC off (on after the next reset)".to_string(),
+            Reading::Value(_) => "ECC off: errors are neither corrected nor counted".to_string(),
+            Reading::Unknown(u) => format!("ECC mode unknown ({})", u.reason),
+        };
+        let (vol, agg) = (&ecc.volatile_uncorrected, &ecc.aggregate_uncorrected);
+        let show = |r: &Reading<u64>| match r {
+            Reading::Value(n) => n.to_string(),
+            Reading::Unknown(u) => format!("unknown ({})", u.reason),
+        };
+        let evidence = format!(
+            "{mode}; uncorrected errors: volatile {}, aggregate {} (nvmlDeviceGetTotalEccErrors)",
+            show(vol),
+            show(agg)
+        );
+        let v = vol.known().copied().unwrap_or(0);
+        let a = agg.known().copied().unwrap_or(0);
+        if v > 0 {
+            Outcome::fail(
+                subject,
+                format!("{evidence}: errors since the driver loaded"),
+                "Drain the GPU, then reset it (`sudo nvidia-smi -r -i N`, or reboot) so row remapping / page retirement takes effect; check `nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT -i N` and the kernel log for Xid 48/63/64/94/95. Errors that return after the reset need an RMA.",
+            )
+        } else if a > 0 {
+            Outcome::fail(
+                subject,
+                format!("{evidence}: errors in the GPU's lifetime"),
+                "Check that the memory was repaired: `nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT -i N` should show no pending remap and no remap failure (GPU012). If the count keeps growing, open an RMA; once understood, silence this GPU's history with `[checks.GPU011] enabled = false`.",
+            )
+        } else if vol.is_known() || agg.is_known() {
+            Outcome::pass(subject, evidence)
+        } else {
+            Outcome::unknown(subject, format!("{evidence}: error counts unknown"))
+        }
+    })
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! GPU012: a memory repair (row remap or page retirement) is pending or has failed.
 
-use super::support::gpu_subject;
+use super::support::per_gpu_details;
 use crate::outcome::need;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
 use inferscope_model::Reading;
@@ -24,61 +24,56 @@ fn show<T: std::fmt::Display>(r: &Reading<T>) -> String {
 
 fn run(input: &CheckInput) -> Vec<Outcome> {
     let s = input.snapshot;
-    s.gpus
-        .iter()
-        .map(|g| {
-            let subject = gpu_subject(s, g);
-            let d = match need(&g.details, &subject, "driver facts (NVML)") {
-                Ok(d) => d,
-                Err(o) => return o,
-            };
-            let m = match need(&d.memory_repair, &subject, "memory repair state (NVML)") {
-                Ok(m) => m,
-                Err(o) => return o,
-            };
-            let evidence = format!(
-                "row remapping (nvmlDeviceGetRemappedRows): pending {}, failure {}, rows remapped uncorrectable {} / correctable {}; page retirement (nvmlDeviceGetRetiredPages): pending {}, double-bit pages {}, single-bit pages {}",
-                show(&m.remap_pending),
-                show(&m.remap_failure),
-                show(&m.remapped_rows_uncorrectable),
-                show(&m.remapped_rows_correctable),
-                show(&m.retirement_pending),
-                show(&m.retired_pages_double_bit),
-                show(&m.retired_pages_single_bit)
+    per_gpu_details(s, |_g, subject, d| {
+        let m = match need(&d.memory_repair, &subject, "memory repair state (NVML)") {
+            Ok(m) => m,
+            Err(o) => return o,
+        };
+        let evidence = format!(
+            "row remapping (nvmlDeviceGetRemappedRows): pending {}, failure {}, rows remapped uncorrectable {} / correctable {}; page retirement (nvmlDeviceGetRetiredPages): pending {}, double-bit pages {}, single-bit pages {}",
+            show(&m.remap_pending),
+            show(&m.remap_failure),
+            show(&m.remapped_rows_uncorrectable),
+            show(&m.remapped_rows_correctable),
+            show(&m.retirement_pending),
+            show(&m.retired_pages_double_bit),
+            show(&m.retired_pages_single_bit)
+        );
+        let yes = |r: &Reading<bool>| r.known() == Some(&true);
+        if yes(&m.remap_failure) {
+            return Outcome::fail(
+                subject,
+                format!("{evidence}: a row remap failed"),
+                "The GPU has no spare rows left: take it out of service (drain, `nvidia-smi -i N` excluded via CUDA_VISIBLE_DEVICES / node cordon) and open an RMA with the board serial from `nvidia-smi -q -i N`.",
             );
-            let yes = |r: &Reading<bool>| r.known() == Some(&true);
-            if yes(&m.remap_failure) {
-                return Outcome::fail(
-                    subject,
-                    format!("{evidence}: a row remap failed"),
-                    "The GPU has no spare rows left: take it out of service (drain, `nvidia-smi -i N` excluded via CUDA_VISIBLE_DEVICES / node cordon) and open an RMA with the board serial from `nvidia-smi -q -i N`.",
-                );
-            }
-            let mut why = Vec::new();
-            if yes(&m.remap_pending) {
-                why.push("a row remap is pending");
-            }
-            if yes(&m.retirement_pending) {
-                why.push("a page retirement is pending");
-            }
-            if m.retired_pages_double_bit.known().is_some_and(|n| *n > 0) {
-                why.push("pages were retired for double-bit (uncorrectable) errors");
-            }
-            if !why.is_empty() {
-                return Outcome::fail(
-                    subject,
-                    format!("{evidence}: {}", why.join("; ")),
-                    "Drain the GPU and reset it so the repair takes effect: `sudo nvidia-smi -r -i N` (stop every process on it first), or reboot; then re-check with `nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT -i N`. Repeated repairs mean the board needs an RMA.",
-                );
-            }
-            let flags = [&m.remap_pending, &m.remap_failure, &m.retirement_pending];
-            if flags.iter().any(|r| r.is_known()) || m.retired_pages_double_bit.is_known() {
-                Outcome::pass(subject, evidence)
-            } else {
-                Outcome::unknown(subject, format!("{evidence}: neither row remapping nor page retirement could be read"))
-            }
-        })
-        .collect()
+        }
+        let mut why = Vec::new();
+        if yes(&m.remap_pending) {
+            why.push("a row remap is pending");
+        }
+        if yes(&m.retirement_pending) {
+            why.push("a page retirement is pending");
+        }
+        if m.retired_pages_double_bit.known().is_some_and(|n| *n > 0) {
+            why.push("pages were retired for double-bit (uncorrectable) errors");
+        }
+        if !why.is_empty() {
+            return Outcome::fail(
+                subject,
+                format!("{evidence}: {}", why.join("; ")),
+                "Drain the GPU and reset it so the repair takes effect: `sudo nvidia-smi -r -i N` (stop every process on it first), or reboot; then re-check with `nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT -i N`. Repeated repairs mean the board needs an RMA.",
+            );
+        }
+        let flags = [&m.remap_pending, &m.remap_failure, &m.retirement_pending];
+        if flags.iter().any(|r| r.is_known()) || m.retired_pages_double_bit.is_known() {
+            Outcome::pass(subject, evidence)
+        } else {
+            Outcome::unknown(
+                subject,
+                format!("{evidence}: neither row remapping nor page retirement could be read"),
+            )
+        }
+    })
 }
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
 //! GPU013: MIG is enabled, or will be after the next reset.
 
-use super::support::gpu_subject;
-use crate::outcome::need;
+use super::support::per_gpu_details;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
 use inferscope_model::{Reading, UnknownReason};
 
@@ -17,50 +16,57 @@ pub const CHECK: CheckDef = CheckDef {
 
 fn run(input: &CheckInput) -> Vec<Outcome> {
     let s = input.snapshot;
-    s.gpus
-        .iter()
-        .map(|g| {
-            let subject = gpu_subject(s, g);
-            let d = match need(&g.details, &subject, "driver facts (NVML)") {
-                Ok(d) => d,
-                Err(o) => return o,
-            };
-            let mig = match &d.mig {
-                Reading::Value(m) => m,
-                // A GPU without MIG support cannot have MIG on.
-                Reading::Unknown(u) if u.reason == UnknownReason::NotSupported => {
-                    return Outcome::pass(
-                        subject,
-                        format!("MIG not supported by this GPU (nvmlDeviceGetMigMode: {})", u.detail),
-                    );
-                }
-                Reading::Unknown(u) => {
-                    return Outcome::from_unknown(subject, "MIG mode (nvmlDeviceGetMigMode)", u);
-                }
-            };
-            let names: Vec<String> = mig
-                .instances
-                .iter()
-                .map(|i| i.name.known().cloned().unwrap_or_else(|| "?".to_string()))
-                .collect();
-            let evidence = format!(
-                "MIG mode current {}, pending {} (nvmlDeviceGetMigMode); {} instance(s){}",
-                if mig.mode.current { "enabled" } else { "disabled" },
-                if mig.mode.pending { "enabled" } else { "disabled" },
-                names.len(),
-                if names.is_empty() { String::new() } else { format!(": {}", names.join(", ")) }
-            );
-            if mig.mode.current || mig.mode.pending {
-                Outcome::fail(
+    per_gpu_details(s, |_g, subject, d| {
+        let mig = match &d.mig {
+            Reading::Value(m) => m,
+            // A GPU without MIG support cannot have MIG on.
+            Reading::Unknown(u) if u.reason == UnknownReason::NotSupported => {
+                return Outcome::pass(
                     subject,
-                    evidence,
-                    "If the server should own the whole GPU: stop every process on it and run `sudo nvidia-smi -i N -mig 0` (then `sudo nvidia-smi -r -i N` or reboot if it stays pending); on Kubernetes set the GPU Operator's MIG manager label `nvidia.com/mig.config=all-disabled`. If MIG is intended, size the server for one instance and pass it by MIG UUID (`CUDA_VISIBLE_DEVICES=MIG-...`), without tensor parallelism across instances.",
-                )
-            } else {
-                Outcome::pass(subject, evidence)
+                    format!(
+                        "MIG not supported by this GPU (nvmlDeviceGetMigMode: {})",
+                        u.detail
+                    ),
+                );
             }
-        })
-        .collect()
+            Reading::Unknown(u) => {
+                return Outcome::from_unknown(subject, "MIG mode (nvmlDeviceGetMigMode)", u);
+            }
+        };
+        let names: Vec<String> = mig
+            .instances
+            .iter()
+            .map(|i| i.name.known().cloned().unwrap_or_else(|| "?".to_string()))
+            .collect();
+        let evidence = format!(
+            "MIG mode current {}, pending {} (nvmlDeviceGetMigMode); {} instance(s){}",
+            if mig.mode.current {
+                "enabled"
+            } else {
+                "disabled"
+            },
+            if mig.mode.pending {
+                "enabled"
+            } else {
+                "disabled"
+            },
+            names.len(),
+            if names.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", names.join(", "))
+            }
+        );
+        if mig.mode.current || mig.mode.pending {
+            Outcome::fail(
+                subject,
+                evidence,
+                "If the server should own the whole GPU: stop every process on it and run `sudo nvidia-smi -i N -mig 0` (then `sudo nvidia-smi -r -i N` or reboot if it stays pending); on Kubernetes set the GPU Operator's MIG manager label `nvidia.com/mig.config=all-disabled`. If MIG is intended, size the server for one instance and pass it by MIG UUID (`CUDA_VISIBLE_DEVICES=MIG-...`), without tensor parallelism across instances.",
+            )
+        } else {
+            Outcome::pass(subject, evidence)
+        }
+    })
 }
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
 //! GPU014: the GPU is slowing its clocks for heat or power, or runs hot.
 
-use super::support::gpu_subject;
-use crate::outcome::need;
+use super::support::per_gpu_details;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
 use inferscope_model::Reading;
 
@@ -35,66 +34,64 @@ const THROTTLES: &[(&str, &str)] = &[
 fn run(input: &CheckInput) -> Vec<Outcome> {
     let s = input.snapshot;
     let max_temp = input.thresholds.max_gpu_temperature_c;
-    s.gpus
-        .iter()
-        .map(|g| {
-            let subject = gpu_subject(s, g);
-            let d = match need(&g.details, &subject, "driver facts (NVML)") {
-                Ok(d) => d,
-                Err(o) => return o,
-            };
-            let reasons = match &d.clocks {
-                Reading::Value(c) => c.event_reasons.clone(),
-                Reading::Unknown(u) => Reading::Unknown(u.clone()),
-            };
-            let mut parts = Vec::new();
-            let mut problems = Vec::new();
-            match &reasons {
-                Reading::Value(r) => {
-                    parts.push(format!(
-                        "clock event reasons: {} (nvmlDeviceGetCurrentClocksEventReasons)",
-                        if r.is_empty() { "none".to_string() } else { r.join(", ") }
-                    ));
-                    for (name, what) in THROTTLES {
-                        if r.iter().any(|x| x == name) {
-                            problems.push(format!("{name} ({what})"));
-                        }
+    per_gpu_details(s, |_g, subject, d| {
+        let reasons = match &d.clocks {
+            Reading::Value(c) => c.event_reasons.clone(),
+            Reading::Unknown(u) => Reading::Unknown(u.clone()),
+        };
+        let mut parts = Vec::new();
+        let mut problems = Vec::new();
+        match &reasons {
+            Reading::Value(r) => {
+                parts.push(format!(
+                    "clock event reasons: {} (nvmlDeviceGetCurrentClocksEventReasons)",
+                    if r.is_empty() {
+                        "none".to_string()
+                    } else {
+                        r.join(", ")
+                    }
+                ));
+                for (name, what) in THROTTLES {
+                    if r.iter().any(|x| x == name) {
+                        problems.push(format!("{name} ({what})"));
                     }
                 }
-                Reading::Unknown(u) => parts.push(format!("clock event reasons unknown ({})", u.reason)),
             }
-            if let Some(c) = d.clocks.known()
-                && let (Some(sm), Some(max)) = (c.sm_mhz.known(), c.sm_max_mhz.known())
-            {
-                parts.push(format!("SM clock {sm} of {max} MHz"));
+            Reading::Unknown(u) => {
+                parts.push(format!("clock event reasons unknown ({})", u.reason))
             }
-            match &d.temperature_c {
-                Reading::Value(t) => {
-                    parts.push(format!("temperature {t} °C (threshold {max_temp} °C)"));
-                    if *t > max_temp {
-                        problems.push(format!("temperature {t} °C above {max_temp} °C"));
-                    }
+        }
+        if let Some(c) = d.clocks.known()
+            && let (Some(sm), Some(max)) = (c.sm_mhz.known(), c.sm_max_mhz.known())
+        {
+            parts.push(format!("SM clock {sm} of {max} MHz"));
+        }
+        match &d.temperature_c {
+            Reading::Value(t) => {
+                parts.push(format!("temperature {t} °C (threshold {max_temp} °C)"));
+                if *t > max_temp {
+                    problems.push(format!("temperature {t} °C above {max_temp} °C"));
                 }
-                Reading::Unknown(u) => parts.push(format!("temperature unknown ({})", u.reason)),
             }
-            if let (Some(p), Some(l)) = (d.power_draw_mw.known(), d.power_limit_mw.known()) {
-                parts.push(format!("power {} of {} W", p / 1000, l / 1000));
-            }
-            let evidence = parts.join("; ");
-            if !problems.is_empty() {
-                return Outcome::fail(
-                    subject,
-                    format!("{evidence}: {}", problems.join(", ")),
-                    "Find the cause with `nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER -i N`. Thermal: check airflow, fans and inlet temperature (and the data-centre cooling). Power cap: restore the default limit with `sudo nvidia-smi -pl <default W> -i N` (see `nvidia-smi -q -d POWER` for Default Power Limit). HW power brake: check PSU redundancy and power cabling; persistent HW slowdown needs a hardware ticket.",
-                );
-            }
-            if reasons.is_known() {
-                Outcome::pass(subject, evidence)
-            } else {
-                Outcome::unknown(subject, evidence)
-            }
-        })
-        .collect()
+            Reading::Unknown(u) => parts.push(format!("temperature unknown ({})", u.reason)),
+        }
+        if let (Some(p), Some(l)) = (d.power_draw_mw.known(), d.power_limit_mw.known()) {
+            parts.push(format!("power {} of {} W", p / 1000, l / 1000));
+        }
+        let evidence = parts.join("; ");
+        if !problems.is_empty() {
+            return Outcome::fail(
+                subject,
+                format!("{evidence}: {}", problems.join(", ")),
+                "Find the cause with `nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER -i N`. Thermal: check airflow, fans and inlet temperature (and the data-centre cooling). Power cap: restore the default limit with `sudo nvidia-smi -pl <default W> -i N` (see `nvidia-smi -q -d POWER` for Default Power Limit). HW power brake: check PSU redundancy and power cabling; persistent HW slowdown needs a hardware ticket.",
+            );
+        }
+        if reasons.is_known() {
+            Outcome::pass(subject, evidence)
+        } else {
+            Outcome::unknown(subject, evidence)
+        }
+    })
 }
 
 #[cfg(test)]

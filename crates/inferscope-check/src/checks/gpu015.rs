@@ -1,7 +1,7 @@
 //! GPU015: GPU memory is already taken, or processes already run, before the server starts.
 
-use super::support::{bytes, gpu_subject};
-use crate::outcome::need;
+use super::support::bytes;
+use super::support::per_gpu_details;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
 use inferscope_model::{GpuMemory, Reading};
 
@@ -38,73 +38,73 @@ pub(crate) fn allocated_bytes(m: &GpuMemory) -> u64 {
 fn run(input: &CheckInput) -> Vec<Outcome> {
     let s = input.snapshot;
     let limit = input.thresholds.max_preused_gpu_memory_bytes;
-    s.gpus
-        .iter()
-        .map(|g| {
-            let subject = gpu_subject(s, g);
-            let d = match need(&g.details, &subject, "driver facts (NVML)") {
-                Ok(d) => d,
-                Err(o) => return o,
-            };
-            let mut parts = Vec::new();
-            let mut over = false;
-            match &d.memory {
-                Reading::Value(m) => {
-                    let used = allocated_bytes(m);
-                    over = used > limit;
-                    parts.push(format!(
+    per_gpu_details(s, |_g, subject, d| {
+        let mut parts = Vec::new();
+        let mut over = false;
+        match &d.memory {
+            Reading::Value(m) => {
+                let used = allocated_bytes(m);
+                over = used > limit;
+                parts.push(format!(
                         "{} in use of {} (nvmlDeviceGetMemoryInfo; driver reservation {} excluded); threshold {}",
                         bytes(used),
                         bytes(m.total_bytes),
                         m.reserved_bytes.known().map_or("unknown".to_string(), |r| bytes(*r)),
                         bytes(limit)
                     ));
-                }
-                Reading::Unknown(u) => parts.push(format!("memory use unknown ({})", u.reason)),
             }
-            let mut pids = Vec::new();
-            match &d.processes {
-                Reading::Value(ps) if ps.is_empty() => {
-                    parts.push("no compute processes (nvmlDeviceGetComputeRunningProcesses)".to_string())
-                }
-                Reading::Value(ps) => {
-                    let list: Vec<String> = ps
-                        .iter()
-                        .map(|p| {
-                            let name = p.name.known().map_or(String::new(), |n| format!(" {n}"));
-                            let mem = p.used_memory_bytes.known().map_or(String::new(), |b| format!(", {}", bytes(*b)));
-                            format!("PID {}{name}{mem}", p.pid)
-                        })
-                        .collect();
-                    pids = ps.iter().map(|p| p.pid.to_string()).collect();
-                    parts.push(format!(
-                        "{} compute process(es) (nvmlDeviceGetComputeRunningProcesses): {}",
-                        ps.len(),
-                        list.join("; ")
-                    ));
-                }
-                Reading::Unknown(u) => parts.push(format!("processes unknown ({})", u.reason)),
+            Reading::Unknown(u) => parts.push(format!("memory use unknown ({})", u.reason)),
+        }
+        let mut pids = Vec::new();
+        match &d.processes {
+            Reading::Value(ps) if ps.is_empty() => parts
+                .push("no compute processes (nvmlDeviceGetComputeRunningProcesses)".to_string()),
+            Reading::Value(ps) => {
+                let list: Vec<String> = ps
+                    .iter()
+                    .map(|p| {
+                        let name = p.name.known().map_or(String::new(), |n| format!(" {n}"));
+                        let mem = p
+                            .used_memory_bytes
+                            .known()
+                            .map_or(String::new(), |b| format!(", {}", bytes(*b)));
+                        format!("PID {}{name}{mem}", p.pid)
+                    })
+                    .collect();
+                pids = ps.iter().map(|p| p.pid.to_string()).collect();
+                parts.push(format!(
+                    "{} compute process(es) (nvmlDeviceGetComputeRunningProcesses): {}",
+                    ps.len(),
+                    list.join("; ")
+                ));
             }
-            let evidence = parts.join("; ");
-            if over || !pids.is_empty() {
-                let who = if pids.is_empty() {
-                    "Find the owner with `nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv -i N` (PIDs are the host's; inside a container it may be another container)".to_string()
-                } else {
-                    format!("Stop the process(es) holding the GPU (`sudo kill {}` after checking what they are with `ps -o pid,user,cmd -p {}`; the PIDs are in the host's PID namespace)", pids.join(" "), pids.join(","))
-                };
-                return Outcome::fail(
-                    subject,
-                    evidence,
-                    format!("{who}, or start the server on a free GPU with `CUDA_VISIBLE_DEVICES`; if sharing is intended, lower vLLM `--gpu-memory-utilization` so the server's share fits next to it."),
-                );
-            }
-            if d.memory.is_known() {
-                Outcome::pass(subject, evidence)
+            Reading::Unknown(u) => parts.push(format!("processes unknown ({})", u.reason)),
+        }
+        let evidence = parts.join("; ");
+        if over || !pids.is_empty() {
+            let who = if pids.is_empty() {
+                "Find the owner with `nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv -i N` (PIDs are the host's; inside a container it may be another container)".to_string()
             } else {
-                Outcome::unknown(subject, evidence)
-            }
-        })
-        .collect()
+                format!(
+                    "Stop the process(es) holding the GPU (`sudo kill {}` after checking what they are with `ps -o pid,user,cmd -p {}`; the PIDs are in the host's PID namespace)",
+                    pids.join(" "),
+                    pids.join(",")
+                )
+            };
+            return Outcome::fail(
+                subject,
+                evidence,
+                format!(
+                    "{who}, or start the server on a free GPU with `CUDA_VISIBLE_DEVICES`; if sharing is intended, lower vLLM `--gpu-memory-utilization` so the server's share fits next to it."
+                ),
+            );
+        }
+        if d.memory.is_known() {
+            Outcome::pass(subject, evidence)
+        } else {
+            Outcome::unknown(subject, evidence)
+        }
+    })
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 //! `for n in <names>; do inferscope snapshot --root fixtures/hosts/$n/root > testdata/$n.json; done`
 //! and normalise `source.root` and `captured_at`.
 
-use inferscope_model::{Gpu, Snapshot};
+use crate::Outcome;
+use crate::outcome::need;
+use inferscope_model::{Gpu, GpuDetails, Snapshot};
 
 /// `GPU0 (0000:18:00.0)`: how findings name a GPU.
 pub fn gpu_subject(snapshot: &Snapshot, gpu: &Gpu) -> String {
@@ -14,6 +16,23 @@ pub fn gpu_subject(snapshot: &Snapshot, gpu: &Gpu) -> String {
         .position(|g| g.pci_bus_id == gpu.pci_bus_id)
         .unwrap_or(0);
     format!("GPU{i} ({})", gpu.pci_bus_id)
+}
+
+/// One outcome per GPU from its driver facts; a GPU without them gets the reason as an unknown.
+pub fn per_gpu_details(
+    s: &Snapshot,
+    mut f: impl FnMut(&Gpu, String, &GpuDetails) -> Outcome,
+) -> Vec<Outcome> {
+    s.gpus
+        .iter()
+        .map(|g| {
+            let subject = gpu_subject(s, g);
+            match need(&g.details, &subject, "driver facts (NVML)") {
+                Ok(d) => f(g, subject, d),
+                Err(o) => o,
+            }
+        })
+        .collect()
 }
 
 /// Subject for host-wide findings.
