@@ -833,27 +833,45 @@ impl Ctx<'_> {
                 flag,
             )?,
         };
-        let all_absent = [
-            reason_of(&r.retired_pages_single_bit),
-            reason_of(&r.retired_pages_double_bit),
-            reason_of(&r.retirement_pending),
-            reason_of(&r.remapped_rows_correctable),
-            reason_of(&r.remapped_rows_uncorrectable),
-            reason_of(&r.remap_pending),
-            reason_of(&r.remap_failure),
-        ]
-        .iter()
-        .all(|x| *x == Some(UnknownReason::NotCaptured));
-        if all_absent {
-            return Ok(Reading::unknown(
+        Ok(self.section(
+            &[
+                reason_of(&r.retired_pages_single_bit),
+                reason_of(&r.retired_pages_double_bit),
+                reason_of(&r.retirement_pending),
+                reason_of(&r.remapped_rows_correctable),
+                reason_of(&r.remapped_rows_uncorrectable),
+                reason_of(&r.remap_pending),
+                reason_of(&r.remap_failure),
+            ],
+            r,
+            "Retired Pages and Remapped Rows not in input",
+            "retired_pages and remapped_rows not in input",
+        ))
+    }
+
+    /// A section whose every field is absent from the input is itself `not_captured` (with the
+    /// section's name in this dialect), not a struct full of unknowns.
+    fn section<T>(
+        &self,
+        reasons: &[Option<UnknownReason>],
+        value: T,
+        text_name: &str,
+        xml_name: &str,
+    ) -> Reading<T> {
+        if reasons
+            .iter()
+            .all(|x| *x == Some(UnknownReason::NotCaptured))
+        {
+            Reading::unknown(
                 UnknownReason::NotCaptured,
                 match self.dialect {
-                    Dialect::Text => "Retired Pages and Remapped Rows not in input",
-                    Dialect::Xml => "retired_pages and remapped_rows not in input",
+                    Dialect::Text => text_name,
+                    Dialect::Xml => xml_name,
                 },
-            ));
+            )
+        } else {
+            Reading::value(value)
         }
-        Ok(Reading::value(r))
     }
 
     fn clocks(&self, g: &Node) -> Result<Reading<Clocks>, ParseError> {
@@ -888,25 +906,18 @@ impl Ctx<'_> {
             )?,
             event_reasons: self.event_reasons(g)?,
         };
-        let all_absent = [
-            reason_of(&c.sm_mhz),
-            reason_of(&c.memory_mhz),
-            reason_of(&c.sm_max_mhz),
-            reason_of(&c.memory_max_mhz),
-            reason_of(&c.event_reasons),
-        ]
-        .iter()
-        .all(|x| *x == Some(UnknownReason::NotCaptured));
-        if all_absent {
-            return Ok(Reading::unknown(
-                UnknownReason::NotCaptured,
-                match self.dialect {
-                    Dialect::Text => "Clocks, Max Clocks and Clocks Event Reasons not in input",
-                    Dialect::Xml => "clocks, max_clocks and clocks_event_reasons not in input",
-                },
-            ));
-        }
-        Ok(Reading::value(c))
+        Ok(self.section(
+            &[
+                reason_of(&c.sm_mhz),
+                reason_of(&c.memory_mhz),
+                reason_of(&c.sm_max_mhz),
+                reason_of(&c.memory_max_mhz),
+                reason_of(&c.event_reasons),
+            ],
+            c,
+            "Clocks, Max Clocks and Clocks Event Reasons not in input",
+            "clocks, max_clocks and clocks_event_reasons not in input",
+        ))
     }
 
     /// Reasons printed `Active`, as NVML-style snake_case names (`gpu_idle`, `sw_power_cap`).
@@ -1056,27 +1067,20 @@ impl Ctx<'_> {
                 plain_u32,
             )?,
         };
-        let all_absent = [
-            reason_of(&p.gen_current),
-            reason_of(&p.gen_max),
-            reason_of(&p.width_current),
-            reason_of(&p.width_max),
-            reason_of(&p.tx_kbytes_per_s),
-            reason_of(&p.rx_kbytes_per_s),
-            reason_of(&p.replay_counter),
-        ]
-        .iter()
-        .all(|x| *x == Some(UnknownReason::NotCaptured));
-        if all_absent {
-            return Ok(Reading::unknown(
-                UnknownReason::NotCaptured,
-                match self.dialect {
-                    Dialect::Text => "PCI not in input",
-                    Dialect::Xml => "pci not in input",
-                },
-            ));
-        }
-        Ok(Reading::value(p))
+        Ok(self.section(
+            &[
+                reason_of(&p.gen_current),
+                reason_of(&p.gen_max),
+                reason_of(&p.width_current),
+                reason_of(&p.width_max),
+                reason_of(&p.tx_kbytes_per_s),
+                reason_of(&p.rx_kbytes_per_s),
+                reason_of(&p.replay_counter),
+            ],
+            p,
+            "PCI not in input",
+            "pci not in input",
+        ))
     }
 
     /// `Processes: None` is a known empty list. Graphics-only (`Type: G`) entries are left

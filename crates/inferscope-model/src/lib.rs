@@ -40,6 +40,7 @@ pub mod ids;
 pub mod reading;
 pub mod snapshot;
 pub mod topology;
+pub mod units;
 pub mod validate;
 
 pub use cpuset::{CpuSet, ListError, NodeSet};

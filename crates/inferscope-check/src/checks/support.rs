@@ -39,20 +39,7 @@ pub fn per_gpu_details(
 pub const HOST: &str = "host";
 
 /// Human bytes (`64.0 MiB`).
-pub fn bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < UNITS.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[i])
-    }
-}
+pub use inferscope_model::units::human_bytes as bytes;
 
 /// Test data and builders.
 #[cfg(test)]
