@@ -12,6 +12,7 @@ pub mod cmdline;
 pub mod cpuinfo;
 pub mod environ;
 pub mod error;
+pub mod gguf;
 pub mod hwloc_xml;
 mod lex;
 pub mod limits;
@@ -22,6 +23,8 @@ mod nvidia_smi_common;
 pub mod nvidia_smi_q;
 pub mod nvidia_smi_topo;
 pub mod nvidia_smi_xml;
+pub mod oom;
+pub mod safetensors;
 pub mod sysfs;
 pub mod thp;
 

@@ -8,3 +8,16 @@
 // arch.rs, catalog.rs, memory.rs, plan.rs, suggest.rs, data/models/  — planner core
 // gpus.rs, speed.rs, data/gpus.toml                                   — GPU catalog and speed
 // engine.rs, find.rs                                                  — serving-command parsing, --find
+
+pub mod arch;
+pub mod catalog;
+pub mod engine;
+pub mod memory;
+pub mod plan;
+pub mod suggest;
+
+pub use arch::{ModelArch, PlanError, from_hf_config};
+pub use memory::EngineVersion;
+pub use plan::{GpuSpec, Plan, PlanRequest, plan};
+pub mod gpus;
+pub mod speed;

@@ -18,6 +18,7 @@ pub mod nvml;
 pub mod pci;
 pub mod process;
 pub mod settings;
+pub mod watch;
 
 pub use fsroot::{FsError, FsRoot};
 use inferscope_model::{SCHEMA_VERSION, Snapshot, SnapshotSource};

@@ -80,6 +80,9 @@ enum Command {
     /// Run a server bound to the CPUs and NUMA memory of its GPUs (exec: its signals and exit
     /// code pass through), or print the equivalent numactl/docker/systemd/k8s settings.
     Run(commands::run::RunArgs),
+    /// Memory forensics: diagnose an OOM message, analyse a PyTorch memory snapshot.
+    #[command(subcommand)]
+    Mem(commands::mem::MemCommand),
     /// Show the GPU/NIC link matrix (as `nvidia-smi topo -m`) and the NUMA layout.
     Topo {
         /// Read a snapshot written by `inferscope snapshot` instead of the machine.
@@ -132,6 +135,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         }
         Command::Explain { code } => commands::check::explain(&code, out),
         Command::Run(args) => commands::run::run(args, out),
+        Command::Mem(cmd) => commands::mem::run(cmd, out),
         Command::Topo {
             snapshot,
             root,

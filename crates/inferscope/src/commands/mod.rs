@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod gather;
+pub mod mem;
 pub mod run;
 pub mod snapshot;
 pub mod topo;

@@ -1,6 +1,7 @@
 //! Renderers: pure functions from model data to any writer.
 
 pub mod check;
+pub mod mem;
 pub mod topo;
 
 /// Bytes as a short binary-unit figure (`251.6 GiB`).

@@ -1,0 +1,668 @@
+//! One request to an OpenAI-compatible server, recording what happened.
+//!
+//! Tolerates the variants of vLLM, SGLang, TGI, llama.cpp's server and Ollama: usage in a final
+//! chunk (`stream_options.include_usage`, with `choices: []`), `[DONE]` or none, role-only or
+//! empty deltas, several tokens per chunk, keep-alive comments, `reasoning_content` deltas, and
+//! in-band errors (`event: error`, llama.cpp's `error:` field, or `{"error": ...}` data).
+//!
+//! Each network chunk is time-stamped once, as it is taken from the socket, before parsing; every
+//! content-bearing event in it gets that time. Request bodies are serialised once per prompt
+//! ([`body`]) so the hot path does no JSON encoding. A request is bounded by `timeout` (total),
+//! `idle_timeout` (between network chunks), the SSE caps (1 MiB per line and event), a 16 MiB cap
+//! on non-streamed and error bodies, and the run's abort signal.
+
+use crate::dataset::Prompt;
+use crate::record::{ErrorClass, RequestRecord, truncate};
+use crate::sse::{SseError, SseEvent, SseParser};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::time::{Duration, Instant};
+
+/// Largest non-streamed (or error) body read.
+pub const MAX_BODY: usize = 16 << 20;
+
+/// Which OpenAI endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    /// `/v1/completions` with `prompt`.
+    Completions,
+    /// `/v1/chat/completions` with one user message.
+    Chat,
+}
+
+impl std::str::FromStr for Api {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "completions" => Ok(Api::Completions),
+            "chat" => Ok(Api::Chat),
+            o => Err(format!("unknown api `{o}`: expected completions or chat")),
+        }
+    }
+}
+
+impl Api {
+    /// Path under the base URL.
+    pub fn path(self) -> &'static str {
+        match self {
+            Api::Completions => "/v1/completions",
+            Api::Chat => "/v1/chat/completions",
+        }
+    }
+}
+
+/// What each request looks like.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestSettings {
+    /// Endpoint kind.
+    pub api: Api,
+    /// Model name sent in the body.
+    pub model: String,
+    /// Stream (SSE) or not.
+    pub stream: bool,
+    /// Send `ignore_eos: true` and `min_tokens = max_tokens` so outputs are as long as asked
+    /// (vLLM, SGLang and llama.cpp honour these; others ignore unknown fields).
+    pub ignore_eos: bool,
+    /// Sampling temperature sent.
+    pub temperature: f64,
+    /// Total time allowed per request.
+    #[serde(with = "crate::record::duration_ms")]
+    pub timeout: Duration,
+    /// Longest silence allowed between network chunks.
+    #[serde(with = "crate::record::duration_ms")]
+    pub idle_timeout: Duration,
+}
+
+/// The JSON body for one prompt (pure).
+pub fn body(s: &RequestSettings, p: &Prompt) -> Bytes {
+    let mut v = serde_json::Map::new();
+    v.insert("model".into(), s.model.clone().into());
+    match s.api {
+        Api::Completions => {
+            v.insert("prompt".into(), p.text.clone().into());
+        }
+        Api::Chat => {
+            v.insert(
+                "messages".into(),
+                serde_json::json!([{"role": "user", "content": p.text}]),
+            );
+            // Newer servers read max_completion_tokens; older ones only max_tokens.
+            v.insert("max_completion_tokens".into(), p.max_tokens.into());
+        }
+    }
+    v.insert("max_tokens".into(), p.max_tokens.into());
+    v.insert("temperature".into(), s.temperature.into());
+    v.insert("stream".into(), s.stream.into());
+    if s.stream {
+        v.insert(
+            "stream_options".into(),
+            serde_json::json!({"include_usage": true}),
+        );
+    }
+    if s.ignore_eos {
+        v.insert("ignore_eos".into(), true.into());
+        v.insert("min_tokens".into(), p.max_tokens.into());
+    }
+    Bytes::from(serde_json::Value::Object(v).to_string())
+}
+
+/// A configured HTTP client and endpoint.
+#[derive(Debug, Clone)]
+pub struct Target {
+    client: reqwest::Client,
+    endpoint: String,
+    settings: RequestSettings,
+}
+
+/// Build the HTTP client: no proxies (load goes only to the URL given), `TCP_NODELAY`, a pool
+/// sized to the concurrency.
+pub fn http_client(pool: usize, connect_timeout: Duration) -> Result<reqwest::Client, String> {
+    #[cfg(feature = "tls")]
+    {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    reqwest::Client::builder()
+        .no_proxy()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(pool)
+        .connect_timeout(connect_timeout)
+        .build()
+        .map_err(|e| format!("cannot build HTTP client: {e}"))
+}
+
+/// Strip a trailing `/` and a trailing `/v1` so `http://h:p`, `http://h:p/` and `http://h:p/v1`
+/// all work.
+pub fn base_url(url: &str) -> String {
+    let u = url.trim().trim_end_matches('/');
+    u.strip_suffix("/v1").unwrap_or(u).to_string()
+}
+
+impl Target {
+    /// A target at `base` (see [`base_url`]).
+    pub fn new(client: reqwest::Client, base: &str, settings: RequestSettings) -> Self {
+        Target {
+            endpoint: format!("{}{}", base_url(base), settings.api.path()),
+            client,
+            settings,
+        }
+    }
+
+    /// The request settings.
+    pub fn settings(&self) -> &RequestSettings {
+        &self.settings
+    }
+
+    /// Send one request and fill `rec` (status, chunks, usage, end, error). Never panics, never
+    /// outlives `settings.timeout`.
+    pub async fn send(&self, body: Bytes, rec: &mut RequestRecord, t0: Instant) {
+        let deadline = tokio::time::Instant::from_std(t0) + Duration::from_micros(rec.sent_us)
+            + self.settings.timeout;
+        let r = tokio::time::timeout_at(deadline, self.exchange(body, rec, t0)).await;
+        rec.end_us = now_us(t0);
+        match r {
+            Ok(Ok(())) => {}
+            Ok(Err((class, detail))) => rec.fail(class, detail),
+            Err(_) => rec.fail(
+                ErrorClass::Timeout,
+                format!("no complete response within {:?}", self.settings.timeout),
+            ),
+        }
+    }
+
+    async fn exchange(
+        &self,
+        body: Bytes,
+        rec: &mut RequestRecord,
+        t0: Instant,
+    ) -> Result<(), (ErrorClass, String)> {
+        let resp = self
+            .client
+            .post(&self.endpoint)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(classify)?;
+        let status = resp.status();
+        rec.status = Some(status.as_u16());
+        if !status.is_success() {
+            let mut resp = resp;
+            let mut snippet = Vec::new();
+            while snippet.len() < 512 {
+                match tokio::time::timeout(self.settings.idle_timeout, resp.chunk()).await {
+                    Ok(Ok(Some(b))) => snippet.extend_from_slice(&b),
+                    _ => break,
+                }
+            }
+            let text = String::from_utf8_lossy(&snippet);
+            return Err((
+                ErrorClass::HttpStatus,
+                format!("HTTP {}: {}", status.as_u16(), truncate(text.trim(), 200)),
+            ));
+        }
+        if self.settings.stream {
+            self.read_stream(resp, rec, t0).await
+        } else {
+            self.read_whole(resp, rec, t0).await
+        }
+    }
+
+    async fn read_stream(
+        &self,
+        mut resp: reqwest::Response,
+        rec: &mut RequestRecord,
+        t0: Instant,
+    ) -> Result<(), (ErrorClass, String)> {
+        let content_type = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .map(|s| truncate(s, 64).to_string())
+            .unwrap_or_default();
+        let mut parser = SseParser::new();
+        let mut st = StreamState::default();
+        loop {
+            let next = tokio::time::timeout(self.settings.idle_timeout, resp.chunk()).await;
+            let now = now_us(t0);
+            match next {
+                Err(_) => {
+                    return Err((
+                        ErrorClass::IdleTimeout,
+                        format!("no data for {:?}", self.settings.idle_timeout),
+                    ));
+                }
+                Ok(Err(e)) => return Err((ErrorClass::StreamInterrupted, error_chain(&e))),
+                Ok(Ok(None)) => {
+                    parser
+                        .finish(&mut |ev| st.on_event(ev, now, rec))
+                        .map_err(sse_error)?;
+                    break;
+                }
+                Ok(Ok(Some(bytes))) => {
+                    parser
+                        .feed(&bytes, &mut |ev| st.on_event(ev, now, rec))
+                        .map_err(sse_error)?;
+                }
+            }
+            if let Some(e) = st.error.take() {
+                return Err(e);
+            }
+            if st.done {
+                break;
+            }
+        }
+        if let Some(e) = st.error.take() {
+            return Err(e);
+        }
+        let (tokens, _) = rec.output_tokens();
+        if rec.first_token_us.is_none() && tokens == 0 {
+            return Err((
+                ErrorClass::EmptyResponse,
+                format!(
+                    "no generated text ({} SSE events, content-type `{content_type}`)",
+                    parser.counters().events
+                ),
+            ));
+        }
+        if !st.done && rec.finish_reason.is_none() {
+            return Err((
+                ErrorClass::Truncated,
+                "stream ended without [DONE] or finish_reason".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn read_whole(
+        &self,
+        mut resp: reqwest::Response,
+        rec: &mut RequestRecord,
+        t0: Instant,
+    ) -> Result<(), (ErrorClass, String)> {
+        let mut buf = Vec::new();
+        loop {
+            match tokio::time::timeout(self.settings.idle_timeout, resp.chunk()).await {
+                Err(_) => {
+                    return Err((
+                        ErrorClass::IdleTimeout,
+                        format!("no data for {:?}", self.settings.idle_timeout),
+                    ));
+                }
+                Ok(Err(e)) => return Err((ErrorClass::StreamInterrupted, error_chain(&e))),
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(b))) => {
+                    if buf.len() + b.len() > MAX_BODY {
+                        return Err((
+                            ErrorClass::TooLarge,
+                            format!("response body over {MAX_BODY} bytes"),
+                        ));
+                    }
+                    buf.extend_from_slice(&b);
+                }
+            }
+        }
+        let now = now_us(t0);
+        let c: Completion<'_> = serde_json::from_slice(&buf)
+            .map_err(|e| (ErrorClass::InvalidJson, format!("response body: {e}")))?;
+        if let Some(e) = c.error {
+            return Err((ErrorClass::ServerError, truncate(&e.to_string(), 200).into()));
+        }
+        let mut has_text = false;
+        for ch in &c.choices {
+            has_text |= ch.text().is_some_and(|t| !t.is_empty());
+            if let Some(f) = &ch.finish_reason {
+                rec.finish_reason = Some(truncate(f, 32).to_string());
+            }
+        }
+        apply_meta(rec, c.id.as_deref(), c.usage.as_ref());
+        if !has_text && rec.usage_output_tokens.unwrap_or(0) == 0 {
+            return Err((ErrorClass::EmptyResponse, "no generated text".into()));
+        }
+        // The whole answer arrives at once: TTFT and ITL are undefined for non-streamed requests.
+        rec.end_us = now;
+        Ok(())
+    }
+}
+
+fn apply_meta(rec: &mut RequestRecord, id: Option<&str>, usage: Option<&Usage>) {
+    if rec.response_id.is_none()
+        && let Some(id) = id
+    {
+        rec.response_id = Some(truncate(id, 128).to_string());
+    }
+    if let Some(u) = usage {
+        if u.prompt_tokens.is_some() {
+            rec.input_tokens = u.prompt_tokens;
+        }
+        if u.completion_tokens.is_some() {
+            rec.usage_output_tokens = u.completion_tokens;
+        }
+    }
+}
+
+/// µs since `t0`.
+pub fn now_us(t0: Instant) -> u64 {
+    u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+fn sse_error(e: SseError) -> (ErrorClass, String) {
+    let class = match e {
+        SseError::LineTooLong { .. } => ErrorClass::LineTooLong,
+        SseError::EventTooLarge { .. } => ErrorClass::TooLarge,
+        SseError::InvalidUtf8 => ErrorClass::InvalidSse,
+    };
+    (class, e.to_string())
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    truncate(&s, 240).to_string()
+}
+
+fn classify(e: reqwest::Error) -> (ErrorClass, String) {
+    let class = if e.is_connect() {
+        ErrorClass::Connect
+    } else if e.is_timeout() {
+        ErrorClass::Timeout
+    } else if e.is_builder() {
+        ErrorClass::Request
+    } else {
+        ErrorClass::StreamInterrupted
+    };
+    (class, error_chain(&e))
+}
+
+#[derive(Default)]
+struct StreamState {
+    done: bool,
+    error: Option<(ErrorClass, String)>,
+}
+
+impl StreamState {
+    fn on_event(&mut self, ev: SseEvent<'_>, now: u64, rec: &mut RequestRecord) {
+        if self.error.is_some() || self.done {
+            return;
+        }
+        match ev {
+            SseEvent::Error(e) => {
+                self.error = Some((ErrorClass::ServerError, truncate(e, 200).to_string()));
+            }
+            SseEvent::Data(d) => {
+                let d = d.trim();
+                if d == "[DONE]" {
+                    self.done = true;
+                    return;
+                }
+                if d.is_empty() {
+                    return;
+                }
+                match serde_json::from_str::<Completion<'_>>(d) {
+                    Err(e) => {
+                        self.error = Some((
+                            ErrorClass::InvalidJson,
+                            format!("{e} in `{}`", truncate(d, 80)),
+                        ));
+                    }
+                    Ok(c) => {
+                        if let Some(e) = c.error {
+                            self.error =
+                                Some((ErrorClass::ServerError, truncate(&e.to_string(), 200).into()));
+                            return;
+                        }
+                        let mut content = false;
+                        for ch in &c.choices {
+                            content |= ch.text().is_some_and(|t| !t.is_empty());
+                            if let Some(f) = &ch.finish_reason {
+                                rec.finish_reason = Some(truncate(f, 32).to_string());
+                            }
+                        }
+                        apply_meta(rec, c.id.as_deref(), c.usage.as_ref());
+                        if content {
+                            rec.push_chunk(now, 1);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The parts of a completion (chunk) the client reads; everything else is ignored.
+#[derive(Deserialize)]
+struct Completion<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    choices: Vec<Choice<'a>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    delta: Option<Message<'a>>,
+    #[serde(borrow, default)]
+    message: Option<Message<'a>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow, default, alias = "reasoning")]
+    reasoning_content: Option<Cow<'a, str>>,
+}
+
+fn nonempty<'s>(s: &'s Option<Cow<'_, str>>) -> Option<&'s str> {
+    s.as_deref().filter(|t| !t.is_empty())
+}
+
+impl Choice<'_> {
+    fn text(&self) -> Option<&str> {
+        if let Some(t) = nonempty(&self.text) {
+            return Some(t);
+        }
+        for m in [&self.delta, &self.message].into_iter().flatten() {
+            if let Some(t) = nonempty(&m.content).or(nonempty(&m.reasoning_content)) {
+                return Some(t);
+            }
+        }
+        None
+    }
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+/// What the server says about itself (`/v1/models`, and a version endpoint when present).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerInfo {
+    /// Model ids from `/v1/models`.
+    pub models: Vec<String>,
+    /// Server version, from the first of `/version` (vLLM, SGLang), `/info` (TGI),
+    /// `/api/version` (Ollama) or `/props` (llama.cpp `build_info`) that answers.
+    pub version: Option<String>,
+    /// Which endpoint the version came from.
+    pub version_source: Option<String>,
+}
+
+/// Why the server could not be asked.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot reach {url}: {detail}")]
+pub struct Unreachable {
+    /// The URL.
+    pub url: String,
+    /// Cause.
+    pub detail: String,
+}
+
+async fn get_json(client: &reqwest::Client, url: &str) -> Result<serde_json::Value, (bool, String)> {
+    let fut = async {
+        let mut resp = client
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| (e.is_connect(), error_chain(&e)))?;
+        if !resp.status().is_success() {
+            return Err((false, format!("HTTP {}", resp.status().as_u16())));
+        }
+        let mut buf = Vec::new();
+        while let Some(b) = resp.chunk().await.map_err(|e| (false, error_chain(&e)))? {
+            if buf.len() + b.len() > 1 << 20 {
+                return Err((false, "body over 1 MiB".into()));
+            }
+            buf.extend_from_slice(&b);
+        }
+        serde_json::from_slice(&buf).map_err(|e| (false, e.to_string()))
+    };
+    tokio::time::timeout(Duration::from_secs(5), fut)
+        .await
+        .unwrap_or_else(|_| Err((false, "timed out".into())))
+}
+
+/// Ask the server for its models and version. Fails only when the server cannot be connected
+/// to at all; anything else is recorded as unknown.
+pub async fn server_info(client: &reqwest::Client, base: &str) -> Result<ServerInfo, Unreachable> {
+    let base = base_url(base);
+    let mut info = ServerInfo::default();
+    match get_json(client, &format!("{base}/v1/models")).await {
+        Ok(v) => {
+            if let Some(data) = v.get("data").and_then(|d| d.as_array()) {
+                info.models = data
+                    .iter()
+                    .filter_map(|m| m.get("id").and_then(|i| i.as_str()))
+                    .take(64)
+                    .map(|s| truncate(s, 200).to_string())
+                    .collect();
+            }
+        }
+        Err((true, detail)) => {
+            return Err(Unreachable {
+                url: format!("{base}/v1/models"),
+                detail,
+            });
+        }
+        Err(_) => {}
+    }
+    for (path, key) in [
+        ("/version", "version"),
+        ("/info", "version"),
+        ("/api/version", "version"),
+        ("/props", "build_info"),
+    ] {
+        if let Ok(v) = get_json(client, &format!("{base}{path}")).await
+            && let Some(s) = v.get(key).and_then(|s| s.as_str())
+        {
+            info.version = Some(truncate(s, 200).to_string());
+            info.version_source = Some(path.to_string());
+            break;
+        }
+    }
+    Ok(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(api: Api, stream: bool) -> RequestSettings {
+        RequestSettings {
+            api,
+            model: "m".into(),
+            stream,
+            ignore_eos: true,
+            temperature: 0.0,
+            timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn bodies() {
+        let p = Prompt {
+            text: "hi \"there\"".into(),
+            max_tokens: 7,
+            len: 2,
+        };
+        let b: serde_json::Value =
+            serde_json::from_slice(&body(&settings(Api::Completions, true), &p)).unwrap();
+        assert_eq!(b["prompt"], "hi \"there\"");
+        assert_eq!(b["max_tokens"], 7);
+        assert_eq!(b["min_tokens"], 7);
+        assert_eq!(b["stream_options"]["include_usage"], true);
+        let b: serde_json::Value =
+            serde_json::from_slice(&body(&settings(Api::Chat, false), &p)).unwrap();
+        assert_eq!(b["messages"][0]["content"], "hi \"there\"");
+        assert_eq!(b["max_completion_tokens"], 7);
+        assert!(b.get("stream_options").is_none());
+    }
+
+    fn run_events(events: &[&str]) -> (StreamState, RequestRecord) {
+        let mut st = StreamState::default();
+        let mut rec = RequestRecord::new(0, false, 0, 0);
+        for (i, e) in events.iter().enumerate() {
+            st.on_event(SseEvent::Data(e), i as u64 * 10, &mut rec);
+        }
+        (st, rec)
+    }
+
+    #[test]
+    fn llama_cpp_chat_stream() {
+        let (st, rec) = run_events(&[
+            r#"{"id":"c1","choices":[{"delta":{"role":"assistant","content":null},"index":0}]}"#,
+            r#"{"id":"c1","choices":[{"delta":{"content":" the"},"index":0}]}"#,
+            r#"{"id":"c1","choices":[{"delta":{"content":" of"},"index":0}]}"#,
+            r#"{"id":"c1","choices":[{"delta":{},"finish_reason":"length","index":0}]}"#,
+            r#"{"id":"c1","choices":[],"usage":{"completion_tokens":2,"prompt_tokens":9}}"#,
+            "[DONE]",
+        ]);
+        assert!(st.done && st.error.is_none());
+        assert_eq!(rec.first_token_us, Some(10));
+        assert_eq!(rec.chunks.len(), 2);
+        assert_eq!(rec.usage_output_tokens, Some(2));
+        assert_eq!(rec.input_tokens, Some(9));
+        assert_eq!(rec.finish_reason.as_deref(), Some("length"));
+        assert_eq!(rec.response_id.as_deref(), Some("c1"));
+    }
+
+    #[test]
+    fn completions_and_reasoning_and_errors() {
+        let (_, rec) = run_events(&[
+            r#"{"choices":[{"text":"a"}]}"#,
+            r#"{"choices":[{"text":""}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":"hmm"}}]}"#,
+        ]);
+        assert_eq!(rec.chunks.len(), 2);
+        let (st, _) = run_events(&["not json"]);
+        assert_eq!(st.error.unwrap().0, ErrorClass::InvalidJson);
+        let (st, _) = run_events(&[r#"{"error":{"message":"overloaded"}}"#]);
+        assert_eq!(st.error.unwrap().0, ErrorClass::ServerError);
+    }
+
+    #[test]
+    fn urls() {
+        assert_eq!(base_url("http://h:1/"), "http://h:1");
+        assert_eq!(base_url("http://h:1/v1/"), "http://h:1");
+        assert_eq!(base_url("http://h:1"), "http://h:1");
+    }
+}

@@ -1,0 +1,393 @@
+//! Prompts and output lengths: `random:in=512,out=128[,spread=0.1]`, `jsonl:FILE`,
+//! `sharegpt:FILE`.
+//!
+//! * `random:` builds prompts of `in` words drawn from a fixed list of common English words with
+//!   the run's seed (a common word is one token in most vocabularies, so `in` approximates prompt
+//!   tokens; the server's `usage.prompt_tokens` gives the truth in the result). `spread` draws
+//!   each length uniformly in `[(1-spread)·n, (1+spread)·n]`. Each prompt starts with a distinct
+//!   number so prefix caches do not turn the benchmark into a cache benchmark.
+//! * `jsonl:` reads one object per line: `prompt` (or `text`) and optional `output_tokens` (or
+//!   `max_tokens`); the default output length comes from `--max-tokens`.
+//! * `sharegpt:` reads the ShareGPT JSON array; the prompt is the first human turn, the output
+//!   length the next assistant turn's length (≈ characters / 4, as no tokenizer is loaded),
+//!   capped at 4096. Conversations are shuffled with the seed.
+//!
+//! Inputs are bounded: files over 2 GiB, lines over 1 MiB and more than 1,000,000 entries are
+//! refused or cut, with a clear error. Parsing is pure (from a reader); only [`load`] opens files.
+
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+use serde::Deserialize;
+use std::io::{BufRead, Read};
+use std::path::{Path, PathBuf};
+
+/// Largest dataset file accepted.
+pub const MAX_FILE: u64 = 2 << 30;
+/// Most entries kept.
+pub const MAX_ENTRIES: usize = 1_000_000;
+/// Longest JSONL line.
+pub const MAX_LINE: usize = 1 << 20;
+/// Prompts generated for `random:` (requests cycle through them).
+pub const RANDOM_POOL: usize = 1024;
+
+/// Where prompts come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DatasetSpec {
+    /// Synthetic prompts.
+    Random {
+        /// Prompt words.
+        input: u32,
+        /// Output tokens asked for.
+        output: u32,
+        /// Relative spread of both lengths (0–1).
+        spread: f64,
+    },
+    /// JSON Lines file.
+    Jsonl(PathBuf),
+    /// ShareGPT JSON file.
+    ShareGpt(PathBuf),
+}
+
+impl std::str::FromStr for DatasetSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(rest) = s.strip_prefix("random:").or(if s == "random" { Some("") } else { None }) {
+            let (mut input, mut output, mut spread) = (512u32, 128u32, 0.0f64);
+            for part in rest.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                let (k, v) = part
+                    .split_once('=')
+                    .ok_or_else(|| format!("dataset `{part}`: expected KEY=VALUE"))?;
+                let bad = || format!("dataset `{part}`: bad value");
+                match k {
+                    "in" => input = v.parse().map_err(|_| bad())?,
+                    "out" => output = v.parse().map_err(|_| bad())?,
+                    "spread" => {
+                        spread = v.parse().map_err(|_| bad())?;
+                        if !(0.0..=1.0).contains(&spread) {
+                            return Err(format!("dataset `{part}`: spread must be in 0..=1"));
+                        }
+                    }
+                    _ => return Err(format!("dataset `{part}`: unknown key (in, out, spread)")),
+                }
+            }
+            if output == 0 {
+                return Err("dataset: out must be at least 1".into());
+            }
+            return Ok(DatasetSpec::Random {
+                input,
+                output,
+                spread,
+            });
+        }
+        if let Some(p) = s.strip_prefix("jsonl:") {
+            return Ok(DatasetSpec::Jsonl(PathBuf::from(p)));
+        }
+        if let Some(p) = s.strip_prefix("sharegpt:") {
+            return Ok(DatasetSpec::ShareGpt(PathBuf::from(p)));
+        }
+        Err(format!(
+            "unknown dataset `{s}`: expected random:in=N,out=N[,spread=F], jsonl:FILE or sharegpt:FILE"
+        ))
+    }
+}
+
+impl std::fmt::Display for DatasetSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DatasetSpec::Random {
+                input,
+                output,
+                spread,
+            } => write!(f, "random:in={input},out={output},spread={spread}"),
+            DatasetSpec::Jsonl(p) => write!(f, "jsonl:{}", p.display()),
+            DatasetSpec::ShareGpt(p) => write!(f, "sharegpt:{}", p.display()),
+        }
+    }
+}
+
+/// One prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prompt {
+    /// Text sent as the prompt (or the user message for chat).
+    pub text: String,
+    /// `max_tokens` asked for.
+    pub max_tokens: u32,
+    /// Length in the dataset's unit (words for random, characters/4 otherwise).
+    pub len: u32,
+}
+
+/// Prompts to cycle through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dataset {
+    /// Never empty.
+    pub prompts: Vec<Prompt>,
+}
+
+impl Dataset {
+    /// The prompt for request `seq` (cycling).
+    pub fn get(&self, seq: u64) -> &Prompt {
+        let len = self.prompts.len().max(1) as u64;
+        &self.prompts[(seq % len) as usize]
+    }
+}
+
+/// Why a dataset cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    /// Opening or reading.
+    #[error("{path}: {source}")]
+    Io {
+        /// File.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Content.
+    #[error("{path}: {msg}")]
+    Invalid {
+        /// File.
+        path: PathBuf,
+        /// What was wrong.
+        msg: String,
+    },
+}
+
+const WORDS: &[&str] = &[
+    "the", "of", "and", "to", "in", "is", "that", "it", "was", "for", "on", "are", "as", "with",
+    "his", "they", "at", "be", "this", "from", "have", "or", "by", "one", "had", "not", "but",
+    "what", "all", "were", "when", "we", "there", "can", "an", "your", "which", "their", "said",
+    "if", "do", "will", "each", "about", "how", "up", "out", "them", "then", "she", "many", "some",
+    "so", "these", "would", "other", "into", "has", "more", "her", "two", "like", "him", "see",
+    "time", "could", "no", "make", "than", "first", "been", "its", "who", "now", "people", "my",
+    "made", "over", "did", "down", "only", "way", "find", "use", "may", "water", "long", "little",
+    "very", "after", "words", "called", "just", "where", "most", "know", "get", "through", "back",
+    "much", "before", "go", "good", "new", "write", "our", "used", "me", "man", "too", "any", "day",
+    "same", "right", "look", "think", "also", "around", "another", "came", "come", "work", "three",
+    "word", "must", "because", "does", "part", "even", "place", "well", "such", "here", "take",
+    "why", "things", "help", "put", "years", "different", "away", "again", "off", "went", "old",
+];
+
+/// Generate `random:` prompts (pure).
+pub fn random(input: u32, output: u32, spread: f64, seed: u64, pool: usize) -> Dataset {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5eed_da7a);
+    let spread = spread.clamp(0.0, 1.0);
+    let draw = |n: u32, rng: &mut Xoshiro256PlusPlus| -> u32 {
+        if spread == 0.0 || n == 0 {
+            return n;
+        }
+        let lo = (f64::from(n) * (1.0 - spread)).round();
+        let hi = (f64::from(n) * (1.0 + spread)).round();
+        let x: f64 = rng.random();
+        (lo + x * (hi - lo)).round().clamp(0.0, f64::from(u32::MAX)) as u32
+    };
+    let prompts = (0..pool.max(1))
+        .map(|i| {
+            let n = draw(input, &mut rng);
+            let out = draw(output, &mut rng).max(1);
+            let mut text = format!("{i}");
+            for _ in 1..n {
+                text.push(' ');
+                text.push_str(WORDS[rng.random_range(0..WORDS.len())]);
+            }
+            Prompt {
+                text,
+                max_tokens: out,
+                len: n,
+            }
+        })
+        .collect();
+    Dataset { prompts }
+}
+
+#[derive(Deserialize)]
+struct JsonlEntry {
+    #[serde(alias = "text")]
+    prompt: Option<String>,
+    #[serde(alias = "max_tokens")]
+    output_tokens: Option<u32>,
+}
+
+/// Parse a JSONL dataset from a reader (pure).
+pub fn parse_jsonl(input: &mut dyn BufRead, default_out: u32) -> Result<Dataset, String> {
+    let mut prompts = Vec::new();
+    let mut buf = Vec::new();
+    let mut line = 0usize;
+    loop {
+        buf.clear();
+        line += 1;
+        let n = Read::take(&mut *input, MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| format!("line {line}: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        if buf.len() > MAX_LINE {
+            return Err(format!("line {line}: longer than {MAX_LINE} bytes"));
+        }
+        if buf.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let e: JsonlEntry =
+            serde_json::from_slice(&buf).map_err(|e| format!("line {line}: {e}"))?;
+        let text = e
+            .prompt
+            .ok_or_else(|| format!("line {line}: no `prompt` (or `text`) string"))?;
+        let len = (text.chars().count() / 4).min(u32::MAX as usize) as u32;
+        prompts.push(Prompt {
+            text,
+            max_tokens: e.output_tokens.unwrap_or(default_out).max(1),
+            len,
+        });
+        if prompts.len() >= MAX_ENTRIES {
+            break;
+        }
+    }
+    if prompts.is_empty() {
+        return Err("no prompts".into());
+    }
+    Ok(Dataset { prompts })
+}
+
+#[derive(Deserialize)]
+struct ShareGptConv {
+    #[serde(default)]
+    conversations: Vec<ShareGptTurn>,
+}
+
+#[derive(Deserialize)]
+struct ShareGptTurn {
+    #[serde(default)]
+    from: String,
+    #[serde(default)]
+    value: String,
+}
+
+/// Parse a ShareGPT dataset from a reader (pure); shuffled with `seed`.
+pub fn parse_sharegpt(input: &mut dyn Read, seed: u64) -> Result<Dataset, String> {
+    let convs: Vec<ShareGptConv> =
+        serde_json::from_reader(input).map_err(|e| format!("not a ShareGPT JSON array: {e}"))?;
+    let mut prompts: Vec<Prompt> = convs
+        .into_iter()
+        .filter_map(|c| {
+            let mut it = c.conversations.into_iter();
+            let human = it.find(|t| t.from == "human" || t.from == "user")?;
+            let reply = it.find(|t| t.from == "gpt" || t.from == "assistant")?;
+            if human.value.trim().len() < 4 || reply.value.trim().is_empty() {
+                return None;
+            }
+            let out = (reply.value.chars().count().div_ceil(4)).clamp(1, 4096) as u32;
+            let len = (human.value.chars().count() / 4).min(u32::MAX as usize) as u32;
+            Some(Prompt {
+                text: human.value,
+                max_tokens: out,
+                len,
+            })
+        })
+        .take(MAX_ENTRIES)
+        .collect();
+    if prompts.is_empty() {
+        return Err("no usable conversations (need a human turn followed by a gpt turn)".into());
+    }
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    for i in (1..prompts.len()).rev() {
+        let j = rng.random_range(0..=i);
+        prompts.swap(i, j);
+    }
+    Ok(Dataset { prompts })
+}
+
+/// Build the dataset: generate, or open the file (the one place that touches the filesystem).
+pub fn load(spec: &DatasetSpec, seed: u64, default_out: u32) -> Result<Dataset, DatasetError> {
+    let open = |path: &Path| -> Result<std::io::BufReader<std::fs::File>, DatasetError> {
+        let io = |source| DatasetError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let f = std::fs::File::open(path).map_err(io)?;
+        let len = f.metadata().map_err(io)?.len();
+        if len > MAX_FILE {
+            return Err(DatasetError::Invalid {
+                path: path.to_path_buf(),
+                msg: format!("{len} bytes is more than the {MAX_FILE}-byte limit"),
+            });
+        }
+        Ok(std::io::BufReader::new(f))
+    };
+    let invalid = |path: &Path| {
+        let path = path.to_path_buf();
+        move |msg| DatasetError::Invalid { path, msg }
+    };
+    match spec {
+        DatasetSpec::Random {
+            input,
+            output,
+            spread,
+        } => Ok(random(*input, *output, *spread, seed, RANDOM_POOL)),
+        DatasetSpec::Jsonl(p) => parse_jsonl(&mut open(p)?, default_out).map_err(invalid(p)),
+        DatasetSpec::ShareGpt(p) => parse_sharegpt(&mut open(p)?, seed).map_err(invalid(p)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_parsing() {
+        assert_eq!(
+            "random:in=8,out=4".parse::<DatasetSpec>(),
+            Ok(DatasetSpec::Random {
+                input: 8,
+                output: 4,
+                spread: 0.0
+            })
+        );
+        assert!("random:in=x".parse::<DatasetSpec>().is_err());
+        assert!("random:spread=2".parse::<DatasetSpec>().is_err());
+        assert!("random:out=0".parse::<DatasetSpec>().is_err());
+        assert!("csv:x".parse::<DatasetSpec>().is_err());
+        assert_eq!(
+            "jsonl:a.jsonl".parse::<DatasetSpec>(),
+            Ok(DatasetSpec::Jsonl("a.jsonl".into()))
+        );
+    }
+
+    #[test]
+    fn random_is_seeded_and_sized() {
+        let a = random(16, 8, 0.5, 1, 50);
+        let b = random(16, 8, 0.5, 1, 50);
+        assert_eq!(a, b);
+        assert_ne!(a, random(16, 8, 0.5, 2, 50));
+        for p in &a.prompts {
+            assert!((8..=24).contains(&p.len), "{}", p.len);
+            assert_eq!(p.text.split(' ').count() as u32, p.len.max(1));
+            assert!((4..=12).contains(&p.max_tokens));
+        }
+        let fixed = random(5, 3, 0.0, 1, 3);
+        assert!(fixed.prompts.iter().all(|p| p.len == 5 && p.max_tokens == 3));
+    }
+
+    #[test]
+    fn jsonl() {
+        let d = parse_jsonl(
+            &mut &b"{\"prompt\":\"hello there\",\"output_tokens\":7}\n\n{\"text\":\"x\"}\n"[..],
+            32,
+        )
+        .unwrap();
+        assert_eq!(d.prompts.len(), 2);
+        assert_eq!(d.prompts[0].max_tokens, 7);
+        assert_eq!(d.prompts[1].max_tokens, 32);
+        assert!(parse_jsonl(&mut &b"{\"x\":1}\n"[..], 1).unwrap_err().contains("line 1"));
+        assert!(parse_jsonl(&mut &b""[..], 1).is_err());
+    }
+
+    #[test]
+    fn sharegpt() {
+        let j = br#"[{"conversations":[{"from":"human","value":"tell me a story"},{"from":"gpt","value":"once upon a time"}]},
+                    {"conversations":[{"from":"gpt","value":"orphan"}]}]"#;
+        let d = parse_sharegpt(&mut &j[..], 0).unwrap();
+        assert_eq!(d.prompts.len(), 1);
+        assert_eq!(d.prompts[0].max_tokens, 4);
+        assert!(parse_sharegpt(&mut &b"{}"[..], 0).is_err());
+    }
+}

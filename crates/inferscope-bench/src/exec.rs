@@ -1,0 +1,441 @@
+//! Drive one schedule through the client and collect the raw records.
+//!
+//! One send path for every mode: a closed loop is N workers that each send as soon as their
+//! previous request ends (intended time = that moment); an open loop is one dispatcher that
+//! sleeps until the next absolute arrival time and spawns the request. Both call the same
+//! [`launch`] and feed the same collector, which also watches for saturation.
+//!
+//! Ending, always on time:
+//! * Sending stops at `--requests` measured requests, at `--duration` of measured sending, or at
+//!   `max_duration` (a hard cap on the whole sending phase), whichever comes first.
+//! * Requests in flight then finish on their own; each is bounded by its `timeout`.
+//! * An early stop (saturation, error rate, Ctrl-C) aborts requests in flight at once; they are
+//!   recorded with class `cancelled` and counted as incomplete.
+//! * Saturation: in an open loop, when the next arrival cannot be sent within `max_send_lag` of
+//!   its intended time because `max_inflight` requests are outstanding; in any mode, when more
+//!   than `max_error_rate` of the last 50 finished requests failed (after at least 20).
+
+use crate::client::{Target, now_us};
+use crate::dataset::Dataset;
+use crate::record::{ErrorClass, RequestRecord};
+use crate::schedule::{Limits, Schedule, ScheduleError, Warmup};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::{Semaphore, mpsc, watch};
+
+/// How a run is driven.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Load pattern.
+    pub schedule: Schedule,
+    /// When sending stops.
+    pub limits: Limits,
+    /// Warm-up (excluded from statistics).
+    pub warmup: Warmup,
+    /// Hard cap on the sending phase (warm-up included).
+    pub max_duration: Duration,
+    /// Most requests in flight in an open loop.
+    pub max_inflight: u32,
+    /// Open loop: stop as saturated when an arrival is this late for want of a free slot.
+    pub max_send_lag: Duration,
+    /// Stop when this fraction of recent requests failed (1.0 disables).
+    pub max_error_rate: f64,
+}
+
+/// Why sending stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "reason", content = "detail")]
+pub enum StopReason {
+    /// The requested number of requests was sent.
+    Requests,
+    /// The requested duration elapsed.
+    Duration,
+    /// `max_duration` elapsed first.
+    MaxDuration,
+    /// The server (or the client) could not keep up.
+    Saturated(String),
+    /// Too many requests failed.
+    ErrorRate(String),
+    /// Ctrl-C.
+    Interrupted,
+}
+
+impl StopReason {
+    /// An early stop (the run did not finish its plan).
+    pub fn is_early(&self) -> bool {
+        !matches!(self, StopReason::Requests | StopReason::Duration)
+    }
+}
+
+/// Live counters (for progress display).
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Requests sent (warm-up included).
+    pub sent: AtomicU64,
+    /// Finished without error.
+    pub completed: AtomicU64,
+    /// Finished with an error.
+    pub failed: AtomicU64,
+    /// Output tokens of completed requests.
+    pub tokens: AtomicU64,
+}
+
+impl Progress {
+    /// Requests in flight.
+    pub fn in_flight(&self) -> u64 {
+        let done = self.completed.load(Ordering::Relaxed) + self.failed.load(Ordering::Relaxed);
+        self.sent.load(Ordering::Relaxed).saturating_sub(done)
+    }
+}
+
+/// Client CPU time consumed during the run (this process, all threads).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuUsage {
+    /// User seconds.
+    pub user_s: f64,
+    /// System seconds.
+    pub system_s: f64,
+}
+
+impl CpuUsage {
+    /// This process so far (`getrusage(RUSAGE_SELF)`); zero if unavailable.
+    pub fn now() -> Self {
+        // SAFETY: getrusage writes into the zeroed struct we pass and reads nothing else.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: valid pointer to a rusage; RUSAGE_SELF is a valid `who`.
+        let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+        if rc != 0 {
+            return CpuUsage::default();
+        }
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        CpuUsage {
+            user_s: tv(ru.ru_utime),
+            system_s: tv(ru.ru_stime),
+        }
+    }
+
+    /// `self − earlier`.
+    pub fn since(&self, earlier: &CpuUsage) -> CpuUsage {
+        CpuUsage {
+            user_s: (self.user_s - earlier.user_s).max(0.0),
+            system_s: (self.system_s - earlier.system_s).max(0.0),
+        }
+    }
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct RunOutput {
+    /// Every request, warm-up included, sorted by sequence number.
+    pub records: Vec<RequestRecord>,
+    /// The instant all `*_us` times count from.
+    pub t0: Instant,
+    /// Why sending stopped.
+    pub stop: StopReason,
+    /// Wall time of the whole run.
+    pub elapsed: Duration,
+    /// Client CPU during the run.
+    pub cpu: CpuUsage,
+}
+
+struct Shared {
+    target: Target,
+    bodies: Vec<(Bytes, u32, u32)>,
+    t0: Instant,
+    abort: watch::Receiver<bool>,
+    tx: mpsc::UnboundedSender<RequestRecord>,
+    progress: Arc<Progress>,
+}
+
+impl Shared {
+    fn body(&self, seq: u64) -> (Bytes, u32, u32) {
+        let n = self.bodies.len().max(1) as u64;
+        self.bodies[(seq % n) as usize].clone()
+    }
+}
+
+/// Send request `seq` and deliver its record to the collector.
+async fn launch(sh: &Shared, seq: u64, warmup: bool, intended_us: u64) {
+    let (body, max_tokens, prompt_len) = sh.body(seq);
+    let mut rec = RequestRecord::new(seq, warmup, intended_us, now_us(sh.t0));
+    rec.max_tokens = max_tokens;
+    rec.prompt_len = prompt_len;
+    sh.progress.sent.fetch_add(1, Ordering::Relaxed);
+    let mut abort = sh.abort.clone();
+    let finished = {
+        let fut = sh.target.send(body, &mut rec, sh.t0);
+        tokio::pin!(fut);
+        tokio::select! {
+            () = &mut fut => true,
+            _ = abort.wait_for(|a| *a) => false,
+        }
+    };
+    if !finished {
+        rec.end_us = now_us(sh.t0);
+        rec.fail(ErrorClass::Cancelled, "run stopped before the response ended");
+    }
+    if rec.is_ok() {
+        sh.progress.completed.fetch_add(1, Ordering::Relaxed);
+        sh.progress
+            .tokens
+            .fetch_add(rec.output_tokens().0, Ordering::Relaxed);
+    } else {
+        sh.progress.failed.fetch_add(1, Ordering::Relaxed);
+    }
+    let _ = sh.tx.send(rec);
+}
+
+/// Tracks the measured window and decides, per request, whether sending may go on.
+struct Gate {
+    limits: Limits,
+    warmup: Warmup,
+    max_duration_us: u64,
+    /// Intended time of the first measured request (`u64::MAX` until then).
+    measure_start: AtomicU64,
+    stopped: AtomicBool,
+    stop_reason: std::sync::Mutex<Option<StopReason>>,
+}
+
+enum Admit {
+    Send { warmup: bool },
+    Stop,
+}
+
+impl Gate {
+    fn stop(&self, reason: StopReason) {
+        if let Ok(mut r) = self.stop_reason.lock()
+            && r.is_none()
+        {
+            *r = Some(reason);
+        }
+        self.stopped.store(true, Ordering::SeqCst);
+    }
+
+    fn admit(&self, seq: u64, intended_us: u64) -> Admit {
+        if self.stopped.load(Ordering::SeqCst) {
+            return Admit::Stop;
+        }
+        if intended_us >= self.max_duration_us {
+            self.stop(StopReason::MaxDuration);
+            return Admit::Stop;
+        }
+        let intended = Duration::from_micros(intended_us);
+        if self.warmup.covers(seq, intended) {
+            return Admit::Send { warmup: true };
+        }
+        let warm_n = match self.warmup {
+            Warmup::Requests(n) => n,
+            _ => 0,
+        };
+        // The first measured request may be sent by several workers at once; take the earliest.
+        let start = self.measure_start.fetch_min(intended_us, Ordering::SeqCst).min(intended_us);
+        if let Some(n) = self.limits.requests
+            && seq.saturating_sub(warm_n) >= n
+        {
+            self.stop(StopReason::Requests);
+            return Admit::Stop;
+        }
+        if let Some(d) = self.limits.duration
+            && intended_us.saturating_sub(start) >= u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+        {
+            self.stop(StopReason::Duration);
+            return Admit::Stop;
+        }
+        Admit::Send { warmup: false }
+    }
+}
+
+/// Run the schedule against the target. Never panics on anything the server does; returns an
+/// error only for an invalid schedule.
+pub async fn run(
+    cfg: &RunConfig,
+    target: Target,
+    dataset: &Dataset,
+    progress: Arc<Progress>,
+    interrupt: Option<watch::Receiver<bool>>,
+) -> Result<RunOutput, ScheduleError> {
+    cfg.schedule.validate()?;
+    let arrivals = match cfg.schedule.arrivals() {
+        Some(a) => Some(a?),
+        None => None,
+    };
+    let bodies: Vec<(Bytes, u32, u32)> = dataset
+        .prompts
+        .iter()
+        .map(|p| (crate::client::body(target.settings(), p), p.max_tokens, p.len))
+        .collect();
+    let (abort_tx, abort_rx) = watch::channel(false);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let cpu0 = CpuUsage::now();
+    let t0 = Instant::now();
+    let shared = Arc::new(Shared {
+        target,
+        bodies,
+        t0,
+        abort: abort_rx,
+        tx,
+        progress: progress.clone(),
+    });
+    let gate = Arc::new(Gate {
+        limits: cfg.limits,
+        warmup: cfg.warmup,
+        max_duration_us: u64::try_from(cfg.max_duration.as_micros()).unwrap_or(u64::MAX),
+        measure_start: AtomicU64::new(u64::MAX),
+        stopped: AtomicBool::new(false),
+        stop_reason: std::sync::Mutex::new(None),
+    });
+    let (stop_tx, stop_rx) = watch::channel(false);
+
+    // Senders.
+    let mut senders = tokio::task::JoinSet::new();
+    match (cfg.schedule, arrivals) {
+        (Schedule::Closed { concurrency }, _) => {
+            let next = Arc::new(AtomicU64::new(0));
+            for _ in 0..concurrency {
+                let (sh, gate, next) = (shared.clone(), gate.clone(), next.clone());
+                senders.spawn(async move {
+                    loop {
+                        let intended = now_us(sh.t0);
+                        let seq = next.fetch_add(1, Ordering::SeqCst);
+                        match gate.admit(seq, intended) {
+                            Admit::Stop => break,
+                            Admit::Send { warmup } => launch(&sh, seq, warmup, intended).await,
+                        }
+                    }
+                });
+            }
+        }
+        (Schedule::Open { .. }, Some(arrivals)) => {
+            let (sh, gate) = (shared.clone(), gate.clone());
+            let slots = Arc::new(Semaphore::new(cfg.max_inflight.max(1) as usize));
+            let max_lag = cfg.max_send_lag;
+            let max_inflight = cfg.max_inflight;
+            let mut stop_rx = stop_rx.clone();
+            senders.spawn(async move {
+                let start = tokio::time::Instant::from_std(sh.t0);
+                for (seq, at) in (0u64..).zip(arrivals) {
+                    let intended = u64::try_from(at.as_micros()).unwrap_or(u64::MAX);
+                    let when = start + at;
+                    if tokio::time::Instant::now() < when {
+                        tokio::select! {
+                            () = tokio::time::sleep_until(when) => {}
+                            _ = stop_rx.wait_for(|s| *s) => break,
+                        }
+                    }
+                    let warmup = match gate.admit(seq, intended) {
+                        Admit::Stop => break,
+                        Admit::Send { warmup } => warmup,
+                    };
+                    let permit = match slots.clone().try_acquire_owned() {
+                        Ok(p) => p,
+                        Err(_) => {
+                            let late = when + max_lag;
+                            tokio::select! {
+                                p = slots.clone().acquire_owned() => match p {
+                                    Ok(p) => p,
+                                    Err(_) => break,
+                                },
+                                () = tokio::time::sleep_until(late) => {
+                                    gate.stop(StopReason::Saturated(format!(
+                                        "{max_inflight} requests in flight and the next arrival \
+                                         was {max_lag:?} late: the server cannot keep up with the rate"
+                                    )));
+                                    break;
+                                }
+                                _ = stop_rx.wait_for(|s| *s) => break,
+                            }
+                        }
+                    };
+                    let sh2 = sh.clone();
+                    tokio::spawn(async move {
+                        launch(&sh2, seq, warmup, intended).await;
+                        drop(permit);
+                    });
+                }
+            });
+        }
+        (Schedule::Open { .. }, None) => {}
+    }
+    // The collector keeps the only other sender alive through `shared`; drop ours so the channel
+    // closes when the last request task ends.
+    let shared_weak = Arc::downgrade(&shared);
+    drop(shared);
+
+    let mut records = Vec::new();
+    let mut recent: VecDeque<bool> = VecDeque::with_capacity(50);
+    let mut interrupt = interrupt;
+    let _ = &mut interrupt;
+    let mut senders_done = false;
+    let mut aborted = false;
+    loop {
+        tokio::select! {
+            r = rx.recv() => {
+                let Some(r) = r else { break };
+                if !r.warmup && !r.is_cancelled() {
+                    if recent.len() == 50 {
+                        recent.pop_front();
+                    }
+                    recent.push_back(r.is_ok());
+                    let failed = recent.iter().filter(|ok| !**ok).count();
+                    if recent.len() >= 20
+                        && cfg.max_error_rate < 1.0
+                        && failed as f64 / recent.len() as f64 > cfg.max_error_rate
+                        && !aborted
+                    {
+                        gate.stop(StopReason::ErrorRate(format!(
+                            "{failed} of the last {} requests failed",
+                            recent.len()
+                        )));
+                    }
+                }
+                records.push(r);
+            }
+            s = senders.join_next(), if !senders_done => {
+                if s.is_none() {
+                    senders_done = true;
+                }
+            }
+            _ = async {
+                match interrupt.as_mut() {
+                    Some(i) => { let _ = i.wait_for(|v| *v).await; }
+                    None => std::future::pending::<()>().await,
+                }
+            }, if !aborted => {
+                gate.stop(StopReason::Interrupted);
+            }
+        }
+        let reason = gate.stop_reason.lock().ok().and_then(|r| r.clone());
+        if let Some(reason) = reason {
+            let _ = stop_tx.send(true);
+            if reason.is_early() && !aborted && !matches!(reason, StopReason::MaxDuration) {
+                aborted = true;
+                let _ = abort_tx.send(true);
+            }
+        }
+        if senders_done && shared_weak.strong_count() == 0 && rx.is_empty() {
+            // Every request task has delivered and dropped its handle.
+            while let Ok(r) = rx.try_recv() {
+                records.push(r);
+            }
+            break;
+        }
+    }
+    records.sort_by_key(|r| r.seq);
+    let stop = gate
+        .stop_reason
+        .lock()
+        .ok()
+        .and_then(|r| r.clone())
+        .unwrap_or(StopReason::Requests);
+    Ok(RunOutput {
+        records,
+        t0,
+        stop,
+        elapsed: t0.elapsed(),
+        cpu: CpuUsage::now().since(&cpu0),
+    })
+}

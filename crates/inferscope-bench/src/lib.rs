@@ -1,0 +1,76 @@
+//! `inferscope-bench`: measure an OpenAI-compatible LLM server honestly, and decide whether a
+//! change should be kept.
+//!
+//! The crate follows the project's capture / reason / show split:
+//!
+//! * **Pure**: [`schedule`] (when each request is meant to be sent, from a seed), [`sse`]
+//!   (incremental, bounded Server-Sent-Events parser), [`dataset`] (prompts), [`stats`] (HDR
+//!   histograms over raw records), [`compare`] (metric deltas, significance, verdict), [`plot`]
+//!   (hand-written SVG) and [`result`] (the documented result file).
+//! * **I/O**: [`client`] (one request over reqwest/tokio, recording every chunk time) and
+//!   [`exec`] (drives one schedule through the client and collects [`record::RequestRecord`]s).
+//!
+//! Design decisions worth knowing:
+//!
+//! * The client records facts (intended send time, actual send time, every content chunk's
+//!   arrival, usage, status, error class) and nothing else; every figure is computed afterwards.
+//!   Latencies are measured from the *intended* send time so a saturated client or server cannot
+//!   hide its queueing (coordinated omission).
+//! * Every run is bounded: sending stops at `--requests`/`--duration` (or `--max-duration`), every
+//!   request at `--timeout` (and `--idle-timeout` between bytes), so a server that never ends a
+//!   stream cannot hang a run; SSE lines are capped at 1 MiB and bodies at 16 MiB.
+//! * tokio timers have millisecond granularity: the open-loop dispatcher sleeps until absolute
+//!   deadlines computed from the schedule and sends every overdue arrival on each wake, so timer
+//!   error never accumulates and never shortens a measured latency.
+
+pub mod client;
+pub mod compare;
+pub mod dataset;
+pub mod exec;
+pub mod plot;
+pub mod record;
+pub mod result;
+pub mod run;
+pub mod schedule;
+pub mod sse;
+pub mod stats;
+
+use std::time::Duration;
+
+/// Parse a duration: `500ms`, `2s`, `1.5s`, `100us`, `2m`, `1h`; a bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (try 500ms, 30s, 2m)"))?;
+    let secs = match unit.trim() {
+        "" | "s" => v,
+        "ms" => v / 1e3,
+        "us" | "µs" => v / 1e6,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        other => return Err(format!("`{s}`: unknown unit `{other}` (use us, ms, s, m, h)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("`{s}` is out of range"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("abc").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("1e400").is_err());
+    }
+}

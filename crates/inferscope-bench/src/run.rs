@@ -1,0 +1,307 @@
+//! A whole benchmark: ask the server who it is, run the schedule (or a sweep), compute the
+//! statistics and build the result. The binary only parses flags and writes files; this module
+//! owns the tokio runtime so the binary does not depend on tokio.
+
+use crate::client::{RequestSettings, ServerInfo, Target, Unreachable, http_client, server_info};
+use crate::dataset::{Dataset, DatasetSpec};
+use crate::exec::{Progress, RunConfig, StopReason};
+use crate::record::RequestRecord;
+use crate::result::{
+    BenchResult, ClientUsage, MachineSummary, SCHEMA_VERSION, Settings, Sweep, SweepStep,
+    invalid_reasons,
+};
+use crate::schedule::{Arrival, Limits, Schedule, Warmup, sweep_rates};
+use crate::stats::{Slo, compute};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Everything a benchmark needs.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Server base URL.
+    pub url: String,
+    /// Request settings; an empty model means "the first model the server lists".
+    pub request: RequestSettings,
+    /// Load pattern (for a sweep: the closed-loop saturation step).
+    pub schedule: Schedule,
+    /// Open-loop steps below saturation (0 = no sweep).
+    pub sweep_steps: u32,
+    /// When sending stops (per step).
+    pub limits: Limits,
+    /// Warm-up (per step).
+    pub warmup: Warmup,
+    /// Hard cap on each step's sending phase.
+    pub max_duration: Duration,
+    /// Open-loop in-flight cap.
+    pub max_inflight: u32,
+    /// Open-loop lag that counts as saturation.
+    pub max_send_lag: Duration,
+    /// Error rate that stops a run.
+    pub max_error_rate: f64,
+    /// Prompts.
+    pub dataset: DatasetSpec,
+    /// `max_tokens` for dataset entries that do not say.
+    pub default_max_tokens: u32,
+    /// Seed.
+    pub seed: u64,
+    /// SLOs for goodput.
+    pub slo: Slo,
+    /// Fewest completed requests for a valid run.
+    pub min_requests: u64,
+    /// RFC 3339 start time (from the caller's clock).
+    pub started_at: String,
+    /// `inferscope <version>`.
+    pub tool: String,
+    /// Trace path to record in the result.
+    pub trace: Option<String>,
+}
+
+/// Live progress, handed to the caller's callback about twice a second.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProgressView {
+    /// Seconds since the step began.
+    pub elapsed_s: f64,
+    /// Step number (0 for a plain run).
+    pub step: u32,
+    /// Sent (warm-up included).
+    pub sent: u64,
+    /// In flight.
+    pub in_flight: u64,
+    /// Completed.
+    pub completed: u64,
+    /// Failed.
+    pub failed: u64,
+    /// Completed per second over the last interval.
+    pub requests_per_s: f64,
+    /// Output tokens per second over the last interval.
+    pub tokens_per_s: f64,
+}
+
+/// Callback for live progress.
+pub type ProgressFn = Arc<dyn Fn(ProgressView) + Send + Sync>;
+
+/// Why a benchmark could not run at all (exit code 2 in the binary).
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// Bad settings.
+    #[error("{0}")]
+    Input(String),
+    /// The dataset could not be loaded.
+    #[error(transparent)]
+    Dataset(#[from] crate::dataset::DatasetError),
+    /// The server does not answer.
+    #[error(transparent)]
+    Unreachable(#[from] Unreachable),
+    /// The server lists no model and none was given.
+    #[error("the server at {0} lists no model in /v1/models; pass --model")]
+    NoModel(String),
+}
+
+/// The result plus the raw records (for `--trace`).
+#[derive(Debug)]
+pub struct Outcome {
+    /// The result file.
+    pub result: BenchResult,
+    /// Every request of every step, warm-up included.
+    pub records: Vec<RequestRecord>,
+}
+
+/// Run the plan. Blocking: builds its own multi-threaded tokio runtime.
+pub fn execute(
+    plan: &Plan,
+    machine: Option<MachineSummary>,
+    progress: Option<ProgressFn>,
+) -> Result<Outcome, BenchError> {
+    plan.schedule
+        .validate()
+        .map_err(|e| BenchError::Input(e.to_string()))?;
+    if plan.limits.requests.is_none() && plan.limits.duration.is_none() {
+        return Err(BenchError::Input("give --requests and/or --duration".into()));
+    }
+    let dataset = crate::dataset::load(&plan.dataset, plan.seed, plan.default_max_tokens)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| BenchError::Input(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(execute_async(plan, machine, progress, &dataset))
+}
+
+fn pool_size(s: &Schedule, max_inflight: u32) -> usize {
+    match s {
+        Schedule::Closed { concurrency } => *concurrency as usize,
+        Schedule::Open { .. } => max_inflight as usize,
+    }
+}
+
+async fn execute_async(
+    plan: &Plan,
+    machine: Option<MachineSummary>,
+    progress: Option<ProgressFn>,
+    dataset: &Dataset,
+) -> Result<Outcome, BenchError> {
+    let pool = pool_size(&plan.schedule, plan.max_inflight).max(plan.max_inflight as usize);
+    let client = http_client(pool, plan.request.timeout).map_err(BenchError::Input)?;
+    let info: ServerInfo = server_info(&client, &plan.url).await?;
+    let mut request = plan.request.clone();
+    if request.model.is_empty() {
+        request.model = info
+            .models
+            .first()
+            .cloned()
+            .ok_or_else(|| BenchError::NoModel(plan.url.clone()))?;
+    }
+    let (int_tx, int_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = int_tx.send(true);
+        }
+    });
+
+    let t_start = Instant::now();
+    let mut steps: Vec<(Schedule, crate::exec::RunOutput)> = Vec::new();
+    let mut schedules = vec![plan.schedule];
+    let mut cpu = crate::exec::CpuUsage::default();
+    let mut step_no = 0u32;
+    while let Some(schedule) = schedules.pop() {
+        let cfg = RunConfig {
+            schedule,
+            limits: plan.limits,
+            warmup: plan.warmup,
+            max_duration: plan.max_duration,
+            max_inflight: plan.max_inflight,
+            max_send_lag: plan.max_send_lag,
+            max_error_rate: plan.max_error_rate,
+        };
+        let target = Target::new(client.clone(), &plan.url, request.clone());
+        let prog = Arc::new(Progress::default());
+        let ticker = progress.clone().map(|cb| {
+            let prog = prog.clone();
+            let step = step_no;
+            tokio::spawn(async move {
+                let t = Instant::now();
+                let (mut last_c, mut last_tok, mut last_t) = (0u64, 0u64, 0.0f64);
+                let mut iv = tokio::time::interval(Duration::from_millis(500));
+                loop {
+                    iv.tick().await;
+                    let el = t.elapsed().as_secs_f64();
+                    let c = prog.completed.load(Ordering::Relaxed);
+                    let tok = prog.tokens.load(Ordering::Relaxed);
+                    let dt = (el - last_t).max(1e-3);
+                    cb(ProgressView {
+                        elapsed_s: el,
+                        step,
+                        sent: prog.sent.load(Ordering::Relaxed),
+                        in_flight: prog.in_flight(),
+                        completed: c,
+                        failed: prog.failed.load(Ordering::Relaxed),
+                        requests_per_s: (c - last_c) as f64 / dt,
+                        tokens_per_s: tok.saturating_sub(last_tok) as f64 / dt,
+                    });
+                    (last_c, last_tok, last_t) = (c, tok, el);
+                }
+            })
+        });
+        let out = crate::exec::run(&cfg, target, dataset, prog, Some(int_rx.clone()))
+            .await
+            .map_err(|e| BenchError::Input(e.to_string()))?;
+        if let Some(t) = ticker {
+            t.abort();
+        }
+        cpu.user_s += out.cpu.user_s;
+        cpu.system_s += out.cpu.system_s;
+        let interrupted = out.stop == StopReason::Interrupted;
+        if step_no == 0 && plan.sweep_steps > 0 && !interrupted {
+            let (st, _) = compute(&out.records, &plan.slo);
+            let mut rates = sweep_rates(st.requests_per_s, plan.sweep_steps);
+            rates.reverse(); // popped from the end: lowest first
+            schedules.extend(rates.into_iter().enumerate().map(|(i, rate)| Schedule::Open {
+                rate,
+                arrival: Arrival::Poisson,
+                seed: plan.seed.wrapping_add(i as u64 + 1),
+            }));
+        }
+        steps.push((schedule, out));
+        step_no += 1;
+        if interrupted {
+            break;
+        }
+    }
+
+    // Statistics per step; the first step is the top level.
+    let mut all_records = Vec::new();
+    let mut sweep_steps = Vec::new();
+    let mut top = None;
+    let mut all_valid = true;
+    let mut tokens_all = 0u64;
+    for (i, (schedule, out)) in steps.into_iter().enumerate() {
+        let (stats, _) = compute(&out.records, &plan.slo);
+        let why = invalid_reasons(&out.stop, &stats, &plan.limits, plan.min_requests);
+        all_valid &= why.is_empty();
+        tokens_all += out
+            .records
+            .iter()
+            .filter(|r| r.is_ok())
+            .map(|r| r.output_tokens().0)
+            .sum::<u64>();
+        if plan.sweep_steps > 0 {
+            sweep_steps.push(SweepStep {
+                schedule,
+                stop: out.stop.clone(),
+                valid: why.is_empty(),
+                stats: stats.clone(),
+            });
+        }
+        if i == 0 {
+            top = Some((stats, why, out.stop.clone()));
+        }
+        all_records.extend(out.records.into_iter().map(|mut r| {
+            r.step = i as u32;
+            r
+        }));
+    }
+    let Some((stats, mut why, stop)) = top else {
+        return Err(BenchError::Input("no step ran".into()));
+    };
+    if plan.sweep_steps > 0 && !all_valid && why.is_empty() {
+        why.push("a sweep step was not valid (see sweep.steps)".into());
+    }
+    let saturated = matches!(stop, StopReason::Saturated(_) | StopReason::ErrorRate(_));
+    let sweep = (plan.sweep_steps > 0).then(|| Sweep {
+        saturation_requests_per_s: stats.requests_per_s,
+        steps: sweep_steps,
+    });
+    let result = BenchResult {
+        schema_version: SCHEMA_VERSION,
+        tool: plan.tool.clone(),
+        started_at: plan.started_at.clone(),
+        settings: Settings {
+            url: plan.url.clone(),
+            request,
+            schedule: plan.schedule,
+            limits: plan.limits,
+            warmup: plan.warmup,
+            max_duration_s: plan.max_duration.as_secs_f64(),
+            max_inflight: plan.max_inflight,
+            dataset: plan.dataset.to_string(),
+            seed: plan.seed,
+            slo: plan.slo,
+            min_requests: plan.min_requests,
+            sweep_steps: plan.sweep_steps,
+        },
+        server: info,
+        machine,
+        client: ClientUsage::new(cpu, t_start.elapsed().as_secs_f64(), tokens_all),
+        valid: why.is_empty(),
+        invalid_reasons: why,
+        stop,
+        saturated,
+        trace: plan.trace.clone(),
+        stats,
+        sweep,
+    };
+    Ok(Outcome {
+        result,
+        records: all_records,
+    })
+}

@@ -1,0 +1,19 @@
+//! # inferscope-mem
+//!
+//! Pure reasoning about GPU and host memory: no I/O, no clock. Capture lives elsewhere
+//! (`inferscope-formats` parses OOM text and snapshot pickles, `inferscope-probe` samples
+//! processes); this crate turns that data into answers users act on:
+//!
+//! * [`oom`]: why an allocation failed (fragmentation, exhaustion, other processes, a memory
+//!   fraction limit, or not enough information) and the remedies that apply;
+//! * [`snapshot`]: segments, blocks and fragmentation of a `torch.cuda.memory._snapshot()`,
+//!   top allocation sites, what expandable segments would change, and an SVG map;
+//! * [`watch`]: detectors over sampled series: leak/creep (least squares slope with a residual
+//!   test, plateau vs steady growth), pages drifting to a remote NUMA node, PCIe saturation.
+//!
+//! Keeping these pure means every rule is tested on recorded data, and the same code serves the
+//! CLI, the watch summary and the metrics exporter.
+
+#![warn(missing_docs)]
+
+pub mod oom;

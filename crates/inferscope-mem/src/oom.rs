@@ -1,0 +1,494 @@
+//! Diagnose a parsed OOM message: why did the allocation fail, and what would fix it.
+//!
+//! The rules, in order (the first that applies wins; docs/mem.md gives their sources):
+//!
+//! 1. **not_enough_information**: a framework wrapper with no allocator figures (TGI's
+//!    `Not enough memory to handle N prefill tokens`), or no request size / free figure.
+//! 2. **memory_fraction_limit**: an `S allowed;` clause (set by
+//!    `torch.cuda.set_per_process_memory_fraction`, or vLLM's `gpu_memory_utilization` on some
+//!    versions) and this process's reserved memory plus the request is above it, while the device
+//!    still had the request free.
+//! 3. **fragmentation**: the allocator holds at least the request reserved but unallocated
+//!    (PyTorch's own rule for its hint: "If reserved but unallocated memory is large"), or the
+//!    device reports at least the request free yet the allocation failed (the free memory is not
+//!    usable as one block of that size).
+//! 4. **other_processes**: memory on the device not held by this process (`Process P has`
+//!    clauses, or total − free − this process) would cover the shortfall and is at least 1 GiB.
+//! 5. **exhaustion**: this process holds the memory; the request does not fit.
+
+use inferscope_formats::oom::{AllocHint, Backend, OomReport, OomStyle, ProcessUsage, Wrapper};
+use serde::Serialize;
+
+const GIB: u64 = 1 << 30;
+
+/// The verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Diagnosis {
+    /// Reserved-but-unallocated memory (or device free memory) ≥ the request.
+    Fragmentation,
+    /// This process uses the memory; nothing to reclaim.
+    Exhaustion,
+    /// Other processes hold the memory that is missing.
+    OtherProcesses,
+    /// A per-process memory fraction limit was hit.
+    MemoryFractionLimit,
+    /// The message does not carry the figures needed.
+    NotEnoughInformation,
+}
+
+impl Diagnosis {
+    /// Stable name (`fragmentation`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Diagnosis::Fragmentation => "fragmentation",
+            Diagnosis::Exhaustion => "exhaustion",
+            Diagnosis::OtherProcesses => "other_processes",
+            Diagnosis::MemoryFractionLimit => "memory_fraction_limit",
+            Diagnosis::NotEnoughInformation => "not_enough_information",
+        }
+    }
+}
+
+/// One remedy that applies to this case.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Remedy {
+    /// Stable id (`expandable_segments`, `lower_gpu_memory_utilization`, ...).
+    pub id: &'static str,
+    /// What to do, with the exact setting.
+    pub action: String,
+}
+
+/// A `{pid, bytes}` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ProcessBytes {
+    /// Pid as reported.
+    pub pid: u32,
+    /// Memory in use.
+    pub bytes: u64,
+}
+
+/// The parsed figures and the diagnosis, as `mem oom --json` prints them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OomAnalysis {
+    /// `cuda` / `hip` / null.
+    pub backend: Option<&'static str>,
+    /// `parenthesised` (PyTorch ≤ 2.0), `sentences` (≥ 2.1) or `wrapper`.
+    pub style: Option<&'static str>,
+    /// Device index as the failing process numbered it.
+    pub device: Option<u32>,
+    /// Total capacity.
+    pub total_bytes: Option<u64>,
+    /// Tried to allocate.
+    pub requested_bytes: Option<u64>,
+    /// Free on the device.
+    pub free_bytes: Option<u64>,
+    /// Allocated by PyTorch (including private pools).
+    pub allocated_bytes: Option<u64>,
+    /// Reserved by PyTorch in total (stated, or allocated + reserved-unallocated).
+    pub reserved_bytes: Option<u64>,
+    /// Reserved by PyTorch but unallocated (stated, or reserved − allocated).
+    pub reserved_unallocated_bytes: Option<u64>,
+    /// In private pools (CUDA Graphs).
+    pub private_pools_bytes: Option<u64>,
+    /// Per-process limit (`allowed`).
+    pub allowed_bytes: Option<u64>,
+    /// This process's memory in use (PyTorch + non-PyTorch).
+    pub process_in_use_bytes: Option<u64>,
+    /// `Process P has S memory in use` clauses, as reported.
+    pub other_processes: Vec<ProcessBytes>,
+    /// Device memory not accounted for by this process's PyTorch allocator
+    /// (total − free − reserved, or total − free − this process's use when stated).
+    pub not_this_process_bytes: Option<u64>,
+    /// Framework wrapper (`tgi_prefill_tokens`, `vllm_no_cache_blocks`).
+    pub wrapper: Option<String>,
+    /// Prefill tokens in TGI's wrapper.
+    pub wrapper_tokens: Option<u64>,
+    /// Allocator hint printed (`max_split_size_mb` / `expandable_segments`).
+    pub hint: Option<&'static str>,
+    /// Allocator configuration variable named in the message.
+    pub alloc_conf_var: Option<String>,
+    /// Who printed it.
+    pub context: Vec<String>,
+    /// OOM messages in the input.
+    pub messages_found: usize,
+    /// The verdict.
+    pub diagnosis: Diagnosis,
+    /// Why, in one or two sentences with the numbers.
+    pub explanation: String,
+    /// What would help, most specific first.
+    pub remedies: Vec<Remedy>,
+    /// Oddities in the message.
+    pub notes: Vec<String>,
+}
+
+fn gib(b: u64) -> String {
+    if b >= GIB {
+        format!("{:.2} GiB", b as f64 / GIB as f64)
+    } else if b < 1 << 10 {
+        format!("{b} bytes")
+    } else if b < 1 << 20 {
+        format!("{:.2} KiB", b as f64 / 1024.0)
+    } else {
+        format!("{:.2} MiB", b as f64 / (1u64 << 20) as f64)
+    }
+}
+
+fn remedy(id: &'static str, action: impl Into<String>) -> Remedy {
+    Remedy {
+        id,
+        action: action.into(),
+    }
+}
+
+/// The allocator variable a fix should set, for this backend and era.
+fn conf_var(r: &OomReport) -> String {
+    match (&r.alloc_conf_var, r.backend) {
+        (Some(v), _) => v.clone(),
+        (None, Some(Backend::Hip)) => "PYTORCH_HIP_ALLOC_CONF".into(),
+        (None, _) => "PYTORCH_CUDA_ALLOC_CONF".into(),
+    }
+}
+
+fn serving_remedies(out: &mut Vec<Remedy>) {
+    out.push(remedy(
+        "reduce_kv_demand",
+        "serve less context at once: lower vLLM --max-model-len, --max-num-batched-tokens or \
+         --max-num-seqs (TGI: --max-batch-prefill-tokens / --max-total-tokens)",
+    ));
+    out.push(remedy(
+        "fp8_kv_cache",
+        "halve the KV cache: vLLM --kv-cache-dtype fp8 (Hopper/Ada and newer; check accuracy)",
+    ));
+    out.push(remedy(
+        "more_gpus_or_smaller_weights",
+        "spread the model: --tensor-parallel-size N, or a quantized checkpoint (FP8/AWQ/GPTQ)",
+    ));
+}
+
+/// Diagnose one parsed message.
+pub fn diagnose(r: &OomReport) -> OomAnalysis {
+    let reserved = r.reserved_bytes.or(match (r.allocated_bytes, r.reserved_unallocated_bytes) {
+        (Some(a), Some(u)) => a.checked_add(u),
+        _ => None,
+    });
+    let reserved_unallocated = r
+        .reserved_unallocated_bytes
+        .or(match (r.reserved_bytes, r.allocated_bytes) {
+            (Some(res), Some(a)) => res.checked_sub(a),
+            _ => None,
+        });
+    let mut notes = r.notes.clone();
+    // A lone `Process P has` clause with no `this process has` clause, holding at least what
+    // PyTorch reserved, is this process seen from inside a container (host pid).
+    let mut likely_self: Option<ProcessUsage> = None;
+    if r.process_in_use_bytes.is_none()
+        && let [only] = r.processes.as_slice()
+        && reserved.is_some_and(|res| only.bytes >= res)
+    {
+        likely_self = Some(*only);
+        notes.push(format!(
+            "process {} is probably the failing process itself, seen by its host pid (the \
+             message has no \"this process has\" clause and it holds all PyTorch reserved)",
+            only.pid
+        ));
+    }
+    let this_process = r
+        .process_in_use_bytes
+        .or(likely_self.map(|p| p.bytes))
+        .or(reserved);
+    let not_this = match (r.total_bytes, r.free_bytes, this_process) {
+        (Some(t), Some(f), Some(p)) => Some(t.saturating_sub(f).saturating_sub(p)),
+        _ => None,
+    };
+    let others_listed: u64 = r
+        .processes
+        .iter()
+        .filter(|p| Some(**p) != likely_self)
+        .fold(0u64, |a, p| a.saturating_add(p.bytes));
+    let others = if others_listed > 0 {
+        Some(others_listed)
+    } else {
+        not_this
+    };
+    let var = conf_var(r);
+    let mut remedies = Vec::new();
+    let (diagnosis, explanation) = 'd: {
+        if let Some(w) = &r.wrapper
+            && r.requested_bytes.is_none()
+        {
+            let text = match w {
+                Wrapper::TgiPrefillTokens { tokens } => {
+                    remedies.push(remedy(
+                        "tgi_prefill_tokens",
+                        format!(
+                            "lower TGI --max-batch-prefill-tokens below {tokens} (and \
+                             --max-batch-total-tokens with it), or give the shard more memory"
+                        ),
+                    ));
+                    format!(
+                        "TGI's warmup could not run a {tokens}-token prefill; the underlying \
+                         CUDA error (with the allocator's figures) is earlier in the shard's log"
+                    )
+                }
+                Wrapper::VllmNoCacheBlocks => {
+                    remedies.push(remedy(
+                        "raise_gpu_memory_utilization",
+                        "raise vLLM --gpu-memory-utilization (or free memory held by other \
+                         processes) so weights and activations leave room for KV-cache blocks",
+                    ));
+                    "vLLM found no memory left for KV-cache blocks after loading weights and \
+                     profiling"
+                        .to_string()
+                }
+            };
+            serving_remedies(&mut remedies);
+            remedies.push(remedy(
+                "paste_underlying_error",
+                "paste the full `CUDA out of memory. Tried to allocate ...` line from the log \
+                 into `inferscope mem oom` for a precise diagnosis",
+            ));
+            break 'd (Diagnosis::NotEnoughInformation, text);
+        }
+        let (Some(req), Some(free)) = (r.requested_bytes, r.free_bytes) else {
+            remedies.push(remedy(
+                "paste_underlying_error",
+                "paste the whole message (it was cut before the capacity and free figures)",
+            ));
+            break 'd (
+                Diagnosis::NotEnoughInformation,
+                "the message does not say how much was requested and how much was free".into(),
+            );
+        };
+        if let Some(allowed) = r.allowed_bytes {
+            let held = reserved.or(r.process_in_use_bytes).unwrap_or(0);
+            if held.saturating_add(req) > allowed && free >= req {
+                remedies.push(remedy(
+                    "raise_memory_fraction",
+                    format!(
+                        "raise the per-process limit of {}: torch.cuda.set_per_process_memory_fraction \
+                         (vLLM: a higher --gpu-memory-utilization)",
+                        gib(allowed)
+                    ),
+                ));
+                break 'd (
+                    Diagnosis::MemoryFractionLimit,
+                    format!(
+                        "this process may use {} (a memory fraction limit) and holds {}; {} more \
+                         would pass the limit although the device had {} free",
+                        gib(allowed),
+                        gib(held),
+                        gib(req),
+                        gib(free)
+                    ),
+                );
+            }
+        }
+        if let Some(ru) = reserved_unallocated
+            && ru >= req
+        {
+            remedies.push(remedy(
+                "expandable_segments",
+                format!(
+                    "{var}=expandable_segments:True (PyTorch ≥ 2.2; vLLM sets it only for \
+                     some paths): segments grow in place, so cached free pieces can be used"
+                ),
+            ));
+            if r.hint == Some(AllocHint::MaxSplitSizeMb) || r.style == Some(OomStyle::Parenthesised)
+            {
+                remedies.push(remedy(
+                    "max_split_size_mb",
+                    format!(
+                        "on PyTorch < 2.2: {var}=max_split_size_mb:128 keeps large blocks from \
+                         being split into pieces that cannot be reused"
+                    ),
+                ));
+            }
+            remedies.push(remedy(
+                "empty_cache_between_phases",
+                "free cached blocks between phases of different shapes (torch.cuda.empty_cache() \
+                 after loading or warm-up), and record a snapshot with `inferscope mem snapshot` \
+                 to see which sizes fragment",
+            ));
+            break 'd (
+                Diagnosis::Fragmentation,
+                format!(
+                    "PyTorch holds {} reserved but unallocated, at least the {} requested, yet \
+                     no cached block of that size is free: the cache is fragmented",
+                    gib(ru),
+                    gib(req)
+                ),
+            );
+        }
+        if free >= req {
+            remedies.push(remedy(
+                "expandable_segments",
+                format!(
+                    "{var}=expandable_segments:True, so PyTorch maps memory in pages instead of \
+                     one cudaMalloc of the whole size"
+                ),
+            ));
+            remedies.push(remedy(
+                "check_concurrent_allocations",
+                "look for other processes allocating at the same moment (nvidia-smi \
+                 --query-compute-apps=pid,used_memory --format=csv) and, on unified-memory \
+                 devices, for a lower driver limit than the free figure suggests",
+            ));
+            break 'd (
+                Diagnosis::Fragmentation,
+                format!(
+                    "the device reported {} free, more than the {} requested, but the allocation \
+                     failed: the free memory is not available as one block of that size (or was \
+                     taken by another process in the meantime)",
+                    gib(free),
+                    gib(req)
+                ),
+            );
+        }
+        let shortfall = req - free;
+        if let Some(o) = others
+            && o >= GIB
+            && o >= shortfall
+        {
+            let listed: Vec<String> = r
+                .processes
+                .iter()
+                .filter(|p| Some(**p) != likely_self)
+                .map(|p| format!("pid {} ({})", p.pid, gib(p.bytes)))
+                .collect();
+            remedies.push(remedy(
+                "free_other_process",
+                if listed.is_empty() {
+                    "stop or move the other processes on this GPU (find them with nvidia-smi \
+                     --query-compute-apps=pid,used_memory --format=csv), or pick an idle GPU \
+                     with CUDA_VISIBLE_DEVICES"
+                        .to_string()
+                } else {
+                    format!(
+                        "stop or move {} (nvidia-smi --query-compute-apps=pid,used_memory \
+                         --format=csv), or pick an idle GPU with CUDA_VISIBLE_DEVICES",
+                        listed.join(", ")
+                    )
+                },
+            ));
+            remedies.push(remedy(
+                "lower_gpu_memory_utilization",
+                "if the other process must stay: lower vLLM --gpu-memory-utilization (SGLang \
+                 --mem-fraction-static) so the server budgets only what is left",
+            ));
+            break 'd (
+                Diagnosis::OtherProcesses,
+                format!(
+                    "{} of the device is held outside this process's PyTorch allocator; the \
+                     request needed {} more than the {} free",
+                    gib(o),
+                    gib(shortfall),
+                    gib(free)
+                ),
+            );
+        }
+        serving_remedies(&mut remedies);
+        remedies.push(remedy(
+            "lower_gpu_memory_utilization",
+            "if the OOM is outside the KV cache (activations, CUDA graphs, sampler): lower vLLM \
+             --gpu-memory-utilization so the preallocated cache leaves headroom",
+        ));
+        let caveat = if reserved_unallocated.is_none() {
+            " (the message was cut before the allocator's figures, so fragmentation cannot be \
+             ruled out)"
+        } else {
+            ""
+        };
+        (
+            Diagnosis::Exhaustion,
+            format!(
+                "{} requested with {} free{}: the memory is in use{}",
+                gib(req),
+                gib(free),
+                match r.allocated_bytes {
+                    Some(a) => format!(" and {} allocated by PyTorch", gib(a)),
+                    None => String::new(),
+                },
+                caveat
+            ),
+        )
+    };
+    let (wrapper, wrapper_tokens) = match &r.wrapper {
+        Some(Wrapper::TgiPrefillTokens { tokens }) => {
+            (Some("tgi_prefill_tokens".to_string()), Some(*tokens))
+        }
+        Some(Wrapper::VllmNoCacheBlocks) => (Some("vllm_no_cache_blocks".to_string()), None),
+        None => (None, None),
+    };
+    OomAnalysis {
+        backend: r.backend.map(Backend::as_str),
+        style: r.style.map(OomStyle::as_str),
+        device: r.device,
+        total_bytes: r.total_bytes,
+        requested_bytes: r.requested_bytes,
+        free_bytes: r.free_bytes,
+        allocated_bytes: r.allocated_bytes,
+        reserved_bytes: reserved,
+        reserved_unallocated_bytes: reserved_unallocated,
+        private_pools_bytes: r.private_pools_bytes,
+        allowed_bytes: r.allowed_bytes,
+        process_in_use_bytes: r.process_in_use_bytes,
+        other_processes: r
+            .processes
+            .iter()
+            .map(|p| ProcessBytes {
+                pid: p.pid,
+                bytes: p.bytes,
+            })
+            .collect(),
+        not_this_process_bytes: not_this,
+        wrapper,
+        wrapper_tokens,
+        hint: r.hint.map(|h| match h {
+            AllocHint::MaxSplitSizeMb => "max_split_size_mb",
+            AllocHint::ExpandableSegments => "expandable_segments",
+        }),
+        alloc_conf_var: r.alloc_conf_var.clone(),
+        context: r.context.clone(),
+        messages_found: r.messages_found,
+        diagnosis,
+        explanation,
+        remedies,
+        notes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inferscope_formats::oom::parse;
+
+    #[test]
+    fn fraction_limit() {
+        let r = parse(
+            "CUDA out of memory. Tried to allocate 4.00 GiB (GPU 0; 80.00 GiB total capacity; \
+             38.00 GiB already allocated; 40.00 GiB free; 40.00 GiB allowed; 39.00 GiB reserved \
+             in total by PyTorch)",
+        )
+        .unwrap();
+        let a = diagnose(&r);
+        assert_eq!(a.diagnosis, Diagnosis::MemoryFractionLimit, "{a:?}");
+        assert_eq!(a.remedies[0].id, "raise_memory_fraction");
+    }
+
+    #[test]
+    fn listed_other_process() {
+        let r = parse(
+            "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of \
+             23.65 GiB of which 1.00 GiB is free. Process 11 has 10.00 GiB memory in use. \
+             Including non-PyTorch memory, this process has 12.60 GiB memory in use. Of the \
+             allocated memory 12.00 GiB is allocated by PyTorch, and 100.00 MiB is reserved by \
+             PyTorch but unallocated.",
+        )
+        .unwrap();
+        let a = diagnose(&r);
+        assert_eq!(a.diagnosis, Diagnosis::OtherProcesses, "{a:?}");
+        assert_eq!(a.other_processes, vec![ProcessBytes { pid: 11, bytes: 10 << 30 }]);
+        assert!(a.remedies[0].action.contains("pid 11"));
+    }
+}

@@ -1,0 +1,471 @@
+//! Reading the serving command users already have: `inferscope plan -- vllm serve MODEL
+//! --tensor-parallel-size 2 ...` (also `python -m vllm.entrypoints.openai.api_server`,
+//! `python -m sglang.launch_server`, `text-generation-launcher`, `llama-server`).
+//!
+//! The command is parsed, not executed. Each engine's flags that move memory map onto one
+//! [`EngineSettings`]; flags known to have no effect on memory are kept in `no_memory_effect`,
+//! and every other flag is listed in `ignored` with its value — never silently dropped, so a user
+//! sees when the plan did not take a setting into account.
+
+use serde::{Deserialize, Serialize};
+
+/// Serving engines the planner knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Engine {
+    /// vLLM.
+    Vllm,
+    /// SGLang.
+    Sglang,
+    /// Hugging Face text-generation-inference.
+    Tgi,
+    /// llama.cpp's `llama-server`.
+    LlamaCpp,
+}
+
+/// Settings that change memory or speed, as the user gave them (`None` = engine default).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EngineSettings {
+    /// Which engine.
+    pub engine: Engine,
+    /// Model as given (HF repo id, local path, or GGUF file).
+    pub model: Option<String>,
+    /// Tensor-parallel size.
+    pub tensor_parallel_size: Option<u32>,
+    /// Pipeline-parallel size.
+    pub pipeline_parallel_size: Option<u32>,
+    /// Maximum context length.
+    pub max_model_len: Option<u64>,
+    /// Share of GPU memory the engine may use (vLLM `--gpu-memory-utilization`, SGLang
+    /// `--mem-fraction-static`, TGI `--cuda-memory-fraction`).
+    pub gpu_memory_utilization: Option<f64>,
+    /// KV cache dtype (`auto`, `fp8`, `fp8_e5m2`, `q8_0` ...).
+    pub kv_cache_dtype: Option<String>,
+    /// Maximum concurrent sequences.
+    pub max_num_seqs: Option<u32>,
+    /// Tokens per scheduler step (chunked prefill budget).
+    pub max_num_batched_tokens: Option<u64>,
+    /// No CUDA graphs.
+    pub enforce_eager: Option<bool>,
+    /// Weight quantization method.
+    pub quantization: Option<String>,
+    /// Weight/activation dtype.
+    pub dtype: Option<String>,
+    /// KV block size.
+    pub block_size: Option<u32>,
+    /// Expert parallelism for MoE.
+    pub enable_expert_parallel: Option<bool>,
+    /// llama.cpp: layers offloaded to the GPU.
+    pub gpu_layers: Option<i64>,
+    /// Flags understood but with no effect on the plan (host, port, API key...).
+    pub no_memory_effect: Vec<String>,
+    /// Flags the planner does not know, with their values: listed, never dropped.
+    pub ignored: Vec<String>,
+}
+
+impl EngineSettings {
+    fn new(engine: Engine) -> Self {
+        EngineSettings {
+            engine,
+            model: None,
+            tensor_parallel_size: None,
+            pipeline_parallel_size: None,
+            max_model_len: None,
+            gpu_memory_utilization: None,
+            kv_cache_dtype: None,
+            max_num_seqs: None,
+            max_num_batched_tokens: None,
+            enforce_eager: None,
+            quantization: None,
+            dtype: None,
+            block_size: None,
+            enable_expert_parallel: None,
+            gpu_layers: None,
+            no_memory_effect: Vec::new(),
+            ignored: Vec::new(),
+        }
+    }
+}
+
+/// A command the planner cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct EngineError(pub String);
+
+fn err(msg: impl Into<String>) -> EngineError {
+    EngineError(msg.into())
+}
+
+/// Which engine a command runs, and where its own arguments start.
+fn detect(args: &[String]) -> Result<(Engine, usize), EngineError> {
+    let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_string();
+    let mut i = 0;
+    // Skip environment assignments and wrappers users paste (`env X=1`, `CUDA_VISIBLE_DEVICES=0`).
+    while i < args.len()
+        && (args[i] == "env" || (args[i].contains('=') && !args[i].starts_with('-')))
+    {
+        i += 1;
+    }
+    let Some(first) = args.get(i) else {
+        return Err(err(
+            "no command after `--` (expected e.g. `vllm serve MODEL ...`)",
+        ));
+    };
+    let b = base(first);
+    if b.starts_with("python") {
+        if args.get(i + 1).map(String::as_str) != Some("-m") {
+            return Err(err(format!(
+                "`{first}` without `-m MODULE`: cannot tell which engine runs"
+            )));
+        }
+        let module = args.get(i + 2).map(String::as_str).unwrap_or("");
+        return match module {
+            m if m.starts_with("vllm.entrypoints") => Ok((Engine::Vllm, i + 3)),
+            "sglang.launch_server" => Ok((Engine::Sglang, i + 3)),
+            other => Err(err(format!(
+                "python module `{other}` is not a serving engine inferscope knows (vllm.entrypoints.openai.api_server, sglang.launch_server)"
+            ))),
+        };
+    }
+    match b.as_str() {
+        "vllm" => {
+            if args.get(i + 1).map(String::as_str) != Some("serve") {
+                return Err(err(
+                    "`vllm` without `serve`: only `vllm serve MODEL ...` is a server",
+                ));
+            }
+            Ok((Engine::Vllm, i + 2))
+        }
+        "text-generation-launcher" => Ok((Engine::Tgi, i + 1)),
+        "llama-server" | "llama-cpp-server" => Ok((Engine::LlamaCpp, i + 1)),
+        other => Err(err(format!(
+            "`{other}` is not a serving engine inferscope knows (vllm serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server, text-generation-launcher, llama-server)"
+        ))),
+    }
+}
+
+fn parse_num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, EngineError> {
+    v.parse()
+        .map_err(|_| err(format!("{flag} {v:?}: expected a number")))
+}
+
+fn parse_bool(v: &str) -> Option<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Some(true),
+        "false" | "0" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+/// Context lengths like `32768`, `32k`, `1M` (vLLM accepts the suffixes).
+fn parse_len(flag: &str, v: &str) -> Result<u64, EngineError> {
+    let lower = v.to_ascii_lowercase();
+    let (digits, mult) = match lower.chars().last() {
+        Some('k') => (&lower[..lower.len() - 1], 1024),
+        Some('m') => (&lower[..lower.len() - 1], 1024 * 1024),
+        _ => (lower.as_str(), 1),
+    };
+    let n: u64 = parse_num(flag, digits)?;
+    n.checked_mul(mult)
+        .ok_or_else(|| err(format!("{flag} {v:?}: too large")))
+}
+
+/// What one flag means for one engine.
+enum Meaning {
+    Tp,
+    Pp,
+    MaxLen,
+    GpuUtil,
+    KvDtype,
+    MaxSeqs,
+    BatchedTokens,
+    Eager,
+    Quant,
+    Dtype,
+    Block,
+    ExpertParallel,
+    GpuLayers,
+    Model,
+    /// Known, no memory effect; takes a value.
+    Inert,
+    /// Known, no memory effect; a switch.
+    InertSwitch,
+}
+
+fn meaning(engine: Engine, flag: &str) -> Option<Meaning> {
+    use Meaning::*;
+    let f = flag.replace('_', "-");
+    Some(match (engine, f.as_str()) {
+        (Engine::Vllm, "--tensor-parallel-size" | "-tp") => Tp,
+        (Engine::Vllm, "--pipeline-parallel-size" | "-pp") => Pp,
+        (Engine::Vllm, "--max-model-len") => MaxLen,
+        (Engine::Vllm, "--gpu-memory-utilization") => GpuUtil,
+        (Engine::Vllm, "--kv-cache-dtype") => KvDtype,
+        (Engine::Vllm, "--max-num-seqs") => MaxSeqs,
+        (Engine::Vllm, "--max-num-batched-tokens") => BatchedTokens,
+        (Engine::Vllm, "--enforce-eager") => Eager,
+        (Engine::Vllm, "--quantization" | "-q") => Quant,
+        (Engine::Vllm, "--dtype") => Dtype,
+        (Engine::Vllm, "--block-size") => Block,
+        (Engine::Vllm, "--enable-expert-parallel") => ExpertParallel,
+        (Engine::Vllm, "--model") => Model,
+        (
+            Engine::Vllm,
+            "--host"
+            | "--port"
+            | "--api-key"
+            | "--served-model-name"
+            | "--tokenizer"
+            | "--revision"
+            | "--download-dir"
+            | "--uvicorn-log-level"
+            | "--chat-template"
+            | "--tool-call-parser"
+            | "--seed"
+            | "--distributed-executor-backend",
+        ) => Inert,
+        (
+            Engine::Vllm,
+            "--trust-remote-code"
+            | "--enable-prefix-caching"
+            | "--disable-log-requests"
+            | "--disable-log-stats"
+            | "--enable-auto-tool-choice"
+            | "--enable-chunked-prefill",
+        ) => InertSwitch,
+        (Engine::Sglang, "--tp" | "--tp-size" | "--tensor-parallel-size") => Tp,
+        (Engine::Sglang, "--pp" | "--pp-size") => Pp,
+        (Engine::Sglang, "--context-length") => MaxLen,
+        (Engine::Sglang, "--mem-fraction-static") => GpuUtil,
+        (Engine::Sglang, "--kv-cache-dtype") => KvDtype,
+        (Engine::Sglang, "--max-running-requests") => MaxSeqs,
+        (Engine::Sglang, "--chunked-prefill-size") => BatchedTokens,
+        (Engine::Sglang, "--disable-cuda-graph") => Eager,
+        (Engine::Sglang, "--quantization") => Quant,
+        (Engine::Sglang, "--dtype") => Dtype,
+        (Engine::Sglang, "--model-path" | "--model") => Model,
+        (
+            Engine::Sglang,
+            "--host" | "--port" | "--api-key" | "--served-model-name" | "--tokenizer-path",
+        ) => Inert,
+        (Engine::Sglang, "--trust-remote-code" | "--enable-torch-compile") => InertSwitch,
+        (Engine::Tgi, "--num-shard") => Tp,
+        (Engine::Tgi, "--max-total-tokens") => MaxLen,
+        (Engine::Tgi, "--cuda-memory-fraction") => GpuUtil,
+        (Engine::Tgi, "--kv-cache-dtype") => KvDtype,
+        (Engine::Tgi, "--max-concurrent-requests") => MaxSeqs,
+        (Engine::Tgi, "--max-batch-prefill-tokens") => BatchedTokens,
+        (Engine::Tgi, "--quantize") => Quant,
+        (Engine::Tgi, "--dtype") => Dtype,
+        (Engine::Tgi, "--model-id") => Model,
+        (
+            Engine::Tgi,
+            "--hostname" | "--port" | "--max-input-tokens" | "--max-input-length" | "--revision",
+        ) => Inert,
+        (Engine::Tgi, "--trust-remote-code" | "--sharded") => InertSwitch,
+        (Engine::LlamaCpp, "-m" | "--model") => Model,
+        (Engine::LlamaCpp, "-c" | "--ctx-size") => MaxLen,
+        (Engine::LlamaCpp, "-np" | "--parallel") => MaxSeqs,
+        (Engine::LlamaCpp, "-ngl" | "--n-gpu-layers" | "--gpu-layers") => GpuLayers,
+        (Engine::LlamaCpp, "-ctk" | "--cache-type-k") => KvDtype,
+        (Engine::LlamaCpp, "-b" | "--batch-size") => BatchedTokens,
+        (
+            Engine::LlamaCpp,
+            "--host" | "--port" | "-t" | "--threads" | "-a" | "--alias" | "-ctv" | "--cache-type-v",
+        ) => Inert,
+        (Engine::LlamaCpp, "-fa" | "--flash-attn" | "--cont-batching" | "--metrics") => InertSwitch,
+        _ => return None,
+    })
+}
+
+/// Parse a serving command (the words after `inferscope plan --`).
+pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
+    let (engine, start) = detect(args)?;
+    let mut s = EngineSettings::new(engine);
+    let mut i = start;
+    // `vllm serve MODEL` takes the model as the first positional argument.
+    if engine == Engine::Vllm && args.get(i).is_some_and(|a| !a.starts_with('-')) {
+        s.model = args.get(i).cloned();
+        i += 1;
+    }
+    while i < args.len() {
+        let word = &args[i];
+        i += 1;
+        if !word.starts_with('-') {
+            s.ignored.push(word.clone());
+            continue;
+        }
+        let (flag, inline) = match word.split_once('=') {
+            Some((f, v)) => (f.to_string(), Some(v.to_string())),
+            None => (word.clone(), None),
+        };
+        let next_is_value = args.get(i).is_some_and(|a| {
+            !a.starts_with("--")
+                && !(a.starts_with('-')
+                    && a.len() > 1
+                    && !a[1..].starts_with(|c: char| c.is_ascii_digit()))
+        });
+        let Some(m) = meaning(engine, &flag) else {
+            // Unknown: keep it, with what looks like its value.
+            match inline {
+                Some(v) => s.ignored.push(format!("{flag}={v}")),
+                None if next_is_value => {
+                    s.ignored.push(format!("{flag} {}", args[i]));
+                    i += 1;
+                }
+                None => s.ignored.push(flag),
+            }
+            continue;
+        };
+        let is_switch = matches!(
+            m,
+            Meaning::Eager | Meaning::ExpertParallel | Meaning::InertSwitch
+        );
+        let value = if is_switch {
+            // Switches may carry an explicit value (`--enforce-eager=false`).
+            inline.clone()
+        } else {
+            match inline {
+                Some(v) => Some(v),
+                None if i < args.len() => {
+                    i += 1;
+                    Some(args[i - 1].clone())
+                }
+                None => return Err(err(format!("{flag} needs a value"))),
+            }
+        };
+        let v = value.clone().unwrap_or_default();
+        match m {
+            Meaning::Tp => s.tensor_parallel_size = Some(parse_num(&flag, &v)?),
+            Meaning::Pp => s.pipeline_parallel_size = Some(parse_num(&flag, &v)?),
+            Meaning::MaxLen => s.max_model_len = Some(parse_len(&flag, &v)?),
+            Meaning::GpuUtil => {
+                let u: f64 = parse_num(&flag, &v)?;
+                if !(u > 0.0 && u <= 1.0) {
+                    return Err(err(format!("{flag} {v}: expected a fraction in (0, 1]")));
+                }
+                s.gpu_memory_utilization = Some(u);
+            }
+            Meaning::KvDtype => s.kv_cache_dtype = Some(v),
+            Meaning::MaxSeqs => s.max_num_seqs = Some(parse_num(&flag, &v)?),
+            Meaning::BatchedTokens => s.max_num_batched_tokens = Some(parse_len(&flag, &v)?),
+            Meaning::Eager => {
+                s.enforce_eager = Some(
+                    value
+                        .as_deref()
+                        .map(parse_bool)
+                        .unwrap_or(Some(true))
+                        .unwrap_or(true),
+                )
+            }
+            Meaning::ExpertParallel => {
+                s.enable_expert_parallel = Some(
+                    value
+                        .as_deref()
+                        .map(parse_bool)
+                        .unwrap_or(Some(true))
+                        .unwrap_or(true),
+                )
+            }
+            Meaning::Quant => s.quantization = Some(v),
+            Meaning::Dtype => s.dtype = Some(v),
+            Meaning::Block => s.block_size = Some(parse_num(&flag, &v)?),
+            Meaning::GpuLayers => s.gpu_layers = Some(parse_num(&flag, &v)?),
+            Meaning::Model => s.model = Some(v),
+            Meaning::Inert => s.no_memory_effect.push(format!("{flag} {v}")),
+            Meaning::InertSwitch => s.no_memory_effect.push(flag),
+        }
+    }
+    if s.model.is_none() {
+        return Err(err("the command names no model"));
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn vllm_serve_with_memory_flags_and_unknowns() {
+        let s = parse_command(&words(
+            "vllm serve Qwen/Qwen2.5-72B-Instruct-AWQ --tensor-parallel-size 2 --max-model-len 32k \
+             --gpu-memory-utilization=0.92 --kv-cache-dtype fp8 --enforce-eager --port 8000 \
+             --trust-remote-code --speculative-config {\"n\":1} --some-switch",
+        ))
+        .unwrap();
+        assert_eq!(s.engine, Engine::Vllm);
+        assert_eq!(s.model.as_deref(), Some("Qwen/Qwen2.5-72B-Instruct-AWQ"));
+        assert_eq!(s.tensor_parallel_size, Some(2));
+        assert_eq!(s.max_model_len, Some(32 * 1024));
+        assert_eq!(s.gpu_memory_utilization, Some(0.92));
+        assert_eq!(s.kv_cache_dtype.as_deref(), Some("fp8"));
+        assert_eq!(s.enforce_eager, Some(true));
+        assert_eq!(s.no_memory_effect, ["--port 8000", "--trust-remote-code"]);
+        assert_eq!(
+            s.ignored,
+            ["--speculative-config {\"n\":1}", "--some-switch"]
+        );
+    }
+
+    #[test]
+    fn other_engines() {
+        let s = parse_command(&words(
+            "CUDA_VISIBLE_DEVICES=0,1 python3 -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --tp 2 --context-length 8192 --mem-fraction-static 0.85",
+        ))
+        .unwrap();
+        assert_eq!(
+            (s.engine, s.tensor_parallel_size, s.max_model_len),
+            (Engine::Sglang, Some(2), Some(8192))
+        );
+        assert_eq!(s.gpu_memory_utilization, Some(0.85));
+        let s = parse_command(&words(
+            "python -m vllm.entrypoints.openai.api_server --model facebook/opt-125m",
+        ))
+        .unwrap();
+        assert_eq!(s.model.as_deref(), Some("facebook/opt-125m"));
+        let s = parse_command(&words(
+            "text-generation-launcher --model-id mistralai/Mistral-7B-Instruct-v0.3 --num-shard 2 --max-total-tokens 4096 --quantize awq",
+        ))
+        .unwrap();
+        assert_eq!(
+            (s.engine, s.tensor_parallel_size, s.quantization.as_deref()),
+            (Engine::Tgi, Some(2), Some("awq"))
+        );
+        let s = parse_command(&words(
+            "llama-server -m tiny.gguf -c 4096 -ngl 99 -np 4 --port 8080",
+        ))
+        .unwrap();
+        assert_eq!(
+            (s.engine, s.max_model_len, s.max_num_seqs, s.gpu_layers),
+            (Engine::LlamaCpp, Some(4096), Some(4), Some(99))
+        );
+    }
+
+    #[test]
+    fn bad_commands_are_one_clear_error() {
+        for (cmd, msg) in [
+            ("", "no command after `--`"),
+            ("vllm bench x", "`vllm` without `serve`"),
+            ("python train.py", "without `-m MODULE`"),
+            ("ollama serve", "not a serving engine"),
+            (
+                "vllm serve m --tensor-parallel-size two",
+                "expected a number",
+            ),
+            (
+                "vllm serve m --gpu-memory-utilization 1.5",
+                "expected a fraction",
+            ),
+            ("vllm serve m --max-model-len", "needs a value"),
+            ("vllm serve --port 8000", "names no model"),
+        ] {
+            let e = parse_command(&words(cmd)).unwrap_err();
+            assert!(e.0.contains(msg), "{cmd}: {}", e.0);
+        }
+    }
+}

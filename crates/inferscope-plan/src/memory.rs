@@ -1,0 +1,552 @@
+//! vLLM's memory accounting, per GPU, as the engine does it (see docs/planner.md).
+//!
+//! The engine loads weights, runs one profiling forward pass, and gives what is left of
+//! `gpu_memory_utilization × total` to the KV cache:
+//!
+//! ```text
+//! kv = util × total − weights − non_torch − activation_peak   (− cuda_graph when estimated)
+//! ```
+//!
+//! Each term below is a pure function of the model, the parallel layout and the engine version.
+//! The constants are calibrated against real start-up logs (`fixtures/tools/vllm-logs`) and each
+//! one says where it comes from.
+
+use crate::arch::{AttentionKind, Dtype, LayerAttention, MlpKind, ModelArch, Quantization};
+use serde::{Deserialize, Serialize};
+
+/// 2^30.
+pub const GIB: f64 = (1u64 << 30) as f64;
+
+/// A vLLM release, as printed in its banner or passed as `--engine-version`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct EngineVersion {
+    /// Major.
+    pub major: u32,
+    /// Minor.
+    pub minor: u32,
+    /// Patch.
+    pub patch: u32,
+}
+
+impl EngineVersion {
+    /// The newest accounting this planner models (used for `main`, `latest`, or no version).
+    pub const LATEST: EngineVersion = EngineVersion {
+        major: 0,
+        minor: 19,
+        patch: 0,
+    };
+
+    /// Parse `0.6.4`, `v0.11.0`, `0.8.5.post1`, `main@73c8d677 (between v0.4.1 and v0.4.2)`,
+    /// `main` or `latest`. A `main@` build between two releases counts as the older one.
+    pub fn parse(s: &str) -> Option<EngineVersion> {
+        let s = s.trim();
+        let lower = s.to_ascii_lowercase();
+        if let Some(i) = lower.find("between") {
+            return EngineVersion::parse_plain(lower[i + 7..].split_whitespace().next()?);
+        }
+        if lower.starts_with("main") || lower == "latest" || lower == "nightly" {
+            return Some(EngineVersion::LATEST);
+        }
+        EngineVersion::parse_plain(&lower)
+    }
+
+    fn parse_plain(s: &str) -> Option<EngineVersion> {
+        let s = s.trim_start_matches('v');
+        let mut it = s.split(['.', '+', '-', ' ']);
+        let major = it.next()?.parse().ok()?;
+        let minor = it.next()?.parse().ok()?;
+        let patch = it
+            .next()
+            .map(|p| {
+                p.chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect::<String>()
+            })
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        Some(EngineVersion {
+            major,
+            minor,
+            patch,
+        })
+    }
+
+    /// `(0, 8)` style comparison.
+    pub fn at_least(self, major: u32, minor: u32) -> bool {
+        (self.major, self.minor) >= (major, minor)
+    }
+
+    /// The V1 engine is the default from 0.8.0.
+    pub fn v1_default(self) -> bool {
+        self.at_least(0, 8)
+    }
+}
+
+impl std::fmt::Display for EngineVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+/// Bytes of the weights one GPU holds, by component.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct WeightBytes {
+    /// Input embedding (and learned positions) on this GPU.
+    pub embedding: u64,
+    /// LM head on this GPU.
+    pub lm_head: u64,
+    /// Attention projections of this GPU's layers.
+    pub attention: u64,
+    /// Dense MLPs and shared experts.
+    pub mlp: u64,
+    /// Routed experts.
+    pub experts: u64,
+    /// Norms, routers, biases kept in the native dtype.
+    pub other: u64,
+    /// Vision/audio tower.
+    pub vision: u64,
+    /// RoPE cos/sin cache vLLM allocates for max_position_embeddings.
+    pub rope_cache: u64,
+}
+
+impl WeightBytes {
+    /// Sum.
+    pub fn total(&self) -> u64 {
+        self.embedding
+            + self.lm_head
+            + self.attention
+            + self.mlp
+            + self.experts
+            + self.other
+            + self.vision
+            + self.rope_cache
+    }
+}
+
+/// How one GPU takes part in the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// Tensor-parallel size.
+    pub tp: u32,
+    /// Pipeline-parallel size.
+    pub pp: u32,
+    /// This GPU's pipeline stage (0-based).
+    pub stage: u32,
+    /// Experts are split across the TP×DP group whole (expert parallelism) instead of each
+    /// expert being sliced by TP.
+    pub expert_parallel: bool,
+}
+
+impl Shard {
+    /// One GPU, whole model.
+    pub const SINGLE: Shard = Shard {
+        tp: 1,
+        pp: 1,
+        stage: 0,
+        expert_parallel: false,
+    };
+}
+
+fn cdiv(a: u64, b: u64) -> u64 {
+    if b == 0 { 0 } else { a.div_ceil(b) }
+}
+
+fn round_up(a: u64, m: u64) -> u64 {
+    cdiv(a, m) * m
+}
+
+/// Layers of pipeline stage `stage` (vLLM `get_pp_indices`: equal split, the remainder to the
+/// last stages).
+pub fn stage_layers(layers: u32, pp: u32, stage: u32) -> std::ops::Range<usize> {
+    let pp = pp.max(1);
+    let stage = stage.min(pp - 1);
+    let base = layers / pp;
+    let rem = layers % pp;
+    // vLLM gives the extra layers to the last `rem` partitions
+    let extra_before = stage.saturating_sub(pp - rem);
+    let start = stage * base + extra_before;
+    let mine = base + u32::from(stage >= pp - rem && rem > 0);
+    start as usize..(start + mine) as usize
+}
+
+/// Weights held by one GPU. `quant` is the effective quantization (checkpoint or flag).
+pub fn weights_per_gpu(
+    arch: &ModelArch,
+    quant: Option<&Quantization>,
+    shard: Shard,
+) -> WeightBytes {
+    let tp = u64::from(shard.tp.max(1));
+    let native = arch.dtype.bytes() as f64;
+    let h = arch.hidden_size;
+    let qb = |params: u64, quantized: bool| -> u64 {
+        match quant {
+            Some(q) if quantized => (params as f64 * q.bytes_per_weight()).ceil() as u64,
+            _ => (params as f64 * native) as u64,
+        }
+    };
+    let attn_q = quant.is_some_and(|q| !q.attention_unquantized);
+    let mlp_q = quant.is_some_and(|q| !q.dense_mlp_unquantized);
+    let first = shard.stage == 0;
+    let last = shard.stage + 1 >= shard.pp.max(1);
+    let mut w = WeightBytes::default();
+
+    // Embedding and LM head: vocab padded to 64, sharded by TP.
+    let vocab_rank = cdiv(round_up(arch.vocab_size, 64), tp);
+    if first {
+        w.embedding = qb(vocab_rank * h + arch.learned_positions * h, false);
+    }
+    if last && (!arch.tie_word_embeddings || shard.pp > 1) {
+        w.lm_head = qb(vocab_rank * h, quant.is_some_and(|q| q.lm_head_quantized));
+    }
+    if last {
+        w.other += qb(h, false); // final norm
+    }
+
+    let heads_rank = cdiv(u64::from(arch.num_attention_heads), tp);
+    let range = stage_layers(arch.num_layers, shard.pp, shard.stage);
+    for i in range {
+        let layer: LayerAttention = arch.layers.get(i).copied().unwrap_or(LayerAttention {
+            kind: AttentionKind::Full,
+            kv_heads: arch.num_kv_heads,
+            head_dim: arch.head_dim,
+            k_eq_v: false,
+        });
+        // ---- attention ----
+        let (attn, attn_bias) = if let Some(m) = arch.mla {
+            let qk = u64::from(m.qk_nope_head_dim + m.qk_rope_head_dim);
+            let q = match m.q_lora_rank {
+                Some(r) => h * u64::from(r) + u64::from(r) * heads_rank * qk,
+                None => h * heads_rank * qk,
+            };
+            let kv_a = h * u64::from(m.kv_lora_rank + m.qk_rope_head_dim);
+            let kv_b = u64::from(m.kv_lora_rank)
+                * heads_rank
+                * u64::from(m.qk_nope_head_dim + m.v_head_dim);
+            let o = heads_rank * u64::from(m.v_head_dim) * h;
+            let norms = u64::from(m.kv_lora_rank) + u64::from(m.q_lora_rank.unwrap_or(0));
+            (q + kv_a + kv_b + o, norms)
+        } else if layer.kind == AttentionKind::NoKv {
+            // linear-attention / mamba layer: approximate with the same projection budget
+            (4 * h * heads_rank * u64::from(layer.head_dim), 0)
+        } else {
+            let hd = u64::from(layer.head_dim);
+            let kv_rank = cdiv(u64::from(layer.kv_heads), tp).max(1);
+            let kv_mats = if layer.k_eq_v { 1 } else { 2 };
+            let q = h * heads_rank * hd;
+            let kv = kv_mats * h * kv_rank * hd;
+            let o = heads_rank * hd * h;
+            let bias = if arch.attention_bias {
+                heads_rank * hd + kv_mats * kv_rank * hd + h
+            } else {
+                0
+            };
+            (q + kv + o, bias)
+        };
+        w.attention += qb(attn, attn_q);
+        w.other += qb(attn_bias + 2 * h, false);
+
+        // ---- feed-forward ----
+        let dense_mlp = |inter: u64| -> (u64, u64) {
+            let i_rank = cdiv(inter, tp);
+            match arch.mlp {
+                MlpKind::Gated => (3 * h * i_rank, 0),
+                MlpKind::Plain => (2 * h * i_rank, i_rank + h),
+            }
+        };
+        let is_moe = arch
+            .moe
+            .as_ref()
+            .is_some_and(|m| m.moe_layers.get(i).copied().unwrap_or(false));
+        if let (true, Some(moe)) = (is_moe, arch.moe.as_ref()) {
+            let e = u64::from(moe.experts);
+            let (experts_here, ei_rank) = if shard.expert_parallel {
+                (cdiv(e, tp), moe.expert_intermediate)
+            } else {
+                (e, cdiv(moe.expert_intermediate, tp))
+            };
+            let mxfp4 = quant.is_some_and(|q| q.method == "mxfp4");
+            let (eh, ei) = if mxfp4 {
+                // vLLM's MXFP4 MoE kernels pad both expert dimensions to multiples of 256
+                (round_up(h, 256), round_up(ei_rank, 256))
+            } else {
+                (h, ei_rank)
+            };
+            let per_expert = 3 * eh * ei;
+            w.experts += qb(experts_here * per_expert, quant.is_some());
+            if moe.expert_bias {
+                w.other += qb(experts_here * (2 * ei + eh), false);
+            }
+            if moe.shared_intermediate > 0 {
+                let s_rank = cdiv(moe.shared_intermediate, tp);
+                w.mlp += qb(
+                    3 * h * s_rank,
+                    mlp_q || quant.is_some_and(|q| !q.dense_mlp_unquantized),
+                );
+            }
+            w.other += qb(h * e, false); // router, replicated
+            if moe.dense_beside_moe {
+                let (m, b) = dense_mlp(arch.intermediate_size);
+                w.mlp += qb(m, mlp_q);
+                w.other += qb(b, false);
+            }
+        } else {
+            let (m, b) = dense_mlp(arch.intermediate_size);
+            w.mlp += qb(m, mlp_q);
+            w.other += qb(b, false);
+        }
+    }
+
+    if first {
+        w.vision = qb(cdiv(arch.vision_params, tp), false);
+    }
+    // RoPE cos/sin cache: max_position × rotary_dim in the model dtype, on every GPU.
+    w.rope_cache = arch.max_position_embeddings * u64::from(arch.rotary_dim) * arch.dtype.bytes();
+    w
+}
+
+/// Bytes of the whole checkpoint (all ranks, plus MTP layers vLLM does not load), computed from
+/// the architecture. The catalog's published size wins when known.
+pub fn checkpoint_bytes(arch: &ModelArch) -> u64 {
+    if let Some(b) = arch.checkpoint_bytes {
+        return b;
+    }
+    let mut w = weights_per_gpu(arch, arch.quantization.as_ref(), Shard::SINGLE);
+    w.rope_cache = 0;
+    let per_layer = (w.attention + w.mlp + w.experts + w.other) / u64::from(arch.num_layers.max(1));
+    w.total() + per_layer * u64::from(arch.mtp_layers)
+}
+
+/// Parameters of the model (text + vision), estimated from the architecture.
+pub fn parameter_count(arch: &ModelArch) -> u64 {
+    if let Some(p) = arch.published_params {
+        return p;
+    }
+    let mut a = arch.clone();
+    a.dtype = Dtype::Fp8; // one byte per parameter
+    a.quantization = None;
+    let mut w = weights_per_gpu(&a, None, Shard::SINGLE);
+    w.rope_cache = 0;
+    w.total()
+}
+
+/// KV bytes per token of one layer on one GPU.
+pub fn kv_bytes_per_token_layer(
+    arch: &ModelArch,
+    layer: &LayerAttention,
+    tp: u32,
+    kv: Dtype,
+) -> u64 {
+    if let Some(m) = arch.mla {
+        // the latent (kv_lora_rank) plus the shared RoPE key, replicated on every TP rank
+        return u64::from(m.kv_lora_rank + m.qk_rope_head_dim) * kv.bytes();
+    }
+    if layer.kind == AttentionKind::NoKv {
+        return 0;
+    }
+    let kv_rank = cdiv(u64::from(layer.kv_heads), u64::from(tp.max(1))).max(1);
+    let mats = if layer.k_eq_v { 1 } else { 2 };
+    mats * kv_rank * u64::from(layer.head_dim) * kv.bytes()
+}
+
+/// Non-torch memory (CUDA context growth, NCCL and custom all-reduce buffers) per GPU.
+///
+/// Calibrated on H100 start-ups of vLLM 0.19 (llm-d sweep): 0.24–0.27 GiB with TP=1,
+/// 2.07–2.10 GiB with TP=2, 2.13–2.21 GiB with TP=4, 0.07 GiB with PP=2/TP=1. V0 releases
+/// measured `total − free` after profiling, which also counts the CUDA context: 0.67 GiB fits
+/// the RTX A6000 logs of vLLM 0.4.
+pub fn non_torch_bytes(tp: u32, pp: u32, v1: bool) -> u64 {
+    let gib = if !v1 {
+        0.67 + if tp > 1 { 0.3 } else { 0.0 }
+    } else if tp > 1 {
+        2.0 + 0.04 * f64::from(tp.min(64))
+    } else if pp > 1 {
+        0.1
+    } else {
+        0.25
+    };
+    (gib * GIB) as u64
+}
+
+/// Inputs of the activation estimate.
+#[derive(Debug, Clone, Copy)]
+pub struct ProfileShape {
+    /// Tokens of the profiling forward pass.
+    pub tokens: u64,
+    /// Sequences whose logits the dummy sampler run computes.
+    pub seqs: u64,
+    /// V1 engine.
+    pub v1: bool,
+    /// Tensor-parallel size.
+    pub tp: u32,
+}
+
+/// Peak torch memory of the profiling run beyond the weights.
+///
+/// V1 (calibrated on 14 H100 start-ups, 8192 tokens, 1024 sequences): the dummy sampler run
+/// dominates at ≈ 14.4 bytes × max_num_seqs × vocab (fp32 logits, sorted copy and int64
+/// indices), plus 2 bytes × tokens × hidden of hidden states, 0.07 GiB of fixed buffers, the
+/// fused-MoE workspaces (tokens × top-k × (max(2·I, H) + I) × 2 bytes), and 0.25 GiB for a
+/// vision encoder's profile. V0 profiles a whole max_model_len sequence: ≈ 8 bytes × tokens ×
+/// intermediate/TP of MLP activations plus 8 bytes × 256 × vocab of sampler state.
+pub fn activation_bytes(arch: &ModelArch, p: ProfileShape) -> u64 {
+    let tp = u64::from(p.tp.max(1));
+    let h = arch.hidden_size as f64;
+    let v = arch.vocab_size as f64;
+    let t = p.tokens as f64;
+    let moe_ws = arch.moe.as_ref().map_or(0.0, |m| {
+        let ei = (m.expert_intermediate as f64 / tp as f64).ceil();
+        t * f64::from(m.experts_per_token) * ((2.0 * ei).max(h) + ei) * 2.0
+    });
+    let vision = if arch.vision_params > 0 {
+        0.25 * GIB
+    } else {
+        0.0
+    };
+    let bytes = if p.v1 {
+        14.4 * p.seqs as f64 * v + 2.0 * t * h + 0.07 * GIB + moe_ws + vision
+    } else {
+        let inter = arch.intermediate_size as f64 / tp as f64;
+        8.0 * t * inter + 8.0 * p.seqs as f64 * v + moe_ws + vision
+    };
+    bytes as u64
+}
+
+/// CUDA-graph memory when graphs are captured (not with `--enforce-eager`).
+///
+/// Rough fit to the H100 logs (0.65–1.79 GiB): 0.5 GiB + 0.013 GiB per layer on this GPU, less
+/// a little under TP. It does not move the KV figure in the releases modelled (see
+/// [`cuda_graph_in_budget`]), only whether the remaining `1 − util` share holds the graphs.
+pub fn cuda_graph_bytes(layers_here: u32, tp: u32) -> u64 {
+    let tp_factor = if tp > 1 { 0.85 } else { 1.0 };
+    ((0.5 + 0.013 * f64::from(layers_here)) * tp_factor * GIB) as u64
+}
+
+/// Whether vLLM subtracts CUDA-graph memory before sizing the KV cache. Every release in the
+/// logs (0.4 to 0.19) captures graphs after KV sizing, outside `gpu_memory_utilization`
+/// (vLLM ≥ 0.11 prints the graph memory it measured but only subtracts an estimate with
+/// `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1`).
+pub fn cuda_graph_in_budget(estimate_env: bool) -> bool {
+    estimate_env
+}
+
+/// One KV-cache group's kind, as vLLM V1 builds them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KvGroupKind {
+    /// Attention kind shared by the group's layers.
+    pub kind: AttentionKind,
+    /// Layers of this kind on the GPU.
+    pub layers: u32,
+    /// Groups of this kind.
+    pub groups: u32,
+}
+
+/// How vLLM V1 lays the KV cache out on one GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvLayout {
+    /// Bytes per token summed over this GPU's layers (full context, windows ignored).
+    pub bytes_per_token: u64,
+    /// Bytes of one block of one layer (page size; the largest when layers differ).
+    pub page_bytes: u64,
+    /// Layers sharing one block id (group size).
+    pub group_size: u32,
+    /// Kinds and their group counts.
+    pub kinds: Vec<KvGroupKind>,
+}
+
+impl KvLayout {
+    /// Total groups.
+    pub fn num_groups(&self) -> u32 {
+        self.kinds.iter().map(|k| k.groups).sum::<u32>().max(1)
+    }
+
+    /// Bytes one block id costs across the group's layers.
+    pub fn bytes_per_block(&self) -> u64 {
+        self.page_bytes * u64::from(self.group_size.max(1))
+    }
+
+    /// Blocks one request of `max_len` tokens needs (vLLM `max_memory_usage_bytes` per spec).
+    pub fn blocks_per_request(&self, max_len: u64, block: u64, batched_tokens: u64) -> u64 {
+        let mut total = 0;
+        for k in &self.kinds {
+            let per = match k.kind {
+                AttentionKind::Full => cdiv(max_len, block),
+                AttentionKind::Sliding(w) => {
+                    cdiv(
+                        (u64::from(w).saturating_sub(1) + batched_tokens).min(max_len),
+                        block,
+                    ) + 1
+                }
+                AttentionKind::ChunkedLocal(c) => {
+                    cdiv((u64::from(c) + batched_tokens).min(max_len), block)
+                }
+                AttentionKind::NoKv => 0,
+            };
+            total += per * u64::from(k.groups);
+        }
+        total.max(1)
+    }
+}
+
+/// The V1 KV layout of the layers in `range`.
+pub fn kv_layout(
+    arch: &ModelArch,
+    range: std::ops::Range<usize>,
+    tp: u32,
+    kv: Dtype,
+    block: u64,
+) -> KvLayout {
+    let mut kinds: Vec<KvGroupKind> = Vec::new();
+    let mut bytes_per_token = 0;
+    let mut page = 0;
+    let fallback = LayerAttention {
+        kind: AttentionKind::Full,
+        kv_heads: arch.num_kv_heads,
+        head_dim: arch.head_dim,
+        k_eq_v: false,
+    };
+    for i in range {
+        let l = arch.layers.get(i).copied().unwrap_or(fallback);
+        let kind = if arch.mla.is_some() {
+            AttentionKind::Full
+        } else {
+            l.kind
+        };
+        let b = kv_bytes_per_token_layer(arch, &l, tp, kv);
+        if b == 0 {
+            continue;
+        }
+        bytes_per_token += b;
+        page = page.max(b * block);
+        match kinds.iter_mut().find(|k| k.kind == kind) {
+            Some(k) => k.layers += 1,
+            None => kinds.push(KvGroupKind {
+                kind,
+                layers: 1,
+                groups: 1,
+            }),
+        }
+    }
+    // vLLM `_get_kv_cache_groups_uniform_page_size`: group size = the smallest kind's layer
+    // count, or the largest when all are within 25 % of each other (avoids padding).
+    let min = kinds.iter().map(|k| k.layers).min().unwrap_or(1);
+    let max = kinds.iter().map(|k| k.layers).max().unwrap_or(1);
+    let group_size = if kinds.len() <= 1 || (max as f64) < 1.25 * min as f64 {
+        max
+    } else {
+        min
+    };
+    for k in kinds.iter_mut() {
+        k.groups = k.layers.div_ceil(group_size.max(1));
+    }
+    KvLayout {
+        bytes_per_token,
+        page_bytes: page,
+        group_size: group_size.max(1),
+        kinds,
+    }
+}
+
+/// Round to two decimals of GiB.
+pub fn gib2(bytes: f64) -> f64 {
+    (bytes / GIB * 100.0).round() / 100.0
+}

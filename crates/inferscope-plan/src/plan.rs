@@ -1,0 +1,585 @@
+//! One plan: model + GPUs + engine settings → per-GPU memory, KV tokens, concurrency.
+//!
+//! [`plan`] is pure and cheap (no I/O, a few small vectors) so `plan --find` can call it
+//! thousands of times. Every default it picks and every approximation it relies on is appended
+//! to [`Plan::assumptions`].
+
+use crate::arch::{AttentionKind, Dtype, ModelArch, Quantization};
+use crate::engine::Engine;
+use crate::memory::{
+    self, EngineVersion, GIB, ProfileShape, Shard, activation_bytes, cuda_graph_bytes, gib2,
+    kv_layout, non_torch_bytes, stage_layers, weights_per_gpu,
+};
+use serde::{Deserialize, Serialize};
+
+/// The GPUs the plan runs on (all alike).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuSpec {
+    /// Name, for output.
+    pub name: String,
+    /// Total memory as PyTorch reports it (`torch.cuda.mem_get_info()[1]`), bytes.
+    pub total_bytes: u64,
+    /// GPUs available.
+    pub count: u32,
+}
+
+/// Everything a plan depends on. `None` = the engine's default for this version and GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanRequest {
+    /// The model.
+    pub arch: ModelArch,
+    /// Repo id or name, for output.
+    pub model_name: String,
+    /// GPUs.
+    pub gpu: GpuSpec,
+    /// Tensor-parallel size.
+    pub tp: u32,
+    /// Pipeline-parallel size.
+    pub pp: u32,
+    /// Expert parallelism for MoE (`--enable-expert-parallel`).
+    pub expert_parallel: bool,
+    /// `--max-model-len`.
+    pub max_model_len: Option<u64>,
+    /// `--gpu-memory-utilization` (vLLM default 0.9).
+    pub gpu_memory_utilization: Option<f64>,
+    /// `--kv-cache-dtype` (`auto` = model dtype).
+    pub kv_cache_dtype: Option<String>,
+    /// `--dtype` (`auto` = checkpoint dtype).
+    pub dtype: Option<String>,
+    /// `--quantization`, when it differs from the checkpoint's (e.g. online `fp8`).
+    pub quantization: Option<String>,
+    /// `--max-num-seqs`.
+    pub max_num_seqs: Option<u32>,
+    /// `--max-num-batched-tokens`.
+    pub max_num_batched_tokens: Option<u64>,
+    /// `--block-size`.
+    pub block_size: Option<u32>,
+    /// `--enforce-eager`.
+    pub enforce_eager: bool,
+    /// The serving engine.
+    pub engine: Engine,
+    /// Engine version (`None` = latest modelled).
+    pub engine_version: Option<String>,
+    /// Force the V0 (`Some(false)`) or V1 (`Some(true)`) engine; default by version.
+    pub v1: Option<bool>,
+    /// Offline `LLM()` class rather than the OpenAI server (changes V1 batch defaults).
+    pub offline: bool,
+    /// Concurrent sequences of `max_model_len` the user needs.
+    pub concurrency: Option<u32>,
+}
+
+impl PlanRequest {
+    /// A request with vLLM's defaults for everything but the model and GPU.
+    pub fn new(arch: ModelArch, model_name: impl Into<String>, gpu: GpuSpec) -> PlanRequest {
+        PlanRequest {
+            arch,
+            model_name: model_name.into(),
+            gpu,
+            tp: 1,
+            pp: 1,
+            expert_parallel: false,
+            max_model_len: None,
+            gpu_memory_utilization: None,
+            kv_cache_dtype: None,
+            dtype: None,
+            quantization: None,
+            max_num_seqs: None,
+            max_num_batched_tokens: None,
+            block_size: None,
+            enforce_eager: false,
+            engine: Engine::Vllm,
+            engine_version: None,
+            v1: None,
+            offline: false,
+            concurrency: None,
+        }
+    }
+}
+
+/// Memory on one GPU, GiB with two decimals.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PerGpu {
+    /// What the engine may use: `gpu_memory_utilization × gpu_total_gib`.
+    pub total_gib: f64,
+    /// Memory PyTorch sees on the GPU.
+    pub gpu_total_gib: f64,
+    /// Weights on this GPU.
+    pub weights_gib: f64,
+    /// CUDA context growth, NCCL and all-reduce buffers.
+    pub non_torch_gib: f64,
+    /// Activation peak of the profiling run.
+    pub activation_gib: f64,
+    /// CUDA graphs (0 with enforce-eager).
+    pub cuda_graph_gib: f64,
+    /// KV cache.
+    pub kv_cache_gib: f64,
+    /// Memory left on the GPU after the engine's share and the CUDA graphs (negative: OOM).
+    pub free_after_kv_gib: f64,
+}
+
+/// The engine the plan models.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EngineInfo {
+    /// Engine.
+    pub name: Engine,
+    /// Version whose accounting was used.
+    pub version: String,
+    /// V1 engine (false: V0).
+    pub v1: bool,
+}
+
+/// The plan (`inferscope plan --json`). A superset of `inferscope_model::facts::PlanFacts`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The engine starts: weights and activations fit, the KV cache holds one `max_model_len`
+    /// request, and the CUDA graphs fit beside the engine's share.
+    pub fits: bool,
+    /// Why it does not fit (empty when it fits).
+    pub problems: Vec<String>,
+    /// Per-GPU breakdown (pipeline stage 0, the rank vLLM logs).
+    pub per_gpu: PerGpu,
+    /// KV capacity in tokens over the engine, as vLLM V1 prints `GPU KV cache size`.
+    pub kv_cache_tokens: u64,
+    /// Requests of `max_model_len` tokens that fit at once.
+    pub max_concurrency: f64,
+    /// Concurrency asked for.
+    pub concurrency: Option<u32>,
+    /// `max_concurrency ≥ concurrency` (None when no concurrency was asked for).
+    pub meets_concurrency: Option<bool>,
+    /// Context length planned for.
+    pub max_model_len: Option<u64>,
+    /// Tensor-parallel size.
+    pub tensor_parallel_size: Option<u32>,
+    /// Pipeline-parallel size.
+    pub pipeline_parallel_size: u32,
+    /// GPUs used (`tp × pp`).
+    pub gpus_used: u32,
+    /// Checkpoint bytes the host reads while loading.
+    pub weights_bytes_total: Option<u64>,
+    /// GPUs by PCI address (filled by the caller when it knows them).
+    pub gpus: Vec<inferscope_model::ids::PciBusId>,
+    /// NUMA nodes (filled by the caller).
+    pub numa_nodes: Vec<u32>,
+    /// KV bytes per token on one GPU, all its layers, windows ignored.
+    pub kv_bytes_per_token: u64,
+    /// KV cache blocks (`num_gpu_blocks`).
+    pub blocks: u64,
+    /// Tokens per block.
+    pub block_size: u32,
+    /// KV cache groups (V1 hybrid models: one per attention kind and group of layers).
+    pub kv_cache_groups: u32,
+    /// KV dtype used.
+    pub kv_cache_dtype: Dtype,
+    /// Model.
+    pub model: String,
+    /// GPU name.
+    pub gpu: String,
+    /// Engine accounting used.
+    pub engine: EngineInfo,
+    /// Every default and approximation the numbers rest on.
+    pub assumptions: Vec<String>,
+}
+
+/// One stage's numbers (bytes).
+#[derive(Debug, Clone, Copy, Default)]
+struct Stage {
+    weights: u64,
+    non_torch: u64,
+    activation: u64,
+    cuda_graph: u64,
+    kv: i64,
+    blocks: u64,
+    free_after: i64,
+}
+
+/// Compute the plan.
+pub fn plan(req: &PlanRequest) -> Plan {
+    let arch = &req.arch;
+    let mut assumptions: Vec<String> = Vec::with_capacity(12);
+    let mut problems: Vec<String> = Vec::new();
+    let tp = req.tp.clamp(1, 1024);
+    let pp = req.pp.clamp(1, 1024);
+
+    // ---- engine version ----
+    let version = req
+        .engine_version
+        .as_deref()
+        .and_then(EngineVersion::parse)
+        .unwrap_or(EngineVersion::LATEST);
+    if req.engine_version.is_none() {
+        assumptions.push(format!(
+            "engine version not given: vLLM {version} accounting"
+        ));
+    } else if req
+        .engine_version
+        .as_deref()
+        .and_then(EngineVersion::parse)
+        .is_none()
+    {
+        assumptions.push(format!(
+            "engine version {:?} not understood: vLLM {version} accounting",
+            req.engine_version.as_deref().unwrap_or("")
+        ));
+    }
+    if req.engine != Engine::Vllm {
+        assumptions.push(format!(
+            "{:?}: memory follows vLLM's accounting; this engine's own overheads are not modelled",
+            req.engine
+        ));
+    }
+    let v1 = req.v1.unwrap_or(version.v1_default());
+
+    // ---- dtypes and quantization ----
+    let mut arch_dtype = arch.dtype;
+    if let Some(d) = req.dtype.as_deref().filter(|d| *d != "auto") {
+        match Dtype::parse(d) {
+            Some(d) if d != Dtype::Fp8 => arch_dtype = d,
+            _ => assumptions.push(format!(
+                "--dtype {d} not understood: using {:?}",
+                arch.dtype
+            )),
+        }
+    }
+    let flag_quant: Option<Quantization> = req
+        .quantization
+        .as_deref()
+        .filter(|q| !q.is_empty() && *q != "none")
+        .and_then(|q| {
+            let q = q.to_ascii_lowercase();
+            // a flag naming the checkpoint's own method (or its marlin kernel) changes nothing
+            match &arch.quantization {
+                Some(c)
+                    if q.contains(&c.method) || c.method.contains(&q) || q.contains("marlin") =>
+                {
+                    None
+                }
+                Some(c) if c.method == "compressed-tensors" => None,
+                _ => Quantization::from_method(&q),
+            }
+        });
+    let quant = flag_quant.as_ref().or(arch.quantization.as_ref());
+    if let Some(q) = quant {
+        assumptions.push(format!(
+            "weights: {} {}-bit{}, {:.3} bytes per quantized weight; embeddings, norms, routers and lm_head stay {:?}{}",
+            q.method,
+            q.bits,
+            if q.group_size > 0 { format!(" (group {})", q.group_size) } else { String::new() },
+            q.bytes_per_weight(),
+            arch_dtype,
+            if q.attention_unquantized { "; attention stays unquantized" } else { "" },
+        ));
+    }
+    let kv_dtype = match req.kv_cache_dtype.as_deref().filter(|k| *k != "auto") {
+        Some(k) => Dtype::parse(k).unwrap_or_else(|| {
+            assumptions.push(format!(
+                "--kv-cache-dtype {k} not understood: using the model dtype"
+            ));
+            arch_dtype
+        }),
+        None => arch_dtype,
+    };
+    let arch_eff;
+    let arch = if arch_dtype != arch.dtype {
+        arch_eff = ModelArch {
+            dtype: arch_dtype,
+            ..arch.clone()
+        };
+        &arch_eff
+    } else {
+        arch
+    };
+
+    // ---- engine defaults ----
+    // 1 PiB per GPU bounds every byte sum below i64.
+    let total = req.gpu.total_bytes.min(1 << 50);
+    let util = req
+        .gpu_memory_utilization
+        .filter(|u| u.is_finite())
+        .unwrap_or(0.9)
+        .clamp(0.0, 1.0);
+    if req.gpu_memory_utilization.is_none() {
+        assumptions.push("gpu_memory_utilization 0.9 (vLLM default)".into());
+    }
+    let max_len = req
+        .max_model_len
+        .unwrap_or(arch.max_position_embeddings)
+        .clamp(1, 1 << 40);
+    if req.max_model_len.is_none() {
+        assumptions.push(format!(
+            "max_model_len {max_len} (model's max_position_embeddings, vLLM default)"
+        ));
+    } else if max_len > arch.max_position_embeddings {
+        assumptions.push(format!(
+            "max_model_len {max_len} exceeds max_position_embeddings {}: vLLM refuses it unless \
+             VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+            arch.max_position_embeddings
+        ));
+    }
+    let big_gpu = total as f64 >= 70.0 * GIB;
+    let (default_tokens, default_seqs) = if !v1 {
+        (max_len.max(2048), 256)
+    } else if big_gpu {
+        // vLLM ≥ 0.8 `_set_default_args`: ≥ 70 GiB GPUs other than A100
+        if req.offline {
+            (16384, 1024)
+        } else {
+            (8192, 1024)
+        }
+    } else if req.offline {
+        (8192, 256)
+    } else {
+        (2048, 256)
+    };
+    let is_a100 = req.gpu.name.to_ascii_lowercase().contains("a100");
+    let (default_tokens, default_seqs) = if v1 && big_gpu && is_a100 {
+        if req.offline {
+            (8192, 256)
+        } else {
+            (2048, 256)
+        }
+    } else {
+        (default_tokens, default_seqs)
+    };
+    let batched_tokens = req
+        .max_num_batched_tokens
+        .unwrap_or(default_tokens)
+        .clamp(1, 1 << 32);
+    let seqs = u64::from(req.max_num_seqs.unwrap_or(default_seqs).clamp(1, 1 << 20));
+    if req.max_num_batched_tokens.is_none() {
+        assumptions.push(if v1 {
+            format!("profiling batch: max_num_batched_tokens {batched_tokens} (vLLM V1 default for this GPU)")
+        } else {
+            format!("profiling batch: one max_model_len sequence of {batched_tokens} tokens (V0 without chunked prefill)")
+        });
+    }
+    if req.max_num_seqs.is_none() {
+        assumptions.push(format!("max_num_seqs {seqs} (vLLM default for this GPU)"));
+    }
+    let block = u64::from(req.block_size.unwrap_or(16).clamp(1, 4096));
+    if req.block_size.is_none() {
+        assumptions.push("block size 16 tokens (vLLM default; FlashMLA would use 64)".into());
+    }
+    if arch.mla.is_some() {
+        assumptions.push("MLA: the compressed latent (kv_lora_rank + qk_rope_head_dim) is cached whole on every TP rank".into());
+    }
+    if tp as u64 > u64::from(arch.num_kv_heads) && arch.mla.is_none() {
+        assumptions.push(format!(
+            "TP {tp} > {} KV heads: each rank keeps one replicated KV head",
+            arch.num_kv_heads
+        ));
+    }
+    if arch.num_attention_heads % tp != 0 {
+        problems.push(format!(
+            "{} attention heads are not divisible by tensor_parallel_size {tp}",
+            arch.num_attention_heads
+        ));
+    }
+    if pp > arch.num_layers {
+        problems.push(format!(
+            "pipeline_parallel_size {pp} exceeds {} layers",
+            arch.num_layers
+        ));
+    }
+    let gpus_used = tp.saturating_mul(pp);
+    if gpus_used > req.gpu.count {
+        problems.push(format!(
+            "tp × pp = {gpus_used} GPUs but only {} available",
+            req.gpu.count
+        ));
+    }
+    if req.enforce_eager {
+        assumptions.push("enforce_eager: no CUDA graphs".into());
+    } else {
+        assumptions.push("CUDA graphs captured after KV sizing, outside gpu_memory_utilization (as in vLLM 0.4–0.19 logs); estimate 0.5 GiB + 13 MiB per layer".into());
+    }
+    assumptions.push(format!(
+        "non-torch memory {:.2} GiB per GPU (calibrated on H100 logs{})",
+        non_torch_bytes(tp, pp, v1) as f64 / GIB,
+        if v1 {
+            ""
+        } else {
+            "; V0 counts the CUDA context"
+        }
+    ));
+    if arch.vision_params > 0 {
+        assumptions.push(
+            "multimodal: vision tower loaded in the model dtype and profiled (≈0.25 GiB)".into(),
+        );
+    }
+    if arch.moe.is_some() {
+        assumptions.push(if req.expert_parallel {
+            "MoE: experts placed whole across the TP group (expert parallel)".into()
+        } else {
+            "MoE: every expert sliced across TP ranks".into()
+        });
+    }
+    if pp > 1 {
+        assumptions.push(
+            "pipeline parallel: per-GPU figures are stage 0's; blocks are the minimum over stages"
+                .into(),
+        );
+    }
+
+    // ---- per stage ----
+    let usable = (util * total as f64) as u64;
+    let mut first = Stage::default();
+    let mut min_blocks = u64::MAX;
+    let mut layout0 = None;
+    let mut all_fit_weights = true;
+    let mut graphs_fit = true;
+    let stages = pp.min(arch.num_layers.max(1));
+    for s in 0..stages {
+        // stages in the middle are like stage 1; compute the first, last and one middle only
+        if s > 1 && s + 1 < stages {
+            continue;
+        }
+        let shard = Shard {
+            tp,
+            pp: stages,
+            stage: s,
+            expert_parallel: req.expert_parallel,
+        };
+        let w = weights_per_gpu(arch, quant, shard).total();
+        let nt = non_torch_bytes(tp, pp, v1);
+        let act = activation_bytes(
+            arch,
+            ProfileShape {
+                tokens: batched_tokens,
+                seqs,
+                v1,
+                tp,
+            },
+        );
+        let range = stage_layers(arch.num_layers, stages, s);
+        let layers_here = range.len() as u32;
+        let graph = if req.enforce_eager {
+            0
+        } else {
+            cuda_graph_bytes(layers_here, tp)
+        };
+        let kv = usable as i64 - (w + nt + act) as i64;
+        let layout = kv_layout(arch, range, tp, kv_dtype, block);
+        let blocks = if kv <= 0 {
+            0
+        } else if v1 {
+            kv as u64 / layout.bytes_per_block().max(1)
+        } else {
+            kv as u64 / (layout.bytes_per_token * block).max(1)
+        };
+        let free_after = total as i64 - usable as i64 - graph as i64;
+        if kv <= 0 {
+            all_fit_weights = false;
+        }
+        if free_after < 0 {
+            graphs_fit = false;
+        }
+        min_blocks = min_blocks.min(blocks);
+        if s == 0 {
+            first = Stage {
+                weights: w,
+                non_torch: nt,
+                activation: act,
+                cuda_graph: graph,
+                kv,
+                blocks,
+                free_after,
+            };
+            layout0 = Some(layout);
+        }
+    }
+    let layout = layout0.unwrap_or_else(|| kv_layout(arch, 0..0, tp, kv_dtype, block));
+    let blocks = if min_blocks == u64::MAX {
+        first.blocks
+    } else {
+        min_blocks
+    };
+
+    // ---- tokens and concurrency ----
+    let (kv_tokens, max_conc, groups) = if layout.bytes_per_token == 0 {
+        (0, 0.0, 0)
+    } else if v1 {
+        let groups = layout.num_groups();
+        let tokens = blocks / u64::from(groups) * block;
+        let per_req = layout.blocks_per_request(max_len, block, batched_tokens);
+        (tokens, blocks as f64 / per_req as f64, groups)
+    } else {
+        let tokens = blocks * block;
+        (tokens, tokens as f64 / max_len as f64, 1)
+    };
+    if v1 && arch.is_hybrid() {
+        assumptions.push(format!(
+            "hybrid KV layout: {} groups of {} layers; tokens = blocks / groups × block size, as vLLM V1 prints them",
+            groups, layout.group_size
+        ));
+    }
+    if !v1 && layout.kinds.iter().any(|k| k.kind != AttentionKind::Full) {
+        assumptions.push("V0: sliding-window layers get a full-length KV pool".into());
+    }
+    if quant.is_some_and(|q| q.kv_cache_fp8) && req.kv_cache_dtype.is_none() {
+        assumptions.push(
+            "checkpoint ships fp8 KV scales; KV dtype stays auto unless --kv-cache-dtype fp8"
+                .into(),
+        );
+    }
+
+    if !all_fit_weights {
+        problems.push(format!(
+            "weights {:.2} GiB + non-torch {:.2} + activation {:.2} exceed {:.2} GiB ({}% of {:.2} GiB)",
+            first.weights as f64 / GIB,
+            first.non_torch as f64 / GIB,
+            first.activation as f64 / GIB,
+            usable as f64 / GIB,
+            (util * 100.0).round(),
+            total as f64 / GIB
+        ));
+    } else if layout.bytes_per_token > 0 && max_conc < 1.0 {
+        problems.push(format!(
+            "KV cache holds {kv_tokens} tokens, less than one max_model_len {max_len} request"
+        ));
+    }
+    if !graphs_fit {
+        problems
+            .push("CUDA graphs do not fit in the memory gpu_memory_utilization leaves free".into());
+    }
+    let fits = problems.is_empty();
+    let meets = req.concurrency.map(|c| fits && max_conc >= f64::from(c));
+
+    Plan {
+        fits,
+        problems,
+        per_gpu: PerGpu {
+            total_gib: gib2(usable as f64),
+            gpu_total_gib: gib2(total as f64),
+            weights_gib: gib2(first.weights as f64),
+            non_torch_gib: gib2(first.non_torch as f64),
+            activation_gib: gib2(first.activation as f64),
+            cuda_graph_gib: gib2(first.cuda_graph as f64),
+            kv_cache_gib: gib2(first.kv.max(0) as f64),
+            free_after_kv_gib: gib2(first.free_after as f64),
+        },
+        kv_cache_tokens: kv_tokens,
+        max_concurrency: (max_conc * 100.0).round() / 100.0,
+        concurrency: req.concurrency,
+        meets_concurrency: meets,
+        max_model_len: Some(max_len),
+        tensor_parallel_size: Some(tp),
+        pipeline_parallel_size: pp,
+        gpus_used,
+        weights_bytes_total: Some(memory::checkpoint_bytes(arch)),
+        gpus: Vec::new(),
+        numa_nodes: Vec::new(),
+        kv_bytes_per_token: layout.bytes_per_token,
+        blocks,
+        block_size: block as u32,
+        kv_cache_groups: groups,
+        kv_cache_dtype: kv_dtype,
+        model: req.model_name.clone(),
+        gpu: req.gpu.name.clone(),
+        engine: EngineInfo {
+            name: req.engine,
+            version: version.to_string(),
+            v1,
+        },
+        assumptions,
+    }
+}

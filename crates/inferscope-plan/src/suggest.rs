@@ -1,0 +1,187 @@
+//! What to change when a plan does not fit, or fits fewer users than asked for.
+//!
+//! Each suggestion is one change to the request, re-planned with [`plan`], so the concurrency it
+//! promises is the planner's own answer, not a rule of thumb.
+
+use crate::arch::Quantization;
+use crate::plan::{GpuSpec, Plan, PlanRequest, plan};
+use serde::{Deserialize, Serialize};
+
+/// Kinds of change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// Shorter `--max-model-len`.
+    MaxModelLen,
+    /// `--kv-cache-dtype fp8`.
+    KvFp8,
+    /// Twice the tensor-parallel size.
+    MoreTensorParallel,
+    /// A quantized checkpoint of the same model.
+    Quantize,
+    /// Higher `--gpu-memory-utilization`.
+    GpuMemoryUtilization,
+    /// Another GPU type.
+    OtherGpu,
+}
+
+/// One change and what it gives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Suggestion {
+    /// Kind of change.
+    pub kind: ChangeKind,
+    /// The change, as flags or words (`--kv-cache-dtype fp8`).
+    pub change: String,
+    /// The changed plan fits.
+    pub fits: bool,
+    /// Its maximum concurrency at its max_model_len.
+    pub max_concurrency: f64,
+    /// Its KV capacity in tokens.
+    pub kv_cache_tokens: u64,
+    /// Its KV cache per GPU, GiB.
+    pub kv_cache_gib: f64,
+    /// GPUs it needs.
+    pub gpus_used: u32,
+    /// It reaches the requested concurrency (or simply fits when none was asked for).
+    pub meets_target: bool,
+}
+
+fn summarise(kind: ChangeKind, change: String, p: &Plan, target: Option<u32>) -> Suggestion {
+    Suggestion {
+        kind,
+        change,
+        fits: p.fits,
+        max_concurrency: p.max_concurrency,
+        kv_cache_tokens: p.kv_cache_tokens,
+        kv_cache_gib: p.per_gpu.kv_cache_gib,
+        gpus_used: p.gpus_used,
+        meets_target: p.fits && target.is_none_or(|c| p.max_concurrency >= f64::from(c)),
+    }
+}
+
+/// Whether `current` needs suggestions: it does not fit, or serves fewer than asked.
+pub fn needs_suggestions(current: &Plan) -> bool {
+    !current.fits || current.meets_concurrency == Some(false)
+}
+
+/// Changes that would make `req` fit (or reach its concurrency), each re-planned. `gpus` are
+/// other GPU types the caller can offer (from its catalog); only ones with more memory than the
+/// current GPU are tried. Returns nothing when the plan already meets its target.
+pub fn suggest(req: &PlanRequest, gpus: &[GpuSpec]) -> Vec<Suggestion> {
+    let current = plan(req);
+    if !needs_suggestions(&current) {
+        return Vec::new();
+    }
+    let target = req.concurrency;
+    let mut out = Vec::new();
+    let max_len = current
+        .max_model_len
+        .unwrap_or(req.arch.max_position_embeddings);
+
+    // 1. the longest shorter context that meets the target (halving down to 1024)
+    let mut len = max_len / 2;
+    while len >= 1024 {
+        let mut r = req.clone();
+        r.max_model_len = Some(len);
+        let p = plan(&r);
+        let s = summarise(
+            ChangeKind::MaxModelLen,
+            format!("--max-model-len {len}"),
+            &p,
+            target,
+        );
+        if s.meets_target || len / 2 < 1024 {
+            if s.fits {
+                out.push(s);
+            }
+            break;
+        }
+        len /= 2;
+    }
+
+    // 2. fp8 KV cache
+    if current.kv_cache_dtype.bytes() > 1 {
+        let mut r = req.clone();
+        r.kv_cache_dtype = Some("fp8".into());
+        let p = plan(&r);
+        out.push(summarise(
+            ChangeKind::KvFp8,
+            "--kv-cache-dtype fp8".into(),
+            &p,
+            target,
+        ));
+    }
+
+    // 3. more tensor parallelism: the smallest doubling (×2, ×4, ×8) that meets the target
+    let mut best = None;
+    let mut tp = req.tp.clamp(1, 64);
+    for _ in 0..3 {
+        tp *= 2;
+        if tp > 64 || !req.arch.num_attention_heads.is_multiple_of(tp) {
+            break;
+        }
+        let mut r = req.clone();
+        r.tp = tp;
+        let gpus = tp.saturating_mul(req.pp.max(1));
+        r.gpu.count = r.gpu.count.max(gpus);
+        let p = plan(&r);
+        let s = summarise(
+            ChangeKind::MoreTensorParallel,
+            format!("--tensor-parallel-size {tp} ({gpus} GPUs)"),
+            &p,
+            target,
+        );
+        let done = s.meets_target;
+        best = Some(s);
+        if done {
+            break;
+        }
+    }
+    out.extend(best);
+
+    // 4. a quantized checkpoint (fp8, then 4-bit AWQ) when the model is not quantized yet
+    if req.arch.quantization.is_none() && req.quantization.is_none() {
+        for (method, label) in [
+            ("fp8", "an FP8 checkpoint (or --quantization fp8)"),
+            ("awq", "a 4-bit AWQ/GPTQ checkpoint"),
+        ] {
+            let mut r = req.clone();
+            r.arch.quantization = Quantization::from_method(method);
+            let p = plan(&r);
+            out.push(summarise(ChangeKind::Quantize, label.into(), &p, target));
+        }
+    }
+
+    // 5. the engine's share of the GPU
+    if req.gpu_memory_utilization.unwrap_or(0.9) < 0.95 {
+        let mut r = req.clone();
+        r.gpu_memory_utilization = Some(0.95);
+        let p = plan(&r);
+        out.push(summarise(
+            ChangeKind::GpuMemoryUtilization,
+            "--gpu-memory-utilization 0.95".into(),
+            &p,
+            target,
+        ));
+    }
+
+    // 6. bigger GPUs
+    for g in gpus.iter().filter(|g| g.total_bytes > req.gpu.total_bytes) {
+        let mut r = req.clone();
+        r.gpu = GpuSpec {
+            name: g.name.clone(),
+            total_bytes: g.total_bytes,
+            count: g.count.max(req.tp.max(1).saturating_mul(req.pp.max(1))),
+        };
+        let p = plan(&r);
+        if p.fits {
+            out.push(summarise(
+                ChangeKind::OtherGpu,
+                format!("{} ×{}", g.name, p.gpus_used),
+                &p,
+                target,
+            ));
+        }
+    }
+    out
+}

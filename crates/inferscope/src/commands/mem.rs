@@ -1,0 +1,78 @@
+//! `inferscope mem oom` and `inferscope mem snapshot`: memory forensics on files users already
+//! have (a pasted OOM message, a `torch.cuda.memory._dump_snapshot()` pickle).
+
+use crate::render;
+use anyhow::{Context, bail};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+/// Largest OOM text read (a pasted log excerpt).
+pub const MAX_OOM_INPUT: u64 = 4 << 20;
+
+fn read_text(file: Option<&Path>) -> anyhow::Result<(String, String)> {
+    let mut bytes = Vec::new();
+    let name = match file {
+        None => "<stdin>".to_string(),
+        Some(p) if p == Path::new("-") => "<stdin>".to_string(),
+        Some(p) => p.display().to_string(),
+    };
+    if name == "<stdin>" {
+        std::io::stdin()
+            .take(MAX_OOM_INPUT)
+            .read_to_end(&mut bytes)
+            .context("cannot read standard input")?;
+    } else if let Some(p) = file {
+        std::fs::File::open(p)
+            .with_context(|| format!("cannot open {name}"))?
+            .take(MAX_OOM_INPUT)
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("cannot read {name}"))?;
+    }
+    if bytes.contains(&0) || std::str::from_utf8(&bytes).is_err() {
+        bail!("{name}: binary data, not an out-of-memory message (expected text: a log excerpt or traceback)");
+    }
+    Ok((String::from_utf8_lossy(&bytes).into_owned(), name))
+}
+
+/// `mem oom [FILE|-]`.
+pub fn oom(file: Option<&Path>, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let (text, name) = read_text(file)?;
+    let report = match inferscope_formats::oom::parse(&text) {
+        Ok(r) => r,
+        Err(e) => bail!(
+            "{name}: not an out-of-memory message: no \"CUDA/HIP out of memory. Tried to allocate ...\" \
+             sentence and no known server wrapper of one (first line: {})",
+            e.found
+        ),
+    };
+    let analysis = inferscope_mem::oom::diagnose(&report);
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &analysis)?;
+        writeln!(out)?;
+    } else {
+        render::mem::write_oom(&analysis, out)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `inferscope mem ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum MemCommand {
+    /// Parse a PyTorch/vLLM/TGI out-of-memory message and say why it happened and what helps.
+    Oom {
+        /// File holding the message (a log excerpt or traceback is fine); `-` or nothing reads
+        /// standard input.
+        file: Option<std::path::PathBuf>,
+        /// Print JSON instead of the report.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Dispatch `mem` subcommands.
+pub fn run(cmd: MemCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    match cmd {
+        MemCommand::Oom { file, json } => oom(file.as_deref(), json, out),
+    }
+}
