@@ -157,7 +157,8 @@ impl Target {
     /// Send one request and fill `rec` (status, chunks, usage, end, error). Never panics, never
     /// outlives `settings.timeout`.
     pub async fn send(&self, body: Bytes, rec: &mut RequestRecord, t0: Instant) {
-        let deadline = tokio::time::Instant::from_std(t0) + Duration::from_micros(rec.sent_us)
+        let deadline = tokio::time::Instant::from_std(t0)
+            + Duration::from_micros(rec.sent_us)
             + self.settings.timeout;
         let r = tokio::time::timeout_at(deadline, self.exchange(body, rec, t0)).await;
         rec.end_us = now_us(t0);
@@ -307,7 +308,10 @@ impl Target {
         let c: Completion<'_> = serde_json::from_slice(&buf)
             .map_err(|e| (ErrorClass::InvalidJson, format!("response body: {e}")))?;
         if let Some(e) = c.error {
-            return Err((ErrorClass::ServerError, truncate(&e.to_string(), 200).into()));
+            return Err((
+                ErrorClass::ServerError,
+                truncate(&e.to_string(), 200).into(),
+            ));
         }
         let mut has_text = false;
         for ch in &c.choices {
@@ -413,8 +417,10 @@ impl StreamState {
                     }
                     Ok(c) => {
                         if let Some(e) = c.error {
-                            self.error =
-                                Some((ErrorClass::ServerError, truncate(&e.to_string(), 200).into()));
+                            self.error = Some((
+                                ErrorClass::ServerError,
+                                truncate(&e.to_string(), 200).into(),
+                            ));
                             return;
                         }
                         let mut content = false;
@@ -516,7 +522,10 @@ pub struct Unreachable {
     pub detail: String,
 }
 
-async fn get_json(client: &reqwest::Client, url: &str) -> Result<serde_json::Value, (bool, String)> {
+async fn get_json(
+    client: &reqwest::Client,
+    url: &str,
+) -> Result<serde_json::Value, (bool, String)> {
     let fut = async {
         let mut resp = client
             .get(url)

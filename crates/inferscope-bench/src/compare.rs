@@ -25,8 +25,7 @@ use serde::{Deserialize, Serialize};
 use std::io::Write;
 
 /// Thresholds used when none are given.
-pub const DEFAULT_THRESHOLDS: &str =
-    "ttft_p50=+10%,ttft_p99=+10%,tpot_p50=+5%,itl_p99=+10%,e2e_p99=+10%,throughput=-5%,error_rate=+0.01";
+pub const DEFAULT_THRESHOLDS: &str = "ttft_p50=+10%,ttft_p99=+10%,tpot_p50=+5%,itl_p99=+10%,e2e_p99=+10%,throughput=-5%,error_rate=+0.01";
 
 /// Resamples of the bootstrap.
 pub const BOOTSTRAP_RESAMPLES: usize = 1000;
@@ -70,12 +69,7 @@ pub fn metric_names() -> Vec<String> {
             v.push(format!("{fam}_{f}"));
         }
     }
-    for m in [
-        "throughput",
-        "requests_per_s",
-        "goodput",
-        "error_rate",
-    ] {
+    for m in ["throughput", "requests_per_s", "goodput", "error_rate"] {
         v.push(m.to_string());
     }
     v
@@ -137,7 +131,10 @@ impl Samples {
     /// Extract from records.
     pub fn from_records(records: &[RequestRecord]) -> Self {
         let mut s = Samples::default();
-        for r in records.iter().filter(|r| r.is_ok() && !r.warmup && r.step == 0) {
+        for r in records
+            .iter()
+            .filter(|r| r.is_ok() && !r.warmup && r.step == 0)
+        {
             let m = per_request(r);
             if let Some(t) = m.ttft_us {
                 s.ttft.push(t as f64 / 1000.0);
@@ -395,7 +392,11 @@ pub fn compare(
         let delta_pct = b
             .zip(delta)
             .and_then(|(b, d)| (b.abs() > f64::EPSILON).then(|| d / b * 100.0));
-        let threshold = thresholds.iter().rev().find(|t| t.metric == metric).map(|t| t.limit);
+        let threshold = thresholds
+            .iter()
+            .rev()
+            .find(|t| t.metric == metric)
+            .map(|t| t.limit);
         let (fam, field) = metric.split_once('_').unwrap_or((&metric, ""));
         let (mut ci95, mut p_worse) = (None, None);
         if let Some((sb, sc)) = samples
@@ -490,8 +491,7 @@ pub fn compare(
         );
     }
     let (bs, cs) = (&base.settings, &cand.settings);
-    if bs.schedule != cs.schedule || bs.dataset != cs.dataset || bs.request.api != cs.request.api
-    {
+    if bs.schedule != cs.schedule || bs.dataset != cs.dataset || bs.request.api != cs.request.api {
         notes.push("the runs used different schedules, datasets or APIs".into());
     }
     Comparison {
@@ -577,8 +577,8 @@ mod tests {
 
     #[test]
     fn thresholds_parse() {
-        let t = parse_thresholds("ttft_p99=+5%, throughput=-2%,e2e_p50=+20ms,error_rate=0.01")
-            .unwrap();
+        let t =
+            parse_thresholds("ttft_p99=+5%, throughput=-2%,e2e_p50=+20ms,error_rate=0.01").unwrap();
         assert_eq!(t[0].limit, Limit::Percent(5.0));
         assert_eq!(t[1].limit, Limit::Percent(2.0));
         assert_eq!(t[2].limit, Limit::Absolute(20.0));

@@ -51,7 +51,10 @@ pub enum DatasetSpec {
 impl std::str::FromStr for DatasetSpec {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        if let Some(rest) = s.strip_prefix("random:").or(if s == "random" { Some("") } else { None }) {
+        if let Some(rest) =
+            s.strip_prefix("random:")
+                .or(if s == "random" { Some("") } else { None })
+        {
             let (mut input, mut output, mut spread) = (512u32, 128u32, 0.0f64);
             for part in rest.split(',').map(str::trim).filter(|p| !p.is_empty()) {
                 let (k, v) = part
@@ -153,18 +156,151 @@ pub enum DatasetError {
 }
 
 const WORDS: &[&str] = &[
-    "the", "of", "and", "to", "in", "is", "that", "it", "was", "for", "on", "are", "as", "with",
-    "his", "they", "at", "be", "this", "from", "have", "or", "by", "one", "had", "not", "but",
-    "what", "all", "were", "when", "we", "there", "can", "an", "your", "which", "their", "said",
-    "if", "do", "will", "each", "about", "how", "up", "out", "them", "then", "she", "many", "some",
-    "so", "these", "would", "other", "into", "has", "more", "her", "two", "like", "him", "see",
-    "time", "could", "no", "make", "than", "first", "been", "its", "who", "now", "people", "my",
-    "made", "over", "did", "down", "only", "way", "find", "use", "may", "water", "long", "little",
-    "very", "after", "words", "called", "just", "where", "most", "know", "get", "through", "back",
-    "much", "before", "go", "good", "new", "write", "our", "used", "me", "man", "too", "any", "day",
-    "same", "right", "look", "think", "also", "around", "another", "came", "come", "work", "three",
-    "word", "must", "because", "does", "part", "even", "place", "well", "such", "here", "take",
-    "why", "things", "help", "put", "years", "different", "away", "again", "off", "went", "old",
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "it",
+    "was",
+    "for",
+    "on",
+    "are",
+    "as",
+    "with",
+    "his",
+    "they",
+    "at",
+    "be",
+    "this",
+    "from",
+    "have",
+    "or",
+    "by",
+    "one",
+    "had",
+    "not",
+    "but",
+    "what",
+    "all",
+    "were",
+    "when",
+    "we",
+    "there",
+    "can",
+    "an",
+    "your",
+    "which",
+    "their",
+    "said",
+    "if",
+    "do",
+    "will",
+    "each",
+    "about",
+    "how",
+    "up",
+    "out",
+    "them",
+    "then",
+    "she",
+    "many",
+    "some",
+    "so",
+    "these",
+    "would",
+    "other",
+    "into",
+    "has",
+    "more",
+    "her",
+    "two",
+    "like",
+    "him",
+    "see",
+    "time",
+    "could",
+    "no",
+    "make",
+    "than",
+    "first",
+    "been",
+    "its",
+    "who",
+    "now",
+    "people",
+    "my",
+    "made",
+    "over",
+    "did",
+    "down",
+    "only",
+    "way",
+    "find",
+    "use",
+    "may",
+    "water",
+    "long",
+    "little",
+    "very",
+    "after",
+    "words",
+    "called",
+    "just",
+    "where",
+    "most",
+    "know",
+    "get",
+    "through",
+    "back",
+    "much",
+    "before",
+    "go",
+    "good",
+    "new",
+    "write",
+    "our",
+    "used",
+    "me",
+    "man",
+    "too",
+    "any",
+    "day",
+    "same",
+    "right",
+    "look",
+    "think",
+    "also",
+    "around",
+    "another",
+    "came",
+    "come",
+    "work",
+    "three",
+    "word",
+    "must",
+    "because",
+    "does",
+    "part",
+    "even",
+    "place",
+    "well",
+    "such",
+    "here",
+    "take",
+    "why",
+    "things",
+    "help",
+    "put",
+    "years",
+    "different",
+    "away",
+    "again",
+    "off",
+    "went",
+    "old",
 ];
 
 /// Generate `random:` prompts (pure).
@@ -364,7 +500,12 @@ mod tests {
             assert!((4..=12).contains(&p.max_tokens));
         }
         let fixed = random(5, 3, 0.0, 1, 3);
-        assert!(fixed.prompts.iter().all(|p| p.len == 5 && p.max_tokens == 3));
+        assert!(
+            fixed
+                .prompts
+                .iter()
+                .all(|p| p.len == 5 && p.max_tokens == 3)
+        );
     }
 
     #[test]
@@ -377,7 +518,11 @@ mod tests {
         assert_eq!(d.prompts.len(), 2);
         assert_eq!(d.prompts[0].max_tokens, 7);
         assert_eq!(d.prompts[1].max_tokens, 32);
-        assert!(parse_jsonl(&mut &b"{\"x\":1}\n"[..], 1).unwrap_err().contains("line 1"));
+        assert!(
+            parse_jsonl(&mut &b"{\"x\":1}\n"[..], 1)
+                .unwrap_err()
+                .contains("line 1")
+        );
         assert!(parse_jsonl(&mut &b""[..], 1).is_err());
     }
 

@@ -176,7 +176,10 @@ async fn launch(sh: &Shared, seq: u64, warmup: bool, intended_us: u64) {
     };
     if !finished {
         rec.end_us = now_us(sh.t0);
-        rec.fail(ErrorClass::Cancelled, "run stopped before the response ended");
+        rec.fail(
+            ErrorClass::Cancelled,
+            "run stopped before the response ended",
+        );
     }
     if rec.is_ok() {
         sh.progress.completed.fetch_add(1, Ordering::Relaxed);
@@ -232,7 +235,10 @@ impl Gate {
             _ => 0,
         };
         // The first measured request may be sent by several workers at once; take the earliest.
-        let start = self.measure_start.fetch_min(intended_us, Ordering::SeqCst).min(intended_us);
+        let start = self
+            .measure_start
+            .fetch_min(intended_us, Ordering::SeqCst)
+            .min(intended_us);
         if let Some(n) = self.limits.requests
             && seq.saturating_sub(warm_n) >= n
         {
@@ -266,7 +272,13 @@ pub async fn run(
     let bodies: Vec<(Bytes, u32, u32)> = dataset
         .prompts
         .iter()
-        .map(|p| (crate::client::body(target.settings(), p), p.max_tokens, p.len))
+        .map(|p| {
+            (
+                crate::client::body(target.settings(), p),
+                p.max_tokens,
+                p.len,
+            )
+        })
         .collect();
     let (abort_tx, abort_rx) = watch::channel(false);
     let (tx, mut rx) = mpsc::unbounded_channel();

@@ -37,6 +37,9 @@ pub mod stats;
 
 use std::time::Duration;
 
+/// Whether this build can talk HTTPS (the `tls` feature: rustls with ring).
+pub const TLS_ENABLED: bool = cfg!(feature = "tls");
+
 /// Parse a duration: `500ms`, `2s`, `1.5s`, `100us`, `2m`, `1h`; a bare number is seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -53,7 +56,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "us" | "µs" => v / 1e6,
         "m" | "min" => v * 60.0,
         "h" => v * 3600.0,
-        other => return Err(format!("`{s}`: unknown unit `{other}` (use us, ms, s, m, h)")),
+        other => {
+            return Err(format!(
+                "`{s}`: unknown unit `{other}` (use us, ms, s, m, h)"
+            ));
+        }
     };
     Duration::try_from_secs_f64(secs).map_err(|_| format!("`{s}` is out of range"))
 }

@@ -152,7 +152,10 @@ pub fn cdf_svg(title: &str, series: &[(String, Vec<[f64; 2]>)]) -> String {
         .fold(0.0f64, f64::max)
         .max(1e-3)
         * 1.05;
-    let f = Frame { x_max, y_max: 100.0 };
+    let f = Frame {
+        x_max,
+        y_max: 100.0,
+    };
     let mut svg = String::new();
     axes(&mut svg, &f, title, "latency (ms)", "percentile");
     for (i, (_, pts)) in series.iter().enumerate() {
@@ -251,9 +254,15 @@ pub fn plots(results: &[(String, &BenchResult)]) -> Vec<(String, String)> {
             continue;
         }
         let name = m.trim_end_matches("_ms");
-        out.push((format!("{name}_cdf.svg"), cdf_svg(&format!("{title} (CDF)"), &series)));
+        out.push((
+            format!("{name}_cdf.svg"),
+            cdf_svg(&format!("{title} (CDF)"), &series),
+        ));
     }
-    for (m, title) in [("ttft", "TTFT vs throughput"), ("e2e", "E2E latency vs throughput")] {
+    for (m, title) in [
+        ("ttft", "TTFT vs throughput"),
+        ("e2e", "E2E latency vs throughput"),
+    ] {
         let series: Vec<(String, Vec<(f64, f64, f64)>)> = results
             .iter()
             .filter_map(|(l, r)| {
@@ -262,7 +271,11 @@ pub fn plots(results: &[(String, &BenchResult)]) -> Vec<(String, String)> {
                     .steps
                     .iter()
                     .filter_map(|s| {
-                        let sum = if m == "ttft" { &s.stats.ttft_ms } else { &s.stats.e2e_ms };
+                        let sum = if m == "ttft" {
+                            &s.stats.ttft_ms
+                        } else {
+                            &s.stats.e2e_ms
+                        };
                         Some((s.stats.output_tokens_per_s, sum.p50?, sum.p99?))
                     })
                     .collect::<Vec<_>>();

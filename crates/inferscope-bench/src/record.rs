@@ -280,7 +280,8 @@ pub fn read_trace(input: &mut dyn BufRead) -> Result<Vec<RequestRecord>, TraceEr
         if buf.iter().all(|b| b.is_ascii_whitespace()) {
             continue;
         }
-        let rec = serde_json::from_slice(&buf).map_err(|source| TraceError::Json { line, source })?;
+        let rec =
+            serde_json::from_slice(&buf).map_err(|source| TraceError::Json { line, source })?;
         out.push(rec);
     }
     Ok(out)

@@ -240,13 +240,20 @@ pub fn write_text(r: &BenchResult, out: &mut dyn std::io::Write) -> std::io::Res
             crate::client::Api::Completions => "completions",
             crate::client::Api::Chat => "chat",
         },
-        r.server.version.as_deref().unwrap_or("server version unknown"),
+        r.server
+            .version
+            .as_deref()
+            .unwrap_or("server version unknown"),
         describe_schedule(&r.settings.schedule),
     )?;
     writeln!(
         out,
         "requests: {} completed, {} failed, {} incomplete in {:.2}s ({} warm-up excluded)",
-        s.requests.completed, s.requests.failed, s.requests.incomplete, s.duration_s, s.requests.warmup
+        s.requests.completed,
+        s.requests.failed,
+        s.requests.incomplete,
+        s.duration_s,
+        s.requests.warmup
     )?;
     writeln!(
         out,
@@ -354,12 +361,7 @@ mod tests {
         };
         let why = invalid_reasons(&StopReason::Requests, &stats, &limits, 1);
         assert_eq!(why, vec!["no request completed".to_string()]);
-        let why = invalid_reasons(
-            &StopReason::Saturated("x".into()),
-            &stats,
-            &limits,
-            1,
-        );
+        let why = invalid_reasons(&StopReason::Saturated("x".into()), &stats, &limits, 1);
         assert!(why[0].contains("saturated"));
     }
 }

@@ -117,7 +117,9 @@ pub fn execute(
         .validate()
         .map_err(|e| BenchError::Input(e.to_string()))?;
     if plan.limits.requests.is_none() && plan.limits.duration.is_none() {
-        return Err(BenchError::Input("give --requests and/or --duration".into()));
+        return Err(BenchError::Input(
+            "give --requests and/or --duration".into(),
+        ));
     }
     let dataset = crate::dataset::load(&plan.dataset, plan.seed, plan.default_max_tokens)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -215,11 +217,16 @@ async fn execute_async(
             let (st, _) = compute(&out.records, &plan.slo);
             let mut rates = sweep_rates(st.requests_per_s, plan.sweep_steps);
             rates.reverse(); // popped from the end: lowest first
-            schedules.extend(rates.into_iter().enumerate().map(|(i, rate)| Schedule::Open {
-                rate,
-                arrival: Arrival::Poisson,
-                seed: plan.seed.wrapping_add(i as u64 + 1),
-            }));
+            schedules.extend(
+                rates
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, rate)| Schedule::Open {
+                        rate,
+                        arrival: Arrival::Poisson,
+                        seed: plan.seed.wrapping_add(i as u64 + 1),
+                    }),
+            );
         }
         steps.push((schedule, out));
         step_no += 1;

@@ -170,7 +170,8 @@ impl Arrivals {
             Arrival::Poisson => Gap::Exp(Exp::new(rate).map_err(|_| ScheduleError::BadRate(rate))?),
             Arrival::Gamma { shape } => Gap::Gamma(
                 // mean = shape * scale = 1/rate
-                Gamma::new(shape, 1.0 / (rate * shape)).map_err(|_| ScheduleError::BadShape(shape))?,
+                Gamma::new(shape, 1.0 / (rate * shape))
+                    .map_err(|_| ScheduleError::BadShape(shape))?,
             ),
         };
         Ok(Arrivals {
@@ -287,9 +288,15 @@ mod tests {
             let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
             let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
             let cv = var.sqrt() / mean;
-            assert!((mean - 0.02).abs() < 0.02 * 0.05, "shape {shape}: mean {mean}");
+            assert!(
+                (mean - 0.02).abs() < 0.02 * 0.05,
+                "shape {shape}: mean {mean}"
+            );
             let want = 1.0 / shape.sqrt();
-            assert!((cv - want).abs() < want * 0.1, "shape {shape}: cv {cv} want {want}");
+            assert!(
+                (cv - want).abs() < want * 0.1,
+                "shape {shape}: cv {cv} want {want}"
+            );
         }
     }
 

@@ -291,7 +291,10 @@ mod tests {
         let s = b"data: {\"a\":1}\n\ndata: {\"a\":2}\n\n: keep-alive\n\ndata: [DONE]\n\n";
         let (r, ev) = parse_split(s, &[]);
         assert_eq!(r, Ok(()));
-        assert_eq!(ev, vec![data("{\"a\":1}"), data("{\"a\":2}"), data("[DONE]")]);
+        assert_eq!(
+            ev,
+            vec![data("{\"a\":1}"), data("{\"a\":2}"), data("[DONE]")]
+        );
     }
 
     #[test]

@@ -188,9 +188,7 @@ impl Latency {
             self.min
         } else {
             // Clamp to the exact extremes: HDR returns bucket-equivalent values.
-            self.hist
-                .value_at_percentile(p)
-                .clamp(self.min, self.max)
+            self.hist.value_at_percentile(p).clamp(self.min, self.max)
         };
         Some(v as f64 / 1000.0)
     }

@@ -27,5 +27,6 @@ pub mod oom;
 pub mod safetensors;
 pub mod sysfs;
 pub mod thp;
+pub mod torch_memory_snapshot;
 
 pub use error::ParseError;

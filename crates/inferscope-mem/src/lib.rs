@@ -17,3 +17,5 @@
 #![warn(missing_docs)]
 
 pub mod oom;
+pub mod snapshot;
+pub mod watch;

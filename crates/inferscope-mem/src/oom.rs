@@ -168,16 +168,18 @@ fn serving_remedies(out: &mut Vec<Remedy>) {
 
 /// Diagnose one parsed message.
 pub fn diagnose(r: &OomReport) -> OomAnalysis {
-    let reserved = r.reserved_bytes.or(match (r.allocated_bytes, r.reserved_unallocated_bytes) {
-        (Some(a), Some(u)) => a.checked_add(u),
-        _ => None,
-    });
-    let reserved_unallocated = r
-        .reserved_unallocated_bytes
-        .or(match (r.reserved_bytes, r.allocated_bytes) {
-            (Some(res), Some(a)) => res.checked_sub(a),
+    let reserved = r
+        .reserved_bytes
+        .or(match (r.allocated_bytes, r.reserved_unallocated_bytes) {
+            (Some(a), Some(u)) => a.checked_add(u),
             _ => None,
         });
+    let reserved_unallocated =
+        r.reserved_unallocated_bytes
+            .or(match (r.reserved_bytes, r.allocated_bytes) {
+                (Some(res), Some(a)) => res.checked_sub(a),
+                _ => None,
+            });
     let mut notes = r.notes.clone();
     // A lone `Process P has` clause with no `this process has` clause, holding at least what
     // PyTorch reserved, is this process seen from inside a container (host pid).
@@ -488,7 +490,13 @@ mod tests {
         .unwrap();
         let a = diagnose(&r);
         assert_eq!(a.diagnosis, Diagnosis::OtherProcesses, "{a:?}");
-        assert_eq!(a.other_processes, vec![ProcessBytes { pid: 11, bytes: 10 << 30 }]);
+        assert_eq!(
+            a.other_processes,
+            vec![ProcessBytes {
+                pid: 11,
+                bytes: 10 << 30
+            }]
+        );
         assert!(a.remedies[0].action.contains("pid 11"));
     }
 }

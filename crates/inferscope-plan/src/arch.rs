@@ -848,6 +848,8 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
             ),
         });
     }
+    // MLA applies RoPE to the qk_rope_head_dim part only.
+    let rotary_dim = mla.map_or(rotary_dim, |m| m.qk_rope_head_dim);
     let mlp = if matches!(family, Family::Opt | Family::Phi) {
         MlpKind::Plain
     } else {

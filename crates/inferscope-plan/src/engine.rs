@@ -299,12 +299,15 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
             Some((f, v)) => (f.to_string(), Some(v.to_string())),
             None => (word.clone(), None),
         };
-        let next_is_value = args.get(i).is_some_and(|a| {
-            !a.starts_with("--")
-                && !(a.starts_with('-')
-                    && a.len() > 1
+        // A following word is this flag's value unless it is itself a flag (a negative number
+        // such as `-1` is a value).
+        let looks_like_flag = |a: &str| {
+            a.starts_with("--")
+                || (a.len() > 1
+                    && a.starts_with('-')
                     && !a[1..].starts_with(|c: char| c.is_ascii_digit()))
-        });
+        };
+        let next_is_value = args.get(i).is_some_and(|a| !looks_like_flag(a));
         let Some(m) = meaning(engine, &flag) else {
             // Unknown: keep it, with what looks like its value.
             match inline {

@@ -12,6 +12,8 @@
 pub mod arch;
 pub mod catalog;
 pub mod engine;
+pub mod find;
+pub mod gguf_arch;
 pub mod memory;
 pub mod plan;
 pub mod suggest;

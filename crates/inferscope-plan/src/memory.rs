@@ -107,6 +107,8 @@ pub struct WeightBytes {
     pub vision: u64,
     /// RoPE cos/sin cache vLLM allocates for max_position_embeddings.
     pub rope_cache: u64,
+    /// Copies made after loading (MLA's absorbed W_UK/W_UV), not in the checkpoint.
+    pub runtime: u64,
 }
 
 impl WeightBytes {
@@ -120,6 +122,7 @@ impl WeightBytes {
             + self.other
             + self.vision
             + self.rope_cache
+            + self.runtime
     }
 }
 
@@ -223,6 +226,9 @@ pub fn weights_per_gpu(
                 * heads_rank
                 * u64::from(m.qk_nope_head_dim + m.v_head_dim);
             let o = heads_rank * u64::from(m.v_head_dim) * h;
+            // vLLM's MLA backends keep a second, absorbed copy of kv_b_proj (W_UK, W_UV) in
+            // the model dtype after loading
+            w.runtime += qb(kv_b, false);
             let norms = u64::from(m.kv_lora_rank) + u64::from(m.q_lora_rank.unwrap_or(0));
             (q + kv_a + kv_b + o, norms)
         } else if layer.kind == AttentionKind::NoKv {
@@ -312,6 +318,7 @@ pub fn checkpoint_bytes(arch: &ModelArch) -> u64 {
     }
     let mut w = weights_per_gpu(arch, arch.quantization.as_ref(), Shard::SINGLE);
     w.rope_cache = 0;
+    w.runtime = 0;
     let per_layer = (w.attention + w.mlp + w.experts + w.other) / u64::from(arch.num_layers.max(1));
     w.total() + per_layer * u64::from(arch.mtp_layers)
 }
@@ -326,6 +333,7 @@ pub fn parameter_count(arch: &ModelArch) -> u64 {
     a.quantization = None;
     let mut w = weights_per_gpu(&a, None, Shard::SINGLE);
     w.rope_cache = 0;
+    w.runtime = 0;
     w.total()
 }
 

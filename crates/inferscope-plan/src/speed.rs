@@ -174,14 +174,14 @@ pub enum SpeedError {
 }
 
 /// What limits a decode step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum Limit {
     MemoryBandwidth,
     Compute,
 }
 
 /// Decode speed at the given concurrency.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DecodeBound {
     pub weight_bytes_read_per_step: f64,
     pub kv_bytes_read_per_step: f64,
@@ -200,7 +200,7 @@ pub struct DecodeBound {
 }
 
 /// Prefill of one prompt (time to first token, lower bound).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PrefillBound {
     pub prompt_tokens: u64,
     /// FLOPs on one GPU: 2 × active params × tokens + causal attention.

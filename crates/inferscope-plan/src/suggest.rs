@@ -78,9 +78,9 @@ pub fn suggest(req: &PlanRequest, gpus: &[GpuSpec]) -> Vec<Suggestion> {
         .max_model_len
         .unwrap_or(req.arch.max_position_embeddings);
 
-    // 1. the longest shorter context that meets the target (halving down to 1024)
-    let mut len = max_len / 2;
-    while len >= 1024 {
+    // 1. the longest shorter context that meets the target (binary search; the planner's
+    //    concurrency only grows as the context shrinks)
+    let meets = |len: u64| {
         let mut r = req.clone();
         r.max_model_len = Some(len);
         let p = plan(&r);
@@ -90,13 +90,31 @@ pub fn suggest(req: &PlanRequest, gpus: &[GpuSpec]) -> Vec<Suggestion> {
             &p,
             target,
         );
-        if s.meets_target || len / 2 < 1024 {
-            if s.fits {
-                out.push(s);
-            }
-            break;
+        (s.meets_target, s)
+    };
+    let (mut lo, mut hi) = (0u64, max_len);
+    let mut found = None;
+    while hi - lo > 1 && hi > 256 {
+        let mid = lo + (hi - lo) / 2;
+        let (ok, s) = meets(mid.max(1));
+        if ok {
+            lo = mid;
+            found = Some(s);
+        } else {
+            hi = mid;
         }
-        len /= 2;
+    }
+    // report a round figure: the found length down to a multiple of 256
+    if let Some(s) = found {
+        let round = lo / 256 * 256;
+        let best = if round >= 256 && round < lo {
+            meets(round).1
+        } else {
+            s
+        };
+        if best.meets_target {
+            out.push(best);
+        }
     }
 
     // 2. fp8 KV cache

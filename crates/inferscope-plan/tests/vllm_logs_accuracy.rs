@@ -119,10 +119,10 @@ fn vllm_logs_accuracy() {
         req.engine_version = Some(version.clone());
         req.v1 = s(&c, "engine").map(|e| e == "V1");
         // "fp8 (online, --quantization fp8)": a flag on an unquantized checkpoint
-        if let Some(q) = s(&c, "quantization") {
-            if q.contains("--quantization") {
-                req.quantization = q.split_whitespace().next().map(str::to_string);
-            }
+        if let Some(q) = s(&c, "quantization")
+            && q.contains("--quantization")
+        {
+            req.quantization = q.split_whitespace().next().map(str::to_string);
         }
         // The A6000 rows are `LLM(...)` (offline) runs.
         req.offline = s(&c, "source_context").is_some_and(|x| x.contains("LLM("));
@@ -229,10 +229,15 @@ fn vllm_logs_accuracy() {
             median(&mut kv_err[i].clone()),
             kv_err[i].iter().copied().fold(0.0, f64::max),
         );
-        println!(
-            "{name}: {n} cases; weights |err| median {wm:.2}% worst {ww:.2}% ({} with weights); KV |err| median {km:.2}% worst {kw:.2}%",
-            w_err[i].len()
-        );
+        let weights = if w_err[i].is_empty() {
+            "weights not printed by these logs".to_string()
+        } else {
+            format!(
+                "weights |err| median {wm:.2}% worst {ww:.2}% ({} cases)",
+                w_err[i].len()
+            )
+        };
+        println!("{name}: {n} cases; {weights}; KV |err| median {km:.2}% worst {kw:.2}%");
         if i == 1 {
             assert!(km <= 3.0, "modern KV median {km:.2}% > 3%");
             assert!(kw <= 10.0, "modern KV worst {kw:.2}% > 10%");

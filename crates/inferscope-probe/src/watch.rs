@@ -221,9 +221,16 @@ impl Sampler {
         self.sample_gpus().1.into_keys().collect()
     }
 
-    /// True when `/proc/PID` exists now.
+    /// True when `/proc/PID` exists now and is not a zombie (exited, not yet reaped).
     pub fn exists(&self, pid: u32) -> bool {
-        self.fs.read_string(&format!("proc/{pid}/stat")).is_ok()
+        match self.fs.read_string(&format!("proc/{pid}/stat")) {
+            Ok(t) => !matches!(
+                t.rfind(')')
+                    .and_then(|i| t[i + 1..].split_whitespace().next()),
+                Some("Z" | "X" | "x")
+            ),
+            Err(_) => false,
+        }
     }
 
     /// The `n` processes with the largest RSS (for `--all` without NVML).
@@ -246,6 +253,14 @@ impl Sampler {
     /// One process now. `gpu` is the pid's memory per GPU from [`Sampler::sample_gpus`].
     pub fn sample_process(&self, pid: u32, gpu: Option<&BTreeMap<u32, u64>>) -> ProcessSample {
         let dir = format!("proc/{pid}");
+        if !self.exists(pid) {
+            return ProcessSample {
+                pid,
+                alive: false,
+                problems: vec![format!("process {pid} has exited")],
+                ..ProcessSample::default()
+            };
+        }
         let mut s = ProcessSample {
             pid,
             alive: true,
@@ -304,7 +319,8 @@ impl Sampler {
         }
         if !self.exists(pid) {
             s.alive = false;
-            s.problems.push(format!("process {pid} exited while it was read"));
+            s.problems
+                .push(format!("process {pid} exited while it was read"));
         }
         s
     }
@@ -369,7 +385,10 @@ mod tests {
 
     #[test]
     fn own_process_and_a_missing_one() {
-        let s = Sampler::new(FsRoot::new("/"), Some(OsStr::new("/nonexistent/libnvml.so")));
+        let s = Sampler::new(
+            FsRoot::new("/"),
+            Some(OsStr::new("/nonexistent/libnvml.so")),
+        );
         let me = s.sample_process(std::process::id(), None);
         assert!(me.alive);
         assert!(me.rss_bytes.unwrap() > 0);

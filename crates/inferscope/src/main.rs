@@ -72,6 +72,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Will this model and these flags fit, how many users, how fast. Paste the serving command
+    /// after `--` (vllm serve, sglang, text-generation-launcher, llama-server).
+    Plan(PlanCli),
     /// Explain a check code: what it detects, why it matters, how to fix and silence it.
     Explain {
         /// Check code, e.g. MEM006.
@@ -80,9 +83,20 @@ enum Command {
     /// Run a server bound to the CPUs and NUMA memory of its GPUs (exec: its signals and exit
     /// code pass through), or print the equivalent numactl/docker/systemd/k8s settings.
     Run(commands::run::RunArgs),
+    /// Benchmark an OpenAI-compatible server (TTFT, TPOT, ITL, E2E, throughput, goodput) with a
+    /// bounded, seeded load; write the documented result file.
+    Bench(Box<commands::bench::BenchArgs>),
+    /// Compare two bench results: every metric, significance from traces, keep or roll back
+    /// (exit 1 on regression).
+    Compare(commands::compare::CompareArgs),
     /// Memory forensics: diagnose an OOM message, analyse a PyTorch memory snapshot.
     #[command(subcommand)]
     Mem(commands::mem::MemCommand),
+    /// Sample GPUs and processes (memory, NUMA placement, CPUs, PCIe) into JSON lines, with a
+    /// live table and a summary: leak/creep, remote-node drift, PCIe saturation.
+    Watch(commands::watch::WatchArgs),
+    /// Serve Prometheus metrics: Snapshot facts, check results and watch samples.
+    Serve(commands::serve::ServeArgs),
     /// Show the GPU/NIC link matrix (as `nvidia-smi topo -m`) and the NUMA layout.
     Topo {
         /// Read a snapshot written by `inferscope snapshot` instead of the machine.
@@ -98,6 +112,105 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `inferscope plan` flags.
+#[derive(Debug, clap::Args)]
+struct PlanCli {
+    /// Model: a catalog id (`meta-llama/Llama-3.1-8B-Instruct`), a local Hugging Face folder, a
+    /// config.json or a GGUF file. Taken from the serving command when omitted.
+    #[arg(long, value_name = "ID|PATH")]
+    model: Option<String>,
+    /// GPU model from the catalog (`h100-sxm`, `L40S`, `NVIDIA A100-SXM4-80GB`, `rtx-4090`).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["snapshot", "root"])]
+    gpu: Option<String>,
+    /// An unlisted GPU, by the total memory PyTorch reports for it.
+    #[arg(long, value_name = "GIB", conflicts_with_all = ["gpu", "snapshot", "root"])]
+    gpu_memory_gib: Option<f64>,
+    /// GPUs available (default: the machine's count, or 8 with --gpu).
+    #[arg(long, value_name = "N")]
+    gpus: Option<u32>,
+    /// Plan for the GPUs of a snapshot file instead of this machine.
+    #[arg(long, value_name = "FILE", conflicts_with = "root")]
+    snapshot: Option<PathBuf>,
+    /// Plan for the GPUs of a tree read under DIR.
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// Tensor-parallel size.
+    #[arg(long, value_name = "N")]
+    tp: Option<u32>,
+    /// Pipeline-parallel size.
+    #[arg(long, value_name = "N")]
+    pp: Option<u32>,
+    /// Context length.
+    #[arg(long, value_name = "TOKENS")]
+    max_model_len: Option<u64>,
+    /// Share of GPU memory the engine may use.
+    #[arg(long, value_name = "FRACTION")]
+    gpu_memory_utilization: Option<f64>,
+    /// KV cache dtype (auto, fp8).
+    #[arg(long, value_name = "DTYPE")]
+    kv_cache_dtype: Option<String>,
+    /// Weight quantization (awq, gptq, fp8, ...), for a checkpoint described as its base model.
+    #[arg(long, value_name = "METHOD")]
+    quantization: Option<String>,
+    /// Maximum concurrent sequences.
+    #[arg(long, value_name = "N")]
+    max_num_seqs: Option<u32>,
+    /// Tokens per scheduler step.
+    #[arg(long, value_name = "N")]
+    max_num_batched_tokens: Option<u64>,
+    /// No CUDA graphs.
+    #[arg(long)]
+    enforce_eager: bool,
+    /// Engine version whose memory accounting to use (e.g. 0.6.4, 0.11.0).
+    #[arg(long, value_name = "VERSION")]
+    engine_version: Option<String>,
+    /// Concurrent requests of max_model_len the deployment must serve.
+    #[arg(long, value_name = "N")]
+    concurrency: Option<u32>,
+    /// Rank GPU type × count × quantization × KV dtype from the catalog for this workload.
+    #[arg(long)]
+    find: bool,
+    /// With --find: decode tokens/s each sequence must get (roofline bound).
+    #[arg(long, value_name = "TOKENS_PER_S", requires = "find")]
+    min_tokens_per_s: Option<f64>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    /// The serving command, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+impl PlanCli {
+    fn into_args(self) -> commands::plan::PlanArgs {
+        commands::plan::PlanArgs {
+            model: self.model,
+            gpu: self.gpu,
+            gpu_memory_gib: self.gpu_memory_gib,
+            gpus: self.gpus,
+            snapshot: self.snapshot,
+            root: self.root,
+            flags: commands::plan::EngineFlags {
+                tp: self.tp,
+                pp: self.pp,
+                max_model_len: self.max_model_len,
+                gpu_memory_utilization: self.gpu_memory_utilization,
+                kv_cache_dtype: self.kv_cache_dtype,
+                quantization: self.quantization,
+                max_num_seqs: self.max_num_seqs,
+                max_num_batched_tokens: self.max_num_batched_tokens,
+                enforce_eager: self.enforce_eager,
+            },
+            engine_version: self.engine_version,
+            concurrency: self.concurrency,
+            find: self.find,
+            min_tokens_per_s: self.min_tokens_per_s,
+            json: self.json,
+            command: self.command,
+        }
+    }
 }
 
 fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
@@ -134,8 +247,13 @@ fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             commands::check::run(&args, out)
         }
         Command::Explain { code } => commands::check::explain(&code, out),
+        Command::Plan(p) => commands::plan::run(&p.into_args(), out),
         Command::Run(args) => commands::run::run(args, out),
+        Command::Bench(args) => commands::bench::run(*args, out),
+        Command::Compare(args) => commands::compare::run(args, out),
         Command::Mem(cmd) => commands::mem::run(cmd, out),
+        Command::Watch(args) => commands::watch::run(args, out),
+        Command::Serve(args) => commands::serve::run(args, out),
         Command::Topo {
             snapshot,
             root,

@@ -30,7 +30,9 @@ fn read_text(file: Option<&Path>) -> anyhow::Result<(String, String)> {
             .with_context(|| format!("cannot read {name}"))?;
     }
     if bytes.contains(&0) || std::str::from_utf8(&bytes).is_err() {
-        bail!("{name}: binary data, not an out-of-memory message (expected text: a log excerpt or traceback)");
+        bail!(
+            "{name}: binary data, not an out-of-memory message (expected text: a log excerpt or traceback)"
+        );
     }
     Ok((String::from_utf8_lossy(&bytes).into_owned(), name))
 }
@@ -68,11 +70,69 @@ pub enum MemCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Analyse a `torch.cuda.memory._dump_snapshot()` pickle (read without executing it):
+    /// segments, fragmentation, private pools, top allocation sites, expandable segments.
+    Snapshot {
+        /// The pickle.
+        file: std::path::PathBuf,
+        /// Also write an SVG map of the segments to OUT.
+        #[arg(long, value_name = "OUT")]
+        svg: Option<std::path::PathBuf>,
+        /// Print JSON instead of the report.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Dispatch `mem` subcommands.
 pub fn run(cmd: MemCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match cmd {
         MemCommand::Oom { file, json } => oom(file.as_deref(), json, out),
+        MemCommand::Snapshot { file, svg, json } => snapshot(&file, svg.as_deref(), json, out),
     }
+}
+
+/// `mem snapshot FILE.pickle`.
+pub fn snapshot(
+    file: &Path,
+    svg: Option<&Path>,
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    use inferscope_formats::torch_memory_snapshot as tms;
+    let name = file.display().to_string();
+    let open = || {
+        std::fs::File::open(file)
+            .map(std::io::BufReader::new)
+            .with_context(|| format!("cannot open {name}"))
+    };
+    let len = std::fs::metadata(file)
+        .with_context(|| format!("cannot open {name}"))?
+        .len();
+    if len > tms::MAX_FILE_BYTES {
+        bail!(
+            "{name}: {} MiB is larger than the {} MiB this build reads",
+            len >> 20,
+            tms::MAX_FILE_BYTES >> 20
+        );
+    }
+    if let Err(e) = tms::scan(open()?, len) {
+        bail!("{name}: {e}");
+    }
+    let snap = match tms::decode(open()?, len) {
+        Ok(s) => s,
+        Err(e) => bail!("{name}: {e}"),
+    };
+    let analysis = inferscope_mem::snapshot::analyse(&snap);
+    if let Some(path) = svg {
+        std::fs::write(path, inferscope_mem::snapshot::svg(&snap))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &analysis)?;
+        writeln!(out)?;
+    } else {
+        render::mem::write_snapshot(&analysis, out)?;
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,11 +1,16 @@
 //! One module per command; each takes validated arguments and a writer.
 
+pub mod bench;
 pub mod check;
+pub mod compare;
 pub mod gather;
 pub mod mem;
+pub mod plan;
 pub mod run;
+pub mod serve;
 pub mod snapshot;
 pub mod topo;
+pub mod watch;
 
 use inferscope_model::Snapshot;
 use inferscope_probe::{CaptureOptions, FsRoot};

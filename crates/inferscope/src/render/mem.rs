@@ -9,7 +9,9 @@ fn size(b: Option<u64>) -> String {
 
 /// The parsed figures, the diagnosis and the remedies.
 pub fn write_oom(a: &OomAnalysis, out: &mut dyn Write) -> io::Result<()> {
-    let backend = a.backend.map_or("GPU", |b| if b == "hip" { "HIP" } else { "CUDA" });
+    let backend = a
+        .backend
+        .map_or("GPU", |b| if b == "hip" { "HIP" } else { "CUDA" });
     let device = a.device.map_or_else(|| "?".to_string(), |d| d.to_string());
     writeln!(out, "{backend} out of memory on device {device}")?;
     if !a.context.is_empty() {
@@ -63,6 +65,75 @@ pub fn write_oom(a: &OomAnalysis, out: &mut dyn Write) -> io::Result<()> {
         for n in &a.notes {
             writeln!(out, "  - {n}")?;
         }
+    }
+    Ok(())
+}
+
+fn pool_line(
+    label: &str,
+    p: &inferscope_mem::snapshot::PoolStats,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "  {label:<12}{:>5} segments {:>6} blocks  reserved {:>10}  allocated {:>10}  free {:>10}  largest free {:>10}  fragmentation {:>3.0}%",
+        p.segments,
+        p.blocks,
+        super::bytes(p.reserved_bytes),
+        super::bytes(p.allocated_bytes),
+        super::bytes(p.free_bytes),
+        super::bytes(p.largest_free_block_bytes),
+        p.external_fragmentation * 100.0
+    )
+}
+
+/// The snapshot analysis.
+pub fn write_snapshot(
+    a: &inferscope_mem::snapshot::SnapshotAnalysis,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(out, "PyTorch memory snapshot: devices {:?}", a.devices)?;
+    pool_line("overall", &a.overall, out)?;
+    pool_line("small pool", &a.small_pool, out)?;
+    pool_line("large pool", &a.large_pool, out)?;
+    for p in &a.private_pools {
+        pool_line(&format!("pool {}", p.pool), &p.stats, out)?;
+    }
+    if a.overall.pending_free_bytes > 0 {
+        writeln!(
+            out,
+            "  pending free (waiting on streams): {}",
+            super::bytes(a.overall.pending_free_bytes)
+        )?;
+    }
+    if let Some(o) = &a.oom {
+        writeln!(
+            out,
+            "Recorded OOM on device {}: {} requested with {} free on the device",
+            o.device,
+            super::bytes(o.size),
+            super::bytes(o.device_free)
+        )?;
+    }
+    writeln!(out, "Expandable segments: {}", a.expandable.summary)?;
+    if !a.top_sites.is_empty() {
+        writeln!(out, "Top allocation sites (live blocks):")?;
+        for s in &a.top_sites {
+            writeln!(
+                out,
+                "  {:>10}  {:>5} blocks  {}",
+                super::bytes(s.bytes),
+                s.blocks,
+                s.site
+            )?;
+        }
+    }
+    if a.blocks_without_frames > 0 {
+        writeln!(
+            out,
+            "  {} live blocks have no frames (record with torch.cuda.memory._record_memory_history())",
+            a.blocks_without_frames
+        )?;
     }
     Ok(())
 }

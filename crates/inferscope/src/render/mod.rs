@@ -2,7 +2,10 @@
 
 pub mod check;
 pub mod mem;
+pub mod metrics;
+pub mod plan;
 pub mod topo;
+pub mod watch;
 
 /// Bytes as a short binary-unit figure (`251.6 GiB`).
 pub use inferscope_model::units::human_bytes as bytes;

@@ -1,0 +1,275 @@
+//! A scripted OpenAI-like test server: a raw tokio TcpListener on 127.0.0.1:0 speaking enough
+//! HTTP/1.1 (keep-alive, chunked responses) to stream tokens with a known timing, and to
+//! misbehave in known ways. It records the instant it wrote every token chunk, per response id,
+//! so tests can compare the client's measurements with the truth on the same clock.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// How the server answers completions.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// Stream `tokens` tokens: the first after `ttft`, then one every `itl` (absolute schedule
+    /// from the request's arrival), then a usage chunk and `[DONE]`.
+    Stream {
+        ttft: Duration,
+        itl: Duration,
+        tokens: u32,
+        /// Offset response n's whole schedule by (n % 1000)/1000 of `itl`, so that many
+        /// simultaneous streams write evenly instead of in bursts on the same millisecond.
+        stagger: bool,
+    },
+    /// 200 text/event-stream with HTML in the body, then close.
+    Garbage,
+    /// 200 text/event-stream with random non-UTF-8 bytes.
+    Binary,
+    /// A token every 20 ms, forever.
+    NeverEnds,
+    /// Two tokens, then a TCP reset.
+    Reset,
+    /// `data: ` followed by this many bytes without a newline, written in 64 KiB pieces.
+    HugeLine(usize),
+    /// HTTP 503 with a JSON error.
+    Status503,
+    /// Accept, read the request, then say nothing (idle).
+    Silent,
+}
+
+/// What the server recorded.
+#[derive(Default)]
+pub struct Truth {
+    /// Response id -> instants at which each token chunk was written.
+    pub writes: Mutex<HashMap<String, Vec<Instant>>>,
+    /// Requests seen.
+    pub requests: AtomicU64,
+}
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub truth: Arc<Truth>,
+}
+
+impl TestServer {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+/// Start the server on its own single-threaded runtime in its own OS thread, as a separate
+/// server process would be: its timer bursts then do not queue ahead of the client's tasks.
+pub fn start_in_thread(mode: Mode) -> TestServer {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let s = start(mode).await;
+            tx.send(s).unwrap();
+            std::future::pending::<()>().await;
+        });
+    });
+    rx.recv().unwrap()
+}
+
+/// Start the server on the current tokio runtime.
+pub async fn start(mode: Mode) -> TestServer {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let truth = Arc::new(Truth::default());
+    let t = truth.clone();
+    tokio::spawn(async move {
+        let next_id = Arc::new(AtomicU64::new(0));
+        loop {
+            let Ok((sock, _)) = listener.accept().await else {
+                continue;
+            };
+            let _ = sock.set_nodelay(true);
+            let (mode, t, next_id) = (mode.clone(), t.clone(), next_id.clone());
+            tokio::spawn(async move {
+                let _ = serve_conn(sock, mode, t, next_id).await;
+            });
+        }
+    });
+    TestServer { addr, truth }
+}
+
+/// Read one request; returns (method, path) or None at EOF.
+async fn read_request(
+    sock: &mut TcpStream,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Option<(String, String)>> {
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let mut lines = head.split("\r\n");
+            let first = lines.next().unwrap_or("");
+            let mut parts = first.split(' ');
+            let method = parts.next().unwrap_or("").to_string();
+            let path = parts.next().unwrap_or("").to_string();
+            let len: usize = lines
+                .filter_map(|l| l.split_once(':'))
+                .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+                .and_then(|(_, v)| v.trim().parse().ok())
+                .unwrap_or(0);
+            let total = end + 4 + len;
+            while buf.len() < total {
+                let mut tmp = [0u8; 8192];
+                let n = sock.read(&mut tmp).await?;
+                if n == 0 {
+                    return Ok(None);
+                }
+                buf.extend_from_slice(&tmp[..n]);
+            }
+            buf.drain(..total);
+            return Ok(Some((method, path)));
+        }
+        let mut tmp = [0u8; 8192];
+        let n = sock.read(&mut tmp).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    }
+}
+
+fn chunk(data: &[u8]) -> Vec<u8> {
+    let mut v = format!("{:x}\r\n", data.len()).into_bytes();
+    v.extend_from_slice(data);
+    v.extend_from_slice(b"\r\n");
+    v
+}
+
+const SSE_HEAD: &[u8] =
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+
+async fn serve_conn(
+    mut sock: TcpStream,
+    mode: Mode,
+    truth: Arc<Truth>,
+    next_id: Arc<AtomicU64>,
+) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    while let Some((method, path)) = read_request(&mut sock, &mut buf).await? {
+        let arrived = Instant::now();
+        if method == "GET" {
+            let body = if path == "/v1/models" {
+                r#"{"object":"list","data":[{"id":"scripted","object":"model"}]}"#
+            } else if path == "/version" {
+                r#"{"version":"scripted-1.0"}"#
+            } else {
+                let resp = "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n";
+                sock.write_all(resp.as_bytes()).await?;
+                continue;
+            };
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            sock.write_all(resp.as_bytes()).await?;
+            continue;
+        }
+        truth.requests.fetch_add(1, Ordering::Relaxed);
+        let id = format!("cmpl-{}", next_id.fetch_add(1, Ordering::Relaxed));
+        match &mode {
+            Mode::Stream {
+                ttft,
+                itl,
+                tokens,
+                stagger,
+            } => {
+                sock.write_all(SSE_HEAD).await?;
+                let mut times = Vec::with_capacity(*tokens as usize);
+                let n: u64 = id[5..].parse().unwrap_or(0);
+                let offset = if *stagger {
+                    itl.mul_f64((n % 1000) as f64 / 1000.0)
+                } else {
+                    Duration::ZERO
+                };
+                let start = tokio::time::Instant::from_std(arrived) + offset;
+                for i in 0..*tokens {
+                    tokio::time::sleep_until(start + *ttft + *itl * i).await;
+                    let data = format!(
+                        "data: {{\"id\":\"{id}\",\"choices\":[{{\"index\":0,\"text\":\" tok{i}\",\"finish_reason\":null}}]}}\n\n"
+                    );
+                    let c = chunk(data.as_bytes());
+                    times.push(Instant::now());
+                    sock.write_all(&c).await?;
+                }
+                let tail = format!(
+                    "data: {{\"id\":\"{id}\",\"choices\":[{{\"index\":0,\"text\":\"\",\"finish_reason\":\"length\"}}],\"usage\":{{\"prompt_tokens\":5,\"completion_tokens\":{tokens}}}}}\n\ndata: [DONE]\n\n"
+                );
+                let mut out = chunk(tail.as_bytes());
+                out.extend_from_slice(b"0\r\n\r\n");
+                sock.write_all(&out).await?;
+                truth.writes.lock().unwrap().insert(id, times);
+            }
+            Mode::Garbage => {
+                let body = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n<html><body>502 Bad Gateway</body></html>\n\n";
+                sock.write_all(body).await?;
+                return Ok(());
+            }
+            Mode::Binary => {
+                sock.write_all(SSE_HEAD).await?;
+                sock.write_all(&chunk(b"data: \xff\xfe\xfd garbage\n\n"))
+                    .await?;
+                sock.write_all(b"0\r\n\r\n").await?;
+            }
+            Mode::NeverEnds => {
+                sock.write_all(SSE_HEAD).await?;
+                loop {
+                    let data =
+                        format!("data: {{\"id\":\"{id}\",\"choices\":[{{\"text\":\"x\"}}]}}\n\n");
+                    sock.write_all(&chunk(data.as_bytes())).await?;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            Mode::Reset => {
+                sock.write_all(SSE_HEAD).await?;
+                for _ in 0..2 {
+                    let data =
+                        format!("data: {{\"id\":\"{id}\",\"choices\":[{{\"text\":\"x\"}}]}}\n\n");
+                    sock.write_all(&chunk(data.as_bytes())).await?;
+                }
+                sock.flush().await?;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                // SO_LINGER 0: close sends RST instead of FIN.
+                let _ = sock.set_zero_linger();
+                return Ok(());
+            }
+            Mode::HugeLine(n) => {
+                sock.write_all(SSE_HEAD).await?;
+                sock.write_all(&chunk(b"data: ")).await?;
+                let piece = vec![b'x'; 64 * 1024];
+                let mut left = *n;
+                while left > 0 {
+                    let k = left.min(piece.len());
+                    sock.write_all(&chunk(&piece[..k])).await?;
+                    left -= k;
+                }
+                sock.write_all(&chunk(b"\n\n")).await?;
+                sock.write_all(b"0\r\n\r\n").await?;
+            }
+            Mode::Status503 => {
+                let body = r#"{"error":{"message":"overloaded"}}"#;
+                let resp = format!(
+                    "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                sock.write_all(resp.as_bytes()).await?;
+            }
+            Mode::Silent => {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,185 @@
+//! A GGUF file as a [`ModelArch`]: llama.cpp writes the architecture into the file's metadata
+//! (`{arch}.block_count`, `{arch}.attention.head_count_kv`, ...) and every tensor's type, so the
+//! weights are known to the byte without a `config.json`.
+//!
+//! Quantized GGUF types (Q4_K, Q8_0, IQ*) mix block formats per tensor; the exact file bytes are
+//! used as the checkpoint size, and the weights' average bits per weight describe the
+//! quantization, so the memory model needs no per-type knowledge.
+
+use crate::arch::{AttentionKind, Dtype, LayerAttention, MlpKind, ModelArch, Moe, Quantization};
+use inferscope_formats::gguf::{GgufHeader, GgufValue};
+
+fn num(v: &GgufValue) -> Option<u64> {
+    match v {
+        GgufValue::U8(x) => Some(u64::from(*x)),
+        GgufValue::U16(x) => Some(u64::from(*x)),
+        GgufValue::U32(x) => Some(u64::from(*x)),
+        GgufValue::U64(x) => Some(*x),
+        GgufValue::I8(x) => u64::try_from(*x).ok(),
+        GgufValue::I16(x) => u64::try_from(*x).ok(),
+        GgufValue::I32(x) => u64::try_from(*x).ok(),
+        GgufValue::I64(x) => u64::try_from(*x).ok(),
+        // Per-layer arrays (some models store head counts per layer): the largest value.
+        GgufValue::Array(items) => items.iter().filter_map(num).max(),
+        _ => None,
+    }
+}
+
+/// A GGUF whose metadata does not describe a model the planner can size.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("GGUF metadata: {0}")]
+pub struct GgufArchError(pub String);
+
+fn missing(key: &str) -> GgufArchError {
+    GgufArchError(format!("missing {key}"))
+}
+
+/// Build the architecture from a parsed GGUF header.
+pub fn from_gguf(h: &GgufHeader) -> Result<ModelArch, GgufArchError> {
+    let arch = h
+        .architecture()
+        .ok_or_else(|| missing("general.architecture"))?
+        .to_string();
+    let key = |k: &str| format!("{arch}.{k}");
+    let get = |k: &str| h.get(&key(k)).and_then(num);
+    let need = |k: &str| get(k).ok_or_else(|| missing(&key(k)));
+    let layers = need("block_count")?;
+    let hidden = need("embedding_length")?;
+    let heads = need("attention.head_count")?;
+    if layers == 0
+        || layers > 10_000
+        || hidden == 0
+        || hidden > 1 << 20
+        || heads == 0
+        || heads > 1 << 16
+    {
+        return Err(GgufArchError(format!(
+            "implausible shape (block_count {layers}, embedding_length {hidden}, head_count {heads})"
+        )));
+    }
+    let kv_heads = get("attention.head_count_kv")
+        .unwrap_or(heads)
+        .clamp(1, heads);
+    let head_dim = get("attention.key_length").unwrap_or(hidden / heads).max(1);
+    let context = get("context_length").unwrap_or(2048);
+    let window = get("attention.sliding_window");
+    let vocab = get("vocab_size")
+        .or_else(|| match h.get("tokenizer.ggml.tokens") {
+            Some(GgufValue::Skipped { len, .. }) => Some(*len),
+            Some(GgufValue::Array(a)) => Some(a.len() as u64),
+            _ => None,
+        })
+        .unwrap_or(0);
+    let has = |suffix: &str| h.tensors.iter().any(|t| t.name.ends_with(suffix));
+    let experts = get("expert_count").unwrap_or(0);
+    let moe = (experts > 1).then(|| Moe {
+        experts: experts as u32,
+        experts_per_token: get("expert_used_count").unwrap_or(1) as u32,
+        expert_intermediate: get("expert_feed_forward_length")
+            .or_else(|| get("feed_forward_length"))
+            .unwrap_or(0),
+        shared_intermediate: get("expert_shared_feed_forward_length").unwrap_or(0),
+        moe_layers: vec![true; layers as usize],
+        dense_beside_moe: false,
+        expert_bias: false,
+    });
+    let kind = match window {
+        Some(w) if w > 0 => AttentionKind::Sliding(w.min(u64::from(u32::MAX)) as u32),
+        _ => AttentionKind::Full,
+    };
+    let layer = LayerAttention {
+        kind,
+        kv_heads: kv_heads as u32,
+        head_dim: head_dim as u32,
+        k_eq_v: false,
+    };
+    let params: u64 = h
+        .tensors
+        .iter()
+        .map(|t| t.dims.iter().product::<u64>())
+        .sum();
+    let bits_per_weight = if params > 0 {
+        (h.total_tensor_bytes as f64 * 8.0 / params as f64).round() as u32
+    } else {
+        16
+    };
+    let quantization = (bits_per_weight < 16).then(|| Quantization {
+        method: "gguf".into(),
+        bits: bits_per_weight.max(1),
+        group_size: 0,
+        float: false,
+        attention_unquantized: false,
+        dense_mlp_unquantized: false,
+        lm_head_quantized: true,
+        kv_cache_fp8: false,
+    });
+    Ok(ModelArch {
+        model_type: arch.clone(),
+        architecture: Some(format!("gguf:{arch}")),
+        num_layers: layers as u32,
+        hidden_size: hidden,
+        num_attention_heads: heads as u32,
+        num_kv_heads: kv_heads as u32,
+        head_dim: head_dim as u32,
+        vocab_size: vocab,
+        intermediate_size: get("feed_forward_length").unwrap_or(0),
+        mlp: if has("ffn_gate.weight") || has("ffn_gate_exps.weight") {
+            MlpKind::Gated
+        } else {
+            MlpKind::Plain
+        },
+        tie_word_embeddings: !h.tensors.iter().any(|t| t.name == "output.weight"),
+        max_position_embeddings: context,
+        rotary_dim: get("rope.dimension_count").unwrap_or(head_dim) as u32,
+        learned_positions: 0,
+        attention_bias: has("attn_q.bias"),
+        layers: vec![layer; layers as usize],
+        mla: None,
+        moe,
+        dtype: if bits_per_weight >= 32 {
+            Dtype::F32
+        } else {
+            Dtype::F16
+        },
+        quantization,
+        vision_params: 0,
+        mtp_layers: 0,
+        published_params: Some(params),
+        checkpoint_bytes: Some(h.total_tensor_bytes),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(name: &str) -> GgufHeader {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/tools/gguf")
+            .join(name);
+        let bytes = std::fs::read(&path).unwrap();
+        inferscope_formats::gguf::parse_header(&mut bytes.as_slice(), bytes.len() as u64).unwrap()
+    }
+
+    #[test]
+    fn tiny_llama_from_the_recipe() {
+        // make_tiny_gguf.py --layers 1 --embd 8 --heads 2 --ff 16 --ctx 256
+        let a = from_gguf(&header("tiny-random-llama-recipe.gguf")).unwrap();
+        assert_eq!(a.model_type, "llama");
+        assert_eq!(
+            (a.num_layers, a.hidden_size, a.num_attention_heads),
+            (1, 8, 2)
+        );
+        assert_eq!(a.head_dim, 4);
+        assert_eq!(a.max_position_embeddings, 256);
+        assert_eq!(a.intermediate_size, 16);
+        assert_eq!(a.checkpoint_bytes, Some(66464));
+    }
+
+    #[test]
+    fn quantized_file_reports_its_bits() {
+        let a = from_gguf(&header("tiny-llama-v3-f32-f16-q8_0-q4_k.gguf")).unwrap();
+        assert_eq!(a.checkpoint_bytes, Some(28672));
+        assert!(a.quantization.is_some() || a.dtype == Dtype::F32);
+    }
+}

@@ -1,0 +1,295 @@
+//! `inferscope bench`: drive an OpenAI-compatible server with a bounded, seeded load and write
+//! the documented result file (docs/bench.md). Flags are validated here; the work is in
+//! `inferscope_bench::run`.
+//!
+//! Exit codes: 0 = a valid run; 1 = the run finished but is not valid (stopped early because the
+//! server saturated or failed too often, interrupted, too few completed requests, shorter than
+//! asked); 2 = usage or input error (bad flag, unreadable dataset, server unreachable).
+
+use anyhow::Context;
+use inferscope_bench::client::{Api, RequestSettings};
+use inferscope_bench::dataset::DatasetSpec;
+use inferscope_bench::result::{BenchResult, MachineSummary};
+use inferscope_bench::run::{Plan, ProgressFn, ProgressView, execute};
+use inferscope_bench::schedule::{Arrival, Limits, Schedule, Warmup};
+use inferscope_bench::stats::Slo;
+use inferscope_bench::{parse_duration, record};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn duration_arg(s: &str) -> Result<Duration, String> {
+    parse_duration(s)
+}
+
+/// `inferscope bench` flags.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Server base URL (`http://HOST:PORT`); load goes only here.
+    #[arg(long, value_name = "URL")]
+    pub url: String,
+    /// OpenAI endpoint: completions (/v1/completions) or chat (/v1/chat/completions).
+    #[arg(long, value_name = "API", default_value = "completions")]
+    pub api: Api,
+    /// Model name to request (default: the first model the server lists in /v1/models).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// Closed loop: keep N requests in flight (default 1 when no --rate is given).
+    #[arg(long, value_name = "N", conflicts_with = "rate")]
+    pub concurrency: Option<u32>,
+    /// Open loop: send R requests per second whatever the server does.
+    #[arg(long, value_name = "R")]
+    pub rate: Option<f64>,
+    /// Inter-arrival gaps for --rate: poisson, constant or gamma:SHAPE (SHAPE < 1 is burstier).
+    #[arg(long, value_name = "KIND", default_value = "poisson")]
+    pub arrival: Arrival,
+    /// Sweep: a closed-loop step at --concurrency (default 16) finds the saturation rate, then N
+    /// Poisson steps at k/(N+1) of it; each step runs for --duration/--requests.
+    #[arg(long, value_name = "N", conflicts_with = "rate")]
+    pub sweep: Option<u32>,
+    /// Measured sending time (after warm-up), e.g. 30s, 2m. Default 30s when --requests is not given.
+    #[arg(long, value_name = "D", value_parser = duration_arg)]
+    pub duration: Option<Duration>,
+    /// Measured requests to send (after warm-up).
+    #[arg(long, value_name = "N")]
+    pub requests: Option<u64>,
+    /// Warm-up excluded from results: a duration (5s) or a number of requests (20).
+    #[arg(long, value_name = "D|N")]
+    pub warmup: Option<String>,
+    /// Prompts: random:in=512,out=128[,spread=0.1] | jsonl:FILE | sharegpt:FILE.
+    #[arg(long, value_name = "SPEC", default_value = "random:in=512,out=128")]
+    pub dataset: DatasetSpec,
+    /// max_tokens for jsonl entries that do not give output_tokens.
+    #[arg(long, value_name = "N", default_value_t = 128)]
+    pub max_tokens: u32,
+    /// Service-level objectives for goodput, e.g. ttft=500ms,tpot=50ms,e2e=10s.
+    #[arg(long, value_name = "LIST")]
+    pub slo: Option<Slo>,
+    /// Seed for arrivals and synthetic prompts.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+    /// Write the result JSON here.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Write every request's raw timings here (JSON Lines), for `inferscope compare`.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Write SVG latency CDFs (and the sweep curve) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Print the result JSON on stdout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Do not stream (whole responses; TTFT/ITL are then undefined).
+    #[arg(long)]
+    pub no_stream: bool,
+    /// Do not send ignore_eos/min_tokens (outputs may then be shorter than asked).
+    #[arg(long)]
+    pub no_ignore_eos: bool,
+    /// Sampling temperature sent with each request.
+    #[arg(long, value_name = "T", default_value_t = 0.0)]
+    pub temperature: f64,
+    /// Total time allowed per request.
+    #[arg(long, value_name = "D", default_value = "60s", value_parser = duration_arg)]
+    pub timeout: Duration,
+    /// Longest silence allowed between bytes of a response.
+    #[arg(long, value_name = "D", default_value = "30s", value_parser = duration_arg)]
+    pub idle_timeout: Duration,
+    /// Hard cap on the sending phase of each step (warm-up included).
+    #[arg(long, value_name = "D", default_value = "10m", value_parser = duration_arg)]
+    pub max_duration: Duration,
+    /// Open loop: most requests in flight before arrivals wait (and the run may stop as saturated).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_inflight: u32,
+    /// Open loop: stop as saturated when an arrival waits this long for a free slot.
+    #[arg(long, value_name = "D", default_value = "1s", value_parser = duration_arg)]
+    pub max_send_lag: Duration,
+    /// Stop when more than this fraction of the last 50 requests failed (1 disables).
+    #[arg(long, value_name = "F", default_value_t = 0.5)]
+    pub max_error_rate: f64,
+    /// Fewest completed requests for the run to be valid.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub min_requests: u64,
+    /// Record the machine from this snapshot instead of probing this host.
+    #[arg(long, value_name = "FILE")]
+    pub snapshot: Option<PathBuf>,
+    /// No live progress on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+fn parse_warmup(s: Option<&str>) -> anyhow::Result<Warmup> {
+    let Some(s) = s else { return Ok(Warmup::None) };
+    if let Ok(n) = s.trim().parse::<u64>() {
+        return Ok(if n == 0 {
+            Warmup::None
+        } else {
+            Warmup::Requests(n)
+        });
+    }
+    let d = parse_duration(s).map_err(|e| anyhow::anyhow!("--warmup: {e}"))?;
+    Ok(Warmup::Duration(d))
+}
+
+/// Build the plan from flags (pure apart from the clock passed in).
+pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
+    if !(a.url.starts_with("http://") || a.url.starts_with("https://")) {
+        anyhow::bail!("--url {}: expected http://HOST:PORT", a.url);
+    }
+    if a.url.starts_with("https://") && !inferscope_bench::TLS_ENABLED {
+        anyhow::bail!(
+            "--url {}: this build has no TLS (build with --features inferscope-bench/tls)",
+            a.url
+        );
+    }
+    let schedule = match (a.rate, a.concurrency, a.sweep) {
+        (Some(rate), _, _) => Schedule::Open {
+            rate,
+            arrival: a.arrival,
+            seed: a.seed,
+        },
+        (None, c, Some(_)) => Schedule::Closed {
+            concurrency: c.unwrap_or(16),
+        },
+        (None, c, None) => Schedule::Closed {
+            concurrency: c.unwrap_or(1),
+        },
+    };
+    schedule.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    if !(0.0..=1.0).contains(&a.max_error_rate) {
+        anyhow::bail!("--max-error-rate must be between 0 and 1");
+    }
+    if a.requests == Some(0) {
+        anyhow::bail!("--requests must be at least 1");
+    }
+    if a.timeout.is_zero() || a.idle_timeout.is_zero() {
+        anyhow::bail!("--timeout and --idle-timeout must be positive");
+    }
+    if !a.temperature.is_finite() || a.temperature < 0.0 {
+        anyhow::bail!("--temperature must be a non-negative number");
+    }
+    let duration = match (a.duration, a.requests) {
+        (None, None) => Some(Duration::from_secs(30)),
+        (d, _) => d,
+    };
+    Ok(Plan {
+        url: a.url.clone(),
+        request: RequestSettings {
+            api: a.api,
+            model: a.model.clone().unwrap_or_default(),
+            stream: !a.no_stream,
+            ignore_eos: !a.no_ignore_eos,
+            temperature: a.temperature,
+            timeout: a.timeout,
+            idle_timeout: a.idle_timeout,
+        },
+        schedule,
+        sweep_steps: a.sweep.unwrap_or(0),
+        limits: Limits {
+            requests: a.requests,
+            duration,
+        },
+        warmup: parse_warmup(a.warmup.as_deref())?,
+        max_duration: a.max_duration,
+        max_inflight: a.max_inflight.max(1),
+        max_send_lag: a.max_send_lag,
+        max_error_rate: a.max_error_rate,
+        dataset: a.dataset.clone(),
+        default_max_tokens: a.max_tokens.max(1),
+        seed: a.seed,
+        slo: a.slo.unwrap_or_default(),
+        min_requests: a.min_requests,
+        started_at,
+        tool: crate::tool_name(),
+        trace: a.trace.as_ref().map(|p| p.display().to_string()),
+    })
+}
+
+fn machine(snapshot: Option<&Path>) -> anyhow::Result<Option<MachineSummary>> {
+    let snap = match snapshot {
+        Some(f) => crate::load::snapshot_file(f)?,
+        None => super::capture_root(Path::new("/"))?,
+    };
+    Ok(Some(MachineSummary::from_snapshot(&snap)))
+}
+
+fn progress_printer() -> ProgressFn {
+    Arc::new(|p: ProgressView| {
+        let mut e = std::io::stderr().lock();
+        let step = if p.step > 0 {
+            format!("step {} ", p.step)
+        } else {
+            String::new()
+        };
+        let _ = write!(
+            e,
+            "\r\x1b[2K{step}{:6.1}s  sent {}  in flight {}  done {}  errors {}  {:.1} req/s  {:.0} tok/s",
+            p.elapsed_s,
+            p.sent,
+            p.in_flight,
+            p.completed,
+            p.failed,
+            p.requests_per_s,
+            p.tokens_per_s
+        );
+        let _ = e.flush();
+    })
+}
+
+fn write_file(
+    path: &Path,
+    f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
+    let file =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut w = std::io::BufWriter::new(file);
+    f(&mut w).with_context(|| format!("writing {}", path.display()))?;
+    w.flush()
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// Write the SVG plots of labelled results into `dir`.
+pub fn write_plots(dir: &Path, results: &[(String, &BenchResult)]) -> anyhow::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut written = Vec::new();
+    for (name, svg) in inferscope_bench::plot::plots(results) {
+        let p = dir.join(name);
+        std::fs::write(&p, svg).with_context(|| format!("writing {}", p.display()))?;
+        written.push(p);
+    }
+    Ok(written)
+}
+
+/// Run the benchmark.
+pub fn run(a: BenchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let plan = plan(&a, crate::clock::now_rfc3339())?;
+    let machine = machine(a.snapshot.as_deref())?;
+    let show = !a.quiet && std::io::stderr().is_terminal();
+    let outcome = execute(&plan, machine, show.then(progress_printer))?;
+    if show {
+        eprint!("\r\x1b[2K");
+    }
+    let r = &outcome.result;
+    if let Some(p) = &a.out {
+        write_file(p, |w| inferscope_bench::result::write_json(r, w))?;
+    }
+    if let Some(p) = &a.trace {
+        write_file(p, |w| record::write_trace(&outcome.records, w))?;
+    }
+    if let Some(dir) = &a.plot {
+        write_plots(dir, &[("run".to_string(), r)])?;
+    }
+    if a.json {
+        inferscope_bench::result::write_json(r, out)?;
+    } else {
+        inferscope_bench::result::write_text(r, out)?;
+    }
+    Ok(if r.valid {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,495 @@
+//! `inferscope plan`: will this model and these flags fit, how many users, how fast.
+//!
+//! The binary's part is capture only: find the model (a local Hugging Face folder, a
+//! `config.json`, a GGUF file, or a catalog id), find the GPUs (`--gpu`, `--gpu-memory-gib`, or the
+//! machine / `--snapshot` / `--root`), read the pasted serving command, then hand everything to
+//! the pure planner and render what it says.
+
+use anyhow::{Context, bail};
+use inferscope_formats::{gguf, safetensors};
+use inferscope_model::{GpuVendor, Snapshot};
+use inferscope_plan::engine::{self, EngineSettings};
+use inferscope_plan::find::{self, Workload};
+use inferscope_plan::gpus;
+use inferscope_plan::memory::GIB;
+use inferscope_plan::suggest;
+use inferscope_plan::{ModelArch, PlanRequest};
+use serde::Serialize;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Arguments of `inferscope plan`.
+#[derive(Debug, Default)]
+pub struct PlanArgs {
+    /// `--model`: catalog id, local folder, config.json or GGUF file.
+    pub model: Option<String>,
+    /// `--gpu NAME`.
+    pub gpu: Option<String>,
+    /// `--gpu-memory-gib N`.
+    pub gpu_memory_gib: Option<f64>,
+    /// `--gpus N`: GPUs available (default: as many as the machine has, or the TP size).
+    pub gpus: Option<u32>,
+    /// `--snapshot FILE`.
+    pub snapshot: Option<PathBuf>,
+    /// `--root DIR`.
+    pub root: Option<PathBuf>,
+    /// Engine settings given as inferscope flags (override the pasted command).
+    pub flags: EngineFlags,
+    /// `--engine-version`.
+    pub engine_version: Option<String>,
+    /// `--concurrency N`.
+    pub concurrency: Option<u32>,
+    /// `--find`.
+    pub find: bool,
+    /// `--min-tokens-per-s` (with `--find`).
+    pub min_tokens_per_s: Option<f64>,
+    /// `--json`.
+    pub json: bool,
+    /// Words after `--`.
+    pub command: Vec<String>,
+}
+
+/// Engine settings as inferscope flags.
+#[derive(Debug, Default, Clone)]
+pub struct EngineFlags {
+    /// `--tp`.
+    pub tp: Option<u32>,
+    /// `--pp`.
+    pub pp: Option<u32>,
+    /// `--max-model-len`.
+    pub max_model_len: Option<u64>,
+    /// `--gpu-memory-utilization`.
+    pub gpu_memory_utilization: Option<f64>,
+    /// `--kv-cache-dtype`.
+    pub kv_cache_dtype: Option<String>,
+    /// `--quantization`.
+    pub quantization: Option<String>,
+    /// `--max-num-seqs`.
+    pub max_num_seqs: Option<u32>,
+    /// `--max-num-batched-tokens`.
+    pub max_num_batched_tokens: Option<u64>,
+    /// `--enforce-eager`.
+    pub enforce_eager: bool,
+}
+
+/// Largest config or header read from disk.
+const MAX_META_BYTES: u64 = 100 << 20;
+
+fn read_bounded(path: &Path) -> anyhow::Result<String> {
+    let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut s = String::new();
+    f.take(MAX_META_BYTES + 1)
+        .read_to_string(&mut s)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if s.len() as u64 > MAX_META_BYTES {
+        bail!("{}: larger than 100 MiB; not a config file", path.display());
+    }
+    Ok(s)
+}
+
+/// Exact tensor bytes of a safetensors file from its header (tensor data is never read).
+fn safetensors_bytes(path: &Path) -> anyhow::Result<u64> {
+    let mut f =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let len = f.metadata()?.len();
+    let mut first8 = [0u8; 8];
+    f.read_exact(&mut first8)
+        .with_context(|| format!("{}: shorter than a safetensors header", path.display()))?;
+    let header_len =
+        safetensors::header_len(&first8).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let mut buf = first8.to_vec();
+    (&mut f)
+        .take(header_len)
+        .read_to_end(&mut buf)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let h = safetensors::parse_header(&buf, len)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok(h.total_bytes)
+}
+
+/// A model from a path or the catalog; the second value says where it came from.
+pub fn resolve_model(spec: &str) -> anyhow::Result<(ModelArch, String)> {
+    let path = Path::new(spec);
+    if path.is_dir() {
+        let cfg = path.join("config.json");
+        let text = read_bounded(&cfg)?;
+        let mut arch = inferscope_plan::from_hf_config(&text)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", cfg.display()))?;
+        let mut shards: Vec<PathBuf> = std::fs::read_dir(path)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+            .collect();
+        shards.sort();
+        if !shards.is_empty() {
+            let mut total = 0u64;
+            for s in &shards {
+                total = total.saturating_add(safetensors_bytes(s)?);
+            }
+            arch.checkpoint_bytes = Some(total);
+        }
+        let how = format!(
+            "{} ({}; {})",
+            cfg.display(),
+            if shards.is_empty() {
+                "no safetensors files: weights estimated from the config".to_string()
+            } else {
+                format!(
+                    "weights: exact bytes from {} safetensors headers",
+                    shards.len()
+                )
+            },
+            "local folder"
+        );
+        return Ok((arch, how));
+    }
+    if path.is_file() {
+        let mut f = std::fs::File::open(path)?;
+        let mut magic = [0u8; 4];
+        let is_gguf = f.read_exact(&mut magic).is_ok() && &magic == b"GGUF";
+        if is_gguf {
+            let len = std::fs::metadata(path)?.len();
+            let mut r = std::io::BufReader::new(std::fs::File::open(path)?);
+            let h = gguf::parse_header(&mut r, len)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            let arch = inferscope_plan::gguf_arch::from_gguf(&h)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            return Ok((
+                arch,
+                format!("{} (GGUF: exact tensor bytes)", path.display()),
+            ));
+        }
+        let text = read_bounded(path)?;
+        let arch = inferscope_plan::from_hf_config(&text)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        return Ok((
+            arch,
+            format!("{} (config.json: weights estimated)", path.display()),
+        ));
+    }
+    let arch = inferscope_plan::catalog::lookup(spec).map_err(anyhow::Error::msg)?;
+    Ok((arch, format!("{spec} (embedded catalog)")))
+}
+
+/// GPUs from the machine or a snapshot: the most common NVIDIA model, its count, and the
+/// torch-visible total (NVML's total minus its reservation when known, else the catalog's).
+fn gpus_from_snapshot(
+    s: &Snapshot,
+) -> anyhow::Result<(
+    inferscope_plan::plan::GpuSpec,
+    Vec<inferscope_model::PciBusId>,
+    String,
+)> {
+    let nvidia: Vec<_> = s
+        .gpus
+        .iter()
+        .filter(|g| g.vendor == GpuVendor::Nvidia)
+        .collect();
+    let Some(first) = nvidia.first() else {
+        bail!(
+            "no NVIDIA GPU in {}: pass --gpu NAME (e.g. h100-sxm, l40s, rtx-4090) or --gpu-memory-gib N",
+            s.source.root
+        );
+    };
+    let by_id = first
+        .device_id
+        .known()
+        .and_then(|id| gpus::by_pci_device_id(id.0));
+    let by_name = first
+        .details
+        .known()
+        .and_then(|d| d.name.known())
+        .and_then(|n| gpus::lookup(n).ok());
+    let spec = by_name.or(by_id);
+    let nvml_total = first
+        .details
+        .known()
+        .and_then(|d| d.memory.known())
+        .map(|m| {
+            m.total_bytes
+                .saturating_sub(*m.reserved_bytes.known().unwrap_or(&0))
+        });
+    let (name, total, how) = match (spec, nvml_total) {
+        (Some(g), Some(t)) => (g.name.clone(), t, "NVML total minus driver reservation"),
+        (Some(g), None) => (
+            g.name.clone(),
+            (g.torch_total_gib * GIB) as u64,
+            "catalog torch-visible total (no NVML)",
+        ),
+        (None, Some(t)) => (
+            format!("GPU {}", first.pci_bus_id),
+            t,
+            "NVML total minus driver reservation",
+        ),
+        (None, None) => bail!(
+            "GPU {} (device id {}) is not in the GPU catalog and its memory is unknown without NVML: pass --gpu NAME or --gpu-memory-gib N",
+            first.pci_bus_id,
+            first.device_id
+        ),
+    };
+    let ids = nvidia.iter().map(|g| g.pci_bus_id).collect();
+    Ok((
+        inferscope_plan::plan::GpuSpec {
+            name: name.clone(),
+            total_bytes: total,
+            count: nvidia.len() as u32,
+        },
+        ids,
+        format!("{name} ×{} from {} ({how})", nvidia.len(), s.source.root),
+    ))
+}
+
+/// JSON of `inferscope plan --json`: the plan's own keys at the top level, plus context.
+#[derive(Debug, Serialize)]
+struct PlanReport<'a> {
+    #[serde(flatten)]
+    plan: &'a inferscope_plan::Plan,
+    model_source: String,
+    gpu_source: String,
+    engine_settings: Option<&'a EngineSettings>,
+    suggestions: Vec<suggest::Suggestion>,
+    speed: Option<inferscope_plan::speed::DecodeBound>,
+}
+
+fn apply(req: &mut PlanRequest, s: &EngineSettings) {
+    req.engine = s.engine;
+    if let Some(v) = s.tensor_parallel_size {
+        req.tp = v;
+    }
+    if let Some(v) = s.pipeline_parallel_size {
+        req.pp = v;
+    }
+    if s.max_model_len.is_some() {
+        req.max_model_len = s.max_model_len;
+    }
+    if s.gpu_memory_utilization.is_some() {
+        req.gpu_memory_utilization = s.gpu_memory_utilization;
+    }
+    if s.kv_cache_dtype.is_some() {
+        req.kv_cache_dtype = s.kv_cache_dtype.clone();
+    }
+    if s.max_num_seqs.is_some() {
+        req.max_num_seqs = s.max_num_seqs;
+    }
+    if s.max_num_batched_tokens.is_some() {
+        req.max_num_batched_tokens = s.max_num_batched_tokens;
+    }
+    if let Some(e) = s.enforce_eager {
+        req.enforce_eager = e;
+    }
+    if s.quantization.is_some() {
+        req.quantization = s.quantization.clone();
+    }
+    if s.dtype.is_some() {
+        req.dtype = s.dtype.clone();
+    }
+    if s.block_size.is_some() {
+        req.block_size = s.block_size;
+    }
+    if let Some(e) = s.enable_expert_parallel {
+        req.expert_parallel = e;
+    }
+}
+
+fn apply_flags(req: &mut PlanRequest, f: &EngineFlags) {
+    if let Some(v) = f.tp {
+        req.tp = v;
+    }
+    if let Some(v) = f.pp {
+        req.pp = v;
+    }
+    if f.max_model_len.is_some() {
+        req.max_model_len = f.max_model_len;
+    }
+    if f.gpu_memory_utilization.is_some() {
+        req.gpu_memory_utilization = f.gpu_memory_utilization;
+    }
+    if f.kv_cache_dtype.is_some() {
+        req.kv_cache_dtype = f.kv_cache_dtype.clone();
+    }
+    if f.quantization.is_some() {
+        req.quantization = f.quantization.clone();
+    }
+    if f.max_num_seqs.is_some() {
+        req.max_num_seqs = f.max_num_seqs;
+    }
+    if f.max_num_batched_tokens.is_some() {
+        req.max_num_batched_tokens = f.max_num_batched_tokens;
+    }
+    if f.enforce_eager {
+        req.enforce_eager = true;
+    }
+}
+
+/// Run the command.
+pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let settings = if args.command.is_empty() {
+        None
+    } else {
+        Some(
+            engine::parse_command(&args.command)
+                .map_err(|e| anyhow::anyhow!("serving command: {e}"))?,
+        )
+    };
+    let model_spec = args
+        .model
+        .clone()
+        .or_else(|| settings.as_ref().and_then(|s| s.model.clone()))
+        .ok_or_else(|| {
+            anyhow::anyhow!("no model: pass --model ID|PATH or a serving command after `--`")
+        })?;
+    let (arch, model_source) = resolve_model(&model_spec)?;
+
+    if args.find {
+        let max_model_len = args
+            .flags
+            .max_model_len
+            .or(settings.as_ref().and_then(|s| s.max_model_len))
+            .unwrap_or(arch.max_position_embeddings);
+        let w = Workload {
+            max_model_len,
+            concurrency: args.concurrency.unwrap_or(1),
+            min_tokens_per_s_per_sequence: args.min_tokens_per_s,
+        };
+        let catalog = gpus::all().map_err(anyhow::Error::msg)?;
+        let r = find::find(&arch, &model_spec, &w, catalog);
+        if args.json {
+            serde_json::to_writer_pretty(&mut *out, &r)?;
+            writeln!(out)?;
+        } else {
+            crate::render::plan::write_find(&model_spec, &w, &r, out)?;
+        }
+        return Ok(if r.candidates.is_empty() {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        });
+    }
+
+    let (gpu, pci_ids, gpu_source) = match (&args.gpu, args.gpu_memory_gib) {
+        (Some(name), _) => {
+            let g = gpus::lookup(name).map_err(anyhow::Error::msg)?;
+            (
+                inferscope_plan::plan::GpuSpec {
+                    name: g.name.clone(),
+                    total_bytes: (g.torch_total_gib * GIB) as u64,
+                    count: args.gpus.unwrap_or(8),
+                },
+                Vec::new(),
+                format!(
+                    "{} (catalog; torch-visible {:.2} GiB, {})",
+                    g.name, g.torch_total_gib, g.torch_total_basis
+                ),
+            )
+        }
+        (None, Some(gib)) => {
+            let g = gpus::custom(gib).map_err(anyhow::Error::msg)?;
+            (
+                inferscope_plan::plan::GpuSpec {
+                    name: g.name.clone(),
+                    total_bytes: (gib * GIB) as u64,
+                    count: args.gpus.unwrap_or(8),
+                },
+                Vec::new(),
+                format!("--gpu-memory-gib {gib} (bandwidth and TFLOPS unknown)"),
+            )
+        }
+        (None, None) => {
+            let snap = match (&args.snapshot, &args.root) {
+                (Some(f), _) => crate::load::snapshot_file(f)?,
+                (None, Some(r)) => super::capture_root(r)?,
+                (None, None) => super::capture_root(Path::new("/"))?,
+            };
+            let (mut g, ids, how) = gpus_from_snapshot(&snap)?;
+            if let Some(n) = args.gpus {
+                g.count = n;
+            }
+            (g, ids, how)
+        }
+    };
+
+    let mut req = PlanRequest::new(arch.clone(), model_spec.clone(), gpu.clone());
+    if let Some(s) = &settings {
+        apply(&mut req, s);
+    }
+    apply_flags(&mut req, &args.flags);
+    req.engine_version = args.engine_version.clone();
+    req.concurrency = args.concurrency;
+    if req.tp.saturating_mul(req.pp) > gpu.count {
+        bail!(
+            "tensor-parallel {} × pipeline-parallel {} needs {} GPUs; {} has {}",
+            req.tp,
+            req.pp,
+            req.tp.saturating_mul(req.pp),
+            gpu_source,
+            gpu.count
+        );
+    }
+    let mut p = inferscope_plan::plan(&req);
+    p.gpus = pci_ids
+        .into_iter()
+        .take((req.tp * req.pp) as usize)
+        .collect();
+    let others: Vec<inferscope_plan::plan::GpuSpec> = gpus::all()
+        .map(|all| {
+            all.iter()
+                .filter(|g| g.torch_total_gib * GIB > gpu.total_bytes as f64)
+                .map(|g| inferscope_plan::plan::GpuSpec {
+                    name: g.name.clone(),
+                    total_bytes: (g.torch_total_gib * GIB) as u64,
+                    count: gpu.count,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    // Other GPU types: keep the three best (those that meet the target first), not the catalog.
+    let mut suggestions = suggest::suggest(&req, &others);
+    let (mut other_gpus, mut rest): (Vec<_>, Vec<_>) = suggestions
+        .drain(..)
+        .partition(|s| s.kind == suggest::ChangeKind::OtherGpu);
+    other_gpus.sort_by(|a, b| {
+        b.meets_target.cmp(&a.meets_target).then(if a.meets_target {
+            std::cmp::Ordering::Equal
+        } else {
+            b.max_concurrency.total_cmp(&a.max_concurrency)
+        })
+    });
+    rest.extend(other_gpus.into_iter().take(3));
+    let suggestions = rest;
+    // Speed at the concurrency the KV cache can actually hold.
+    let running = args
+        .concurrency
+        .unwrap_or(1)
+        .min(p.max_concurrency.floor().max(1.0) as u32)
+        .max(1);
+    let speed = gpus::lookup(&gpu.name)
+        .ok()
+        .and_then(|spec| crate::render::plan::decode_bound(&arch, &p, spec, req.tp, running));
+    if args.json {
+        let report = PlanReport {
+            plan: &p,
+            model_source,
+            gpu_source,
+            engine_settings: settings.as_ref(),
+            suggestions,
+            speed,
+        };
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+    } else {
+        crate::render::plan::write_plan(
+            &p,
+            &model_source,
+            &gpu_source,
+            settings.as_ref(),
+            &suggestions,
+            speed.as_ref(),
+            out,
+        )?;
+    }
+    Ok(if p.fits && p.meets_concurrency != Some(false) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

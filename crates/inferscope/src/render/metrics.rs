@@ -1,0 +1,265 @@
+//! Prometheus text exposition (format 0.0.4) for `inferscope serve --metrics`: Snapshot facts,
+//! check results and watch samples. Written by hand (a few dozen lines) instead of pulling a
+//! metrics crate: every family is a gauge, `# HELP` and `# TYPE` appear once per family, and
+//! label values are escaped as the format requires.
+
+use inferscope_check::{Finding, Status};
+use inferscope_model::Snapshot;
+use inferscope_probe::watch::{GpuSample, ProcessSample};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+fn esc(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[derive(Default)]
+struct Families {
+    // name -> (help, lines)
+    map: BTreeMap<&'static str, (&'static str, Vec<String>)>,
+}
+
+impl Families {
+    fn add(&mut self, name: &'static str, help: &'static str, labels: &[(&str, String)], v: f64) {
+        if !v.is_finite() {
+            return;
+        }
+        let l: Vec<String> = labels
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{}\"", esc(v)))
+            .collect();
+        let line = if l.is_empty() {
+            format!("{name} {v}")
+        } else {
+            format!("{name}{{{}}} {v}", l.join(","))
+        };
+        let lines = &mut self.map.entry(name).or_insert((help, Vec::new())).1;
+        // The same labels twice would be a duplicate series; keep the first.
+        let key = line.rsplit_once(' ').map_or(line.as_str(), |(k, _)| k);
+        if !lines
+            .iter()
+            .any(|l| l.rsplit_once(' ').is_some_and(|(k, _)| k == key))
+        {
+            lines.push(line);
+        }
+    }
+
+    fn render(self) -> String {
+        let mut o = String::new();
+        for (name, (help, lines)) in self.map {
+            let _ = writeln!(o, "# HELP {name} {help}");
+            let _ = writeln!(o, "# TYPE {name} gauge");
+            for l in lines {
+                let _ = writeln!(o, "{l}");
+            }
+        }
+        o
+    }
+}
+
+/// Everything one scrape shows.
+pub fn write_metrics(
+    snap: &Snapshot,
+    findings: &[Finding],
+    gpus: &[GpuSample],
+    procs: &[ProcessSample],
+) -> String {
+    let mut f = Families::default();
+    f.add(
+        "inferscope_info",
+        "inferscope build and host (always 1).",
+        &[
+            ("version", env!("CARGO_PKG_VERSION").to_string()),
+            (
+                "hostname",
+                snap.host.hostname.known().cloned().unwrap_or_default(),
+            ),
+        ],
+        1.0,
+    );
+    if let Some(c) = snap.host.online_cpus.known() {
+        f.add(
+            "inferscope_host_cpus_online",
+            "Online logical CPUs.",
+            &[],
+            c.len() as f64,
+        );
+    }
+    for n in &snap.numa_nodes {
+        let l = [("numa_node", n.id.to_string())];
+        if let Some(b) = n.memory_total_bytes.known() {
+            f.add(
+                "inferscope_numa_node_memory_total_bytes",
+                "Memory of a NUMA node.",
+                &l,
+                *b as f64,
+            );
+        }
+        if let Some(b) = n.memory_free_bytes.known() {
+            f.add(
+                "inferscope_numa_node_memory_free_bytes",
+                "Free memory of a NUMA node at capture.",
+                &l,
+                *b as f64,
+            );
+        }
+        f.add(
+            "inferscope_numa_node_cpus",
+            "CPUs of a NUMA node.",
+            &l,
+            n.cpus.len() as f64,
+        );
+    }
+    for (pos, g) in snap.gpus.iter().enumerate() {
+        let d = g.details.known();
+        let index = d.and_then(|d| d.index.known()).map_or(pos as u32, |i| i.0);
+        let uuid = d
+            .and_then(|d| d.uuid.known())
+            .map(|u| u.0.clone())
+            .unwrap_or_default();
+        let node = g
+            .numa_node
+            .known()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        let labels = [
+            ("gpu", index.to_string()),
+            ("uuid", uuid.clone()),
+            ("pci_bus_id", g.pci_bus_id.to_string()),
+            ("numa_node", node.clone()),
+        ];
+        f.add(
+            "inferscope_gpu_info",
+            "A GPU on the PCI bus (always 1).",
+            &labels,
+            1.0,
+        );
+        let sample = gpus.iter().find(|s| {
+            s.pci_bus_id
+                .as_deref()
+                .and_then(|b| b.parse::<inferscope_model::PciBusId>().ok())
+                == Some(g.pci_bus_id)
+        });
+        let mem = d.and_then(|d| d.memory.known());
+        let total = sample
+            .and_then(|s| s.memory_total_bytes)
+            .or(mem.map(|m| m.total_bytes));
+        let used = sample
+            .and_then(|s| s.memory_used_bytes)
+            .or(mem.map(|m| m.used_bytes));
+        if let Some(t) = total {
+            f.add(
+                "inferscope_gpu_memory_total_bytes",
+                "GPU memory in total.",
+                &labels,
+                t as f64,
+            );
+        }
+        if let Some(u) = used {
+            f.add(
+                "inferscope_gpu_memory_used_bytes",
+                "GPU memory in use.",
+                &labels,
+                u as f64,
+            );
+        }
+        if let Some(s) = sample {
+            if let Some(u) = s.utilization_percent {
+                f.add(
+                    "inferscope_gpu_utilization_ratio",
+                    "GPU utilisation (0-1) over NVML's last sample period.",
+                    &labels,
+                    f64::from(u) / 100.0,
+                );
+            }
+            if let Some(b) = s.pcie_tx_bytes_per_s {
+                f.add(
+                    "inferscope_gpu_pcie_tx_bytes_per_second",
+                    "PCIe transmit throughput (NVML, 20 ms sample).",
+                    &labels,
+                    b as f64,
+                );
+            }
+            if let Some(b) = s.pcie_rx_bytes_per_s {
+                f.add(
+                    "inferscope_gpu_pcie_rx_bytes_per_second",
+                    "PCIe receive throughput (NVML, 20 ms sample).",
+                    &labels,
+                    b as f64,
+                );
+            }
+        }
+        if let Some(t) = d.and_then(|d| d.temperature_c.known()) {
+            f.add(
+                "inferscope_gpu_temperature_celsius",
+                "GPU temperature.",
+                &labels,
+                f64::from(*t),
+            );
+        }
+        if let Some(p) = d.and_then(|d| d.power_draw_mw.known()) {
+            f.add(
+                "inferscope_gpu_power_watts",
+                "GPU power draw.",
+                &labels,
+                f64::from(*p) / 1000.0,
+            );
+        }
+    }
+    for x in findings {
+        let v = match x.status {
+            Status::Pass => 0.0,
+            Status::Fail => 1.0,
+            _ => 2.0,
+        };
+        f.add(
+            "inferscope_check_status",
+            "Result of an inferscope check per code and subject: 0 pass, 1 fail, 2 unknown (see `inferscope explain CODE`).",
+            &[
+                ("code", x.code.clone()),
+                ("severity", format!("{:?}", x.severity).to_ascii_lowercase()),
+                ("subject", x.subject.clone()),
+            ],
+            v,
+        );
+    }
+    for p in procs.iter().filter(|p| p.alive) {
+        let name = p.name.clone().unwrap_or_default();
+        let l = [("pid", p.pid.to_string()), ("name", name.clone())];
+        if let Some(r) = p.rss_bytes {
+            f.add(
+                "inferscope_process_resident_bytes",
+                "Resident set size of a watched process.",
+                &l,
+                r as f64,
+            );
+        }
+        for (node, b) in &p.numa_bytes {
+            f.add(
+                "inferscope_process_numa_resident_bytes",
+                "Resident bytes of a watched process per NUMA node (numa_maps).",
+                &[
+                    ("pid", p.pid.to_string()),
+                    ("name", name.clone()),
+                    ("numa_node", node.to_string()),
+                ],
+                *b as f64,
+            );
+        }
+        for (gpu, b) in &p.gpu_memory_bytes {
+            f.add(
+                "inferscope_process_gpu_memory_bytes",
+                "GPU memory of a watched process (NVML).",
+                &[
+                    ("pid", p.pid.to_string()),
+                    ("name", name.clone()),
+                    ("gpu", gpu.to_string()),
+                ],
+                *b as f64,
+            );
+        }
+    }
+    f.render()
+}

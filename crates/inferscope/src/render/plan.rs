@@ -1,0 +1,185 @@
+//! `inferscope plan` output: the per-GPU memory breakdown as the engine will account it, the
+//! capacity it leaves, every assumption, what to change when it falls short, and a speed bound.
+
+use inferscope_plan::engine::EngineSettings;
+use inferscope_plan::find::{FindResult, Workload};
+use inferscope_plan::speed::DecodeBound;
+use inferscope_plan::suggest::Suggestion;
+use inferscope_plan::{ModelArch, Plan};
+use std::io::{self, Write};
+
+/// Decode roofline at full context for `concurrency` sequences (None: bandwidth unknown).
+pub fn decode_bound(
+    arch: &ModelArch,
+    p: &Plan,
+    gpu: &inferscope_plan::gpus::GpuSpec,
+    tp: u32,
+    concurrency: u32,
+) -> Option<DecodeBound> {
+    let fp8 = arch
+        .quantization
+        .as_ref()
+        .is_some_and(|q| q.float && q.bits == 8);
+    inferscope_plan::find::decode_bound(
+        arch,
+        p,
+        gpu,
+        tp,
+        fp8,
+        p.max_model_len.unwrap_or(arch.max_position_embeddings),
+        concurrency,
+    )
+}
+
+/// Write the plan.
+pub fn write_plan(
+    p: &Plan,
+    model_source: &str,
+    gpu_source: &str,
+    settings: Option<&EngineSettings>,
+    suggestions: &[Suggestion],
+    speed: Option<&DecodeBound>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(out, "Model:  {model_source}")?;
+    writeln!(out, "GPUs:   {gpu_source}")?;
+    writeln!(
+        out,
+        "Engine: {:?} {} ({}), TP {} × PP {}, max_model_len {}, KV {:?}, block {}",
+        p.engine.name,
+        p.engine.version,
+        if p.engine.v1 { "V1" } else { "V0" },
+        p.tensor_parallel_size.unwrap_or(1),
+        p.pipeline_parallel_size,
+        p.max_model_len.map_or("?".into(), |m| m.to_string()),
+        p.kv_cache_dtype,
+        p.block_size
+    )?;
+    writeln!(out)?;
+    let g = &p.per_gpu;
+    writeln!(out, "Per GPU (GiB)                       ")?;
+    for (label, v) in [
+        ("GPU memory (torch-visible)", g.gpu_total_gib),
+        ("engine budget (× utilization)", g.total_gib),
+        ("  weights", g.weights_gib),
+        ("  non-torch (CUDA ctx, NCCL)", g.non_torch_gib),
+        ("  activation peak (profiling)", g.activation_gib),
+        ("  KV cache", g.kv_cache_gib),
+        ("CUDA graphs", g.cuda_graph_gib),
+        ("left free on the GPU", g.free_after_kv_gib),
+    ] {
+        writeln!(out, "  {label:<34} {v:>9.2}")?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "KV cache: {} tokens ({} blocks of {}), {} bytes/token/GPU → max concurrency at max_model_len: {:.2}×",
+        p.kv_cache_tokens, p.blocks, p.block_size, p.kv_bytes_per_token, p.max_concurrency
+    )?;
+    if let Some(c) = p.concurrency {
+        writeln!(
+            out,
+            "Requested concurrency {c}: {}",
+            if p.meets_concurrency == Some(true) {
+                "met"
+            } else {
+                "NOT met"
+            }
+        )?;
+    }
+    writeln!(out, "Fits: {}", if p.fits { "yes" } else { "NO" })?;
+    for pr in &p.problems {
+        writeln!(out, "  - {pr}")?;
+    }
+    if let Some(d) = speed {
+        writeln!(
+            out,
+            "Decode bound (roofline, full context): {:.0} tok/s per sequence, {:.0} tok/s aggregate ({:?}-bound)",
+            d.tokens_per_s_per_sequence, d.tokens_per_s_aggregate, d.limited_by
+        )?;
+    }
+    if !suggestions.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "What would change it:")?;
+        for s in suggestions {
+            writeln!(
+                out,
+                "  {:<40} fits {:<3} max concurrency {:>7.2}×  KV {:>7.2} GiB/GPU  GPUs {}",
+                s.change,
+                if s.fits { "yes" } else { "no" },
+                s.max_concurrency,
+                s.kv_cache_gib,
+                s.gpus_used
+            )?;
+        }
+    }
+    if let Some(s) = settings {
+        if !s.ignored.is_empty() {
+            writeln!(out)?;
+            writeln!(out, "Ignored flags (not modelled): {}", s.ignored.join(" "))?;
+        }
+    }
+    writeln!(out)?;
+    writeln!(out, "Assumptions:")?;
+    for a in &p.assumptions {
+        writeln!(out, "  - {a}")?;
+    }
+    if let Some(d) = speed {
+        for a in &d.assumptions {
+            writeln!(out, "  - speed: {a}")?;
+        }
+    }
+    Ok(())
+}
+
+/// Write `plan --find`.
+pub fn write_find(
+    model: &str,
+    w: &Workload,
+    r: &FindResult,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "{model}: {} concurrent requests of {} tokens{} — {} configurations evaluated, {} meet it",
+        w.concurrency,
+        w.max_model_len,
+        w.min_tokens_per_s_per_sequence
+            .map_or(String::new(), |t| format!(", ≥ {t} tok/s each")),
+        r.evaluated,
+        r.candidates.len()
+    )?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "  {:<22} {:>4}  {:<7} {:<5} {:>10} {:>10} {:>9} {:>12}",
+        "GPU", "×", "weights", "KV", "weights/GPU", "KV/GPU", "max conc", "tok/s/seq"
+    )?;
+    const SHOWN: usize = 25;
+    for c in r.candidates.iter().take(SHOWN) {
+        writeln!(
+            out,
+            "  {:<22} {:>4}  {:<7} {:<5} {:>10.2} {:>10.2} {:>9.2} {:>12}",
+            c.gpu,
+            c.count,
+            c.weights,
+            c.kv_cache_dtype,
+            c.weights_gib_per_gpu,
+            c.kv_cache_gib_per_gpu,
+            c.max_concurrency,
+            c.decode_tokens_per_s_per_sequence
+                .map_or("?".into(), |t| format!("{t:.0}"))
+        )?;
+    }
+    if r.candidates.is_empty() {
+        writeln!(
+            out,
+            "  nothing in the catalog meets this workload on up to 8 GPUs"
+        )?;
+    }
+    writeln!(out)?;
+    for a in &r.assumptions {
+        writeln!(out, "  - {a}")?;
+    }
+    Ok(())
+}
