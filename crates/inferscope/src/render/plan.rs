@@ -113,11 +113,9 @@ pub fn write_plan(
             )?;
         }
     }
-    if let Some(s) = settings {
-        if !s.ignored.is_empty() {
-            writeln!(out)?;
-            writeln!(out, "Ignored flags (not modelled): {}", s.ignored.join(" "))?;
-        }
+    if let Some(s) = settings.filter(|s| !s.ignored.is_empty()) {
+        writeln!(out)?;
+        writeln!(out, "Ignored flags (not modelled): {}", s.ignored.join(" "))?;
     }
     writeln!(out)?;
     writeln!(out, "Assumptions:")?;
