@@ -139,7 +139,10 @@ fn ttft_and_itl_within_1ms_at_p99_with_1000_concurrent_streams() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(d)
     };
-    let (itl_ms, ttft_ms) = (env("INFERSCOPE_TEST_ITL_MS", 100), env("INFERSCOPE_TEST_TTFT_MS", 1000));
+    let (itl_ms, ttft_ms) = (
+        env("INFERSCOPE_TEST_ITL_MS", 100),
+        env("INFERSCOPE_TEST_TTFT_MS", 1000),
+    );
     let mut lines = Vec::new();
     for _ in 0..3 {
         let (te, ie, line) = measure_1000_streams(itl_ms, ttft_ms);
@@ -149,7 +152,10 @@ fn ttft_and_itl_within_1ms_at_p99_with_1000_concurrent_streams() {
             return;
         }
     }
-    panic!("TTFT/ITL error p99 above 1 ms in every attempt:\n{}", lines.join("\n"));
+    panic!(
+        "TTFT/ITL error p99 above 1 ms in every attempt:\n{}",
+        lines.join("\n")
+    );
 }
 
 /// Kolmogorov–Smirnov statistic of `xs` against Exp(rate).

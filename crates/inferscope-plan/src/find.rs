@@ -82,17 +82,16 @@ fn quantized(arch: &ModelArch, weights: &str) -> Option<ModelArch> {
     }
 }
 
-/// Decode roofline for a plan: every sequence at `context_tokens`, `concurrency` sequences.
-/// `None` when the GPU's bandwidth is unknown.
-pub fn decode_bound(
+/// Speed-bound inputs for a plan: every sequence at `context_tokens`, `concurrency` sequences.
+pub fn speed_inputs<'a>(
     arch: &ModelArch,
     p: &Plan,
-    gpu: &CatalogGpu,
+    gpu: &'a CatalogGpu,
     tp: u32,
     fp8_compute: bool,
     context_tokens: u64,
     concurrency: u32,
-) -> Option<speed::DecodeBound> {
+) -> SpeedInputs<'a> {
     let weights_bytes = p.per_gpu.weights_gib * GIB;
     let params = parameter_count(arch) as f64;
     // Active share of the weights per token: dense models read everything; MoE models read the
@@ -110,7 +109,7 @@ pub fn decode_bound(
             routed_expert_bytes_per_gpu: weights_bytes * share,
         }
     });
-    let inputs = SpeedInputs {
+    SpeedInputs {
         gpu,
         weights_bytes_per_gpu: weights_bytes,
         active_weight_bytes_per_token_per_gpu: weights_bytes,
@@ -131,7 +130,20 @@ pub fn decode_bound(
         },
         link: Link::Auto,
         efficiency: Efficiency::default(),
-    };
+    }
+}
+
+/// Decode roofline for a plan (see [`speed_inputs`]); `None` when the GPU's bandwidth is unknown.
+pub fn decode_bound(
+    arch: &ModelArch,
+    p: &Plan,
+    gpu: &CatalogGpu,
+    tp: u32,
+    fp8_compute: bool,
+    context_tokens: u64,
+    concurrency: u32,
+) -> Option<speed::DecodeBound> {
+    let inputs = speed_inputs(arch, p, gpu, tp, fp8_compute, context_tokens, concurrency);
     speed::decode_bound(&inputs).ok()
 }
 

@@ -525,7 +525,7 @@ pub struct LoadInputs<'a> {
 }
 
 /// Whether the checkpoint fits a NUMA node's free memory.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct NumaFit {
     pub node: u32,
     pub free_bytes: f64,
@@ -536,7 +536,7 @@ pub struct NumaFit {
 }
 
 /// Model load time lower bound and host RAM needed.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LoadBound {
     /// checkpoint / disk.
     pub disk_time_s: f64,

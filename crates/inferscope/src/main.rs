@@ -175,6 +175,12 @@ struct PlanCli {
     /// With --find: decode tokens/s each sequence must get (roofline bound).
     #[arg(long, value_name = "TOKENS_PER_S", requires = "find")]
     min_tokens_per_s: Option<f64>,
+    /// Prompt tokens for the time-to-first-token bound (default min(1024, max_model_len)).
+    #[arg(long, value_name = "TOKENS")]
+    input_len: Option<u64>,
+    /// Disk read speed for the model-load bound, GB/s (default 2).
+    #[arg(long, value_name = "GBPS")]
+    disk_gbps: Option<f64>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -208,6 +214,8 @@ impl PlanCli {
             find: self.find,
             min_tokens_per_s: self.min_tokens_per_s,
             json: self.json,
+            input_len: self.input_len,
+            disk_gbps: self.disk_gbps,
             command: self.command,
         }
     }

@@ -46,6 +46,10 @@ pub struct PlanArgs {
     pub min_tokens_per_s: Option<f64>,
     /// `--json`.
     pub json: bool,
+    /// `--input-len`: prompt tokens for the TTFT bound (default min(1024, max_model_len)).
+    pub input_len: Option<u64>,
+    /// `--disk-gbps`: disk read speed for the load-time bound (default 2 GB/s).
+    pub disk_gbps: Option<f64>,
     /// Words after `--`.
     pub command: Vec<String>,
 }
@@ -248,7 +252,7 @@ struct PlanReport<'a> {
     gpu_source: String,
     engine_settings: Option<&'a EngineSettings>,
     suggestions: Vec<suggest::Suggestion>,
-    speed: Option<inferscope_plan::speed::DecodeBound>,
+    speed: crate::render::plan::SpeedBounds,
 }
 
 fn apply(req: &mut PlanRequest, s: &EngineSettings) {
@@ -462,9 +466,22 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         .unwrap_or(1)
         .min(p.max_concurrency.floor().max(1.0) as u32)
         .max(1);
-    let speed = gpus::lookup(&gpu.name)
-        .ok()
-        .and_then(|spec| crate::render::plan::decode_bound(&arch, &p, spec, req.tp, running));
+    let prompt = args
+        .input_len
+        .unwrap_or_else(|| p.max_model_len.unwrap_or(1024).min(1024));
+    let disk = args.disk_gbps.unwrap_or(2.0);
+    let speed = match gpus::lookup(&gpu.name) {
+        Ok(spec) => {
+            crate::render::plan::speed_bounds(&arch, &p, spec, req.tp, running, prompt, disk)
+        }
+        Err(_) => crate::render::plan::SpeedBounds {
+            decode: None,
+            prefill: None,
+            load: None,
+            sequences: running,
+            disk_gbps: disk,
+        },
+    };
     if args.json {
         let report = PlanReport {
             plan: &p,
@@ -483,7 +500,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             &gpu_source,
             settings.as_ref(),
             &suggestions,
-            speed.as_ref(),
+            &speed,
             out,
         )?;
     }

@@ -8,27 +8,56 @@ use inferscope_plan::suggest::Suggestion;
 use inferscope_plan::{ModelArch, Plan};
 use std::io::{self, Write};
 
-/// Decode roofline at full context for `concurrency` sequences (None: bandwidth unknown).
-pub fn decode_bound(
+/// Speed bounds of a plan: decode at full context, prefill of one prompt, model load.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SpeedBounds {
+    /// Decode roofline for the running sequences.
+    pub decode: Option<DecodeBound>,
+    /// Time to first token lower bound for `prompt_tokens`.
+    pub prefill: Option<inferscope_plan::speed::PrefillBound>,
+    /// Model load time lower bound and host RAM for loading.
+    pub load: Option<inferscope_plan::speed::LoadBound>,
+    /// Sequences the decode bound assumes (the requested concurrency, capped by the KV cache).
+    pub sequences: u32,
+    /// Disk read speed assumed for the load bound, GB/s.
+    pub disk_gbps: f64,
+}
+
+/// Compute the speed bounds (each `None` when the catalog lacks the GPU's figures).
+pub fn speed_bounds(
     arch: &ModelArch,
     p: &Plan,
     gpu: &inferscope_plan::gpus::GpuSpec,
     tp: u32,
-    concurrency: u32,
-) -> Option<DecodeBound> {
+    sequences: u32,
+    prompt_tokens: u64,
+    disk_gbps: f64,
+) -> SpeedBounds {
+    use inferscope_plan::speed;
     let fp8 = arch
         .quantization
         .as_ref()
         .is_some_and(|q| q.float && q.bits == 8);
-    inferscope_plan::find::decode_bound(
-        arch,
-        p,
-        gpu,
-        tp,
-        fp8,
-        p.max_model_len.unwrap_or(arch.max_position_embeddings),
-        concurrency,
-    )
+    let context = p.max_model_len.unwrap_or(arch.max_position_embeddings);
+    let inputs = inferscope_plan::find::speed_inputs(arch, p, gpu, tp, fp8, context, sequences);
+    let weights_per_gpu = p.per_gpu.weights_gib * inferscope_plan::memory::GIB;
+    SpeedBounds {
+        decode: speed::decode_bound(&inputs).ok(),
+        prefill: speed::prefill_bound(&inputs, prompt_tokens).ok(),
+        load: speed::load_bound(&speed::LoadInputs {
+            gpu,
+            checkpoint_bytes: p.weights_bytes_total.unwrap_or(0) as f64,
+            weights_bytes_per_gpu: weights_per_gpu,
+            largest_file_bytes: None,
+            disk_gbps,
+            host_ram_free_bytes: None,
+            numa_free_bytes: Vec::new(),
+            efficiency: speed::Efficiency::default(),
+        })
+        .ok(),
+        sequences,
+        disk_gbps,
+    }
 }
 
 /// Write the plan.
@@ -38,7 +67,7 @@ pub fn write_plan(
     gpu_source: &str,
     settings: Option<&EngineSettings>,
     suggestions: &[Suggestion],
-    speed: Option<&DecodeBound>,
+    speed: &SpeedBounds,
     out: &mut dyn Write,
 ) -> io::Result<()> {
     writeln!(out, "Model:  {model_source}")?;
@@ -91,11 +120,28 @@ pub fn write_plan(
     for pr in &p.problems {
         writeln!(out, "  - {pr}")?;
     }
-    if let Some(d) = speed {
+    if let Some(d) = &speed.decode {
         writeln!(
             out,
-            "Decode bound (roofline, full context): {:.0} tok/s per sequence, {:.0} tok/s aggregate ({:?}-bound)",
-            d.tokens_per_s_per_sequence, d.tokens_per_s_aggregate, d.limited_by
+            "Decode bound ({} sequences at full context): {:.0} tok/s per sequence, {:.0} tok/s aggregate ({:?}-bound)",
+            speed.sequences, d.tokens_per_s_per_sequence, d.tokens_per_s_aggregate, d.limited_by
+        )?;
+    }
+    if let Some(pf) = &speed.prefill {
+        writeln!(
+            out,
+            "TTFT bound for a {}-token prompt: {:.0} ms",
+            pf.prompt_tokens,
+            pf.ttft_s * 1000.0
+        )?;
+    }
+    if let Some(l) = &speed.load {
+        writeln!(
+            out,
+            "Load time bound at {} GB/s disk: {:.0} s (host RAM to cache the checkpoint: {:.1} GiB)",
+            speed.disk_gbps,
+            l.load_time_s,
+            l.host_ram_whole_bytes / inferscope_plan::memory::GIB
         )?;
     }
     if !suggestions.is_empty() {
@@ -122,7 +168,7 @@ pub fn write_plan(
     for a in &p.assumptions {
         writeln!(out, "  - {a}")?;
     }
-    if let Some(d) = speed {
+    if let Some(d) = &speed.decode {
         for a in &d.assumptions {
             writeln!(out, "  - speed: {a}")?;
         }
