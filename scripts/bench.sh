@@ -20,6 +20,8 @@ cmds=(
   "$bin check"
   "$bin check --root $big"
   "$bin run --dry-run --root $big --gpus auto:4 -- true"
+  "$bin plan --gpu l40s --gpus 2 -- vllm serve Qwen/Qwen2.5-72B-Instruct-AWQ --tensor-parallel-size 2 --max-model-len 32768"
+  "$bin plan --find --model meta-llama/Llama-3.1-70B-Instruct --max-model-len 8192 --concurrency 32"
 )
 if command -v hyperfine >/dev/null; then
   hyperfine -N -i --warmup 5 --min-runs 50 --export-markdown "$tmp/bench.md" "${cmds[@]}" >/dev/null

@@ -29,8 +29,9 @@ pub const DEFAULT_THRESHOLDS: &str = "ttft_p50=+10%,ttft_p99=+10%,tpot_p50=+5%,i
 
 /// Resamples of the bootstrap.
 pub const BOOTSTRAP_RESAMPLES: usize = 1000;
+const FIELDS: [&str; 6] = ["mean", "p50", "p90", "p95", "p99", "p999"];
 /// Samples per side used by the bootstrap (larger samples are thinned deterministically).
-pub const BOOTSTRAP_MAX_SAMPLES: usize = 20_000;
+pub const BOOTSTRAP_MAX_SAMPLES: usize = 10_000;
 
 /// Which way is better.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -257,8 +258,16 @@ fn better(metric: &str) -> Better {
     }
 }
 
-/// Statistic of a sample: mean or a percentile (nearest rank on a sorted copy).
-fn statistic(field: &str, xs: &mut [f64]) -> Option<f64> {
+fn thin(xs: &[f64], max: usize) -> Vec<f64> {
+    if xs.len() <= max {
+        return xs.to_vec();
+    }
+    let step = xs.len() as f64 / max as f64;
+    (0..max).map(|i| xs[(i as f64 * step) as usize]).collect()
+}
+
+/// Statistic of a sorted sample: mean or a percentile (nearest rank).
+fn sorted_statistic(field: &str, xs: &[f64]) -> Option<f64> {
     if xs.is_empty() {
         return None;
     }
@@ -274,21 +283,17 @@ fn statistic(field: &str, xs: &mut [f64]) -> Option<f64> {
         _ => return None,
     };
     let k = ((q * xs.len() as f64).ceil() as usize).clamp(1, xs.len()) - 1;
-    let (_, v, _) = xs.select_nth_unstable_by(k, f64::total_cmp);
-    Some(*v)
+    Some(xs[k])
 }
 
-fn thin(xs: &[f64], max: usize) -> Vec<f64> {
-    if xs.len() <= max {
-        return xs.to_vec();
-    }
-    let step = xs.len() as f64 / max as f64;
-    (0..max).map(|i| xs[(i as f64 * step) as usize]).collect()
-}
-
-/// One-sided 95 % bootstrap interval `[lower, upper]` (5th and 95th percentiles) of
-/// `stat(cand) − stat(base)`.
-pub fn bootstrap_diff(base: &[f64], cand: &[f64], field: &str, seed: u64) -> Option<[f64; 2]> {
+/// One-sided 95% bootstrap intervals `[lower, upper]` (5th and 95th percentiles) of
+/// `stat(cand) - stat(base)` for the mean and every percentile field at once (one resample
+/// serves all fields).
+pub fn bootstrap_family(
+    base: &[f64],
+    cand: &[f64],
+    seed: u64,
+) -> Option<Vec<(&'static str, [f64; 2])>> {
     if base.len() < 2 || cand.len() < 2 {
         return None;
     }
@@ -297,7 +302,7 @@ pub fn bootstrap_diff(base: &[f64], cand: &[f64], field: &str, seed: u64) -> Opt
         thin(cand, BOOTSTRAP_MAX_SAMPLES),
     );
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let mut diffs = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
+    let mut diffs: Vec<Vec<f64>> = vec![Vec::with_capacity(BOOTSTRAP_RESAMPLES); FIELDS.len()];
     let (mut rb, mut rc) = (vec![0.0; b.len()], vec![0.0; c.len()]);
     for _ in 0..BOOTSTRAP_RESAMPLES {
         for x in rb.iter_mut() {
@@ -306,11 +311,31 @@ pub fn bootstrap_diff(base: &[f64], cand: &[f64], field: &str, seed: u64) -> Opt
         for x in rc.iter_mut() {
             *x = c[rng.random_range(0..c.len())];
         }
-        diffs.push(statistic(field, &mut rc)? - statistic(field, &mut rb)?);
+        rb.sort_unstable_by(f64::total_cmp);
+        rc.sort_unstable_by(f64::total_cmp);
+        for (i, f) in FIELDS.iter().enumerate() {
+            diffs[i].push(sorted_statistic(f, &rc)? - sorted_statistic(f, &rb)?);
+        }
     }
-    diffs.sort_by(f64::total_cmp);
-    let at = |q: f64| diffs[((q * (diffs.len() - 1) as f64).round() as usize).min(diffs.len() - 1)];
-    Some([at(0.05), at(0.95)])
+    Some(
+        FIELDS
+            .iter()
+            .zip(diffs)
+            .map(|(f, mut d)| {
+                d.sort_by(f64::total_cmp);
+                let at = |q: f64| d[((q * (d.len() - 1) as f64).round() as usize).min(d.len() - 1)];
+                (*f, [at(0.05), at(0.95)])
+            })
+            .collect(),
+    )
+}
+
+/// [`bootstrap_family`] for one field.
+pub fn bootstrap_diff(base: &[f64], cand: &[f64], field: &str, seed: u64) -> Option<[f64; 2]> {
+    bootstrap_family(base, cand, seed)?
+        .into_iter()
+        .find(|(f, _)| *f == field)
+        .map(|(_, ci)| ci)
 }
 
 /// One-sided Mann–Whitney U test: p-value for "values in `cand` tend to be larger than in
@@ -384,7 +409,9 @@ pub fn compare(
     let mut rows = Vec::new();
     let mut reasons = Vec::new();
     let mut notes = Vec::new();
-    let mut mw_cache: std::collections::BTreeMap<&str, Option<f64>> = Default::default();
+    let mut mw_cache: std::collections::BTreeMap<String, Option<f64>> = Default::default();
+    let mut boot_cache: std::collections::BTreeMap<String, Option<Vec<(&str, [f64; 2])>>> =
+        Default::default();
     for (i, metric) in metric_names().into_iter().enumerate() {
         let (b, c) = (value(base, &metric), value(cand, &metric));
         let dir = better(&metric);
@@ -402,14 +429,13 @@ pub fn compare(
         if let Some((sb, sc)) = samples
             && let (Some(xb), Some(xc)) = (sb.family(fam), sc.family(fam))
         {
-            ci95 = bootstrap_diff(xb, xc, field, 0x5eed + i as u64);
+            ci95 = boot_cache
+                .entry(fam.to_string())
+                .or_insert_with(|| bootstrap_family(xb, xc, 0x5eed + i as u64))
+                .as_ref()
+                .and_then(|v| v.iter().find(|(f, _)| *f == field).map(|(_, ci)| *ci));
             p_worse = *mw_cache
-                .entry(match fam {
-                    "ttft" => "ttft",
-                    "tpot" => "tpot",
-                    "itl" => "itl",
-                    _ => "e2e",
-                })
+                .entry(fam.to_string())
                 .or_insert_with(|| mann_whitney_greater(xb, xc));
         }
         let status = match (b, c, delta) {
