@@ -178,14 +178,25 @@ impl Target {
         rec: &mut RequestRecord,
         t0: Instant,
     ) -> Result<(), (ErrorClass, String)> {
-        let resp = self
-            .client
-            .post(&self.endpoint)
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(classify)?;
+        // A pooled keep-alive connection the server has just closed (llama.cpp's cpp-httplib closes
+        // after a few requests without saying so) fails before any response byte: that request
+        // never reached the server, so it is sent once more on a fresh connection. The retry's
+        // delay still counts in the latency (measured from the intended time) and is recorded.
+        let send = || {
+            self.client
+                .post(&self.endpoint)
+                .header("content-type", "application/json")
+                .body(body.clone())
+                .send()
+        };
+        let resp = match send().await {
+            Ok(r) => r,
+            Err(e) if is_stale_connection(&e) => {
+                rec.retries += 1;
+                send().await.map_err(classify)?
+            }
+            Err(e) => return Err(classify(e)),
+        };
         let status = resp.status();
         rec.status = Some(status.as_u16());
         if !status.is_success() {
@@ -369,6 +380,18 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         cur = c.source();
     }
     truncate(&s, 240).to_string()
+}
+
+/// A send that failed because a reused connection was already closed by the server, before any
+/// response: hyper's "connection closed before message completed" (or a reset while sending).
+fn is_stale_connection(e: &reqwest::Error) -> bool {
+    if e.is_connect() || e.is_timeout() || e.is_builder() || e.status().is_some() {
+        return false;
+    }
+    let chain = error_chain(e);
+    chain.contains("connection closed before message completed")
+        || chain.contains("Connection reset by peer")
+        || chain.contains("Broken pipe")
 }
 
 fn classify(e: reqwest::Error) -> (ErrorClass, String) {

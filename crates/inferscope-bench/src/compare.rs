@@ -9,7 +9,7 @@
 //!   Without `--threshold` a default set is used ([`DEFAULT_THRESHOLDS`]).
 //! * **Significance**: when both runs have per-request traces, a latency metric only counts as
 //!   a regression if the worsening is also statistically significant: a seeded bootstrap
-//!   (1000 resamples of both samples) of the metric's difference must have its one-sided 95 %
+//!   (500 resamples of both samples) of the metric's difference must have its one-sided 95 %
 //!   lower bound above zero. Each latency family also shows a one-sided Mann–Whitney U p-value
 //!   (normal approximation with tie correction) for "the candidate is slower". Throughputs and the
 //!   error rate have one value per run, so they are judged on the threshold alone.
@@ -28,7 +28,7 @@ use std::io::Write;
 pub const DEFAULT_THRESHOLDS: &str = "ttft_p50=+10%,ttft_p99=+10%,tpot_p50=+5%,itl_p99=+10%,e2e_p99=+10%,throughput=-5%,error_rate=+0.01";
 
 /// Resamples of the bootstrap.
-pub const BOOTSTRAP_RESAMPLES: usize = 1000;
+pub const BOOTSTRAP_RESAMPLES: usize = 500;
 const FIELDS: [&str; 6] = ["mean", "p50", "p90", "p95", "p99", "p999"];
 /// Samples per side used by the bootstrap (larger samples are thinned deterministically).
 pub const BOOTSTRAP_MAX_SAMPLES: usize = 10_000;
@@ -330,6 +330,9 @@ pub fn bootstrap_family(
     )
 }
 
+/// Bootstrap intervals per field.
+type Intervals = Vec<(&'static str, [f64; 2])>;
+
 /// [`bootstrap_family`] for one field.
 pub fn bootstrap_diff(base: &[f64], cand: &[f64], field: &str, seed: u64) -> Option<[f64; 2]> {
     bootstrap_family(base, cand, seed)?
@@ -410,8 +413,7 @@ pub fn compare(
     let mut reasons = Vec::new();
     let mut notes = Vec::new();
     let mut mw_cache: std::collections::BTreeMap<String, Option<f64>> = Default::default();
-    let mut boot_cache: std::collections::BTreeMap<String, Option<Vec<(&str, [f64; 2])>>> =
-        Default::default();
+    let mut boot_cache: std::collections::BTreeMap<String, Option<Intervals>> = Default::default();
     for (i, metric) in metric_names().into_iter().enumerate() {
         let (b, c) = (value(base, &metric), value(cand, &metric));
         let dir = better(&metric);

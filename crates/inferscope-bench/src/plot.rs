@@ -179,8 +179,11 @@ pub fn cdf_svg(title: &str, series: &[(String, Vec<[f64; 2]>)]) -> String {
     svg
 }
 
+/// One sweep step: (output tokens/s, latency p50 ms, latency p99 ms).
+pub type SweepPoint = (f64, f64, f64);
+
 /// A sweep plot: x = output tokens/s, y = latency (ms); per series a solid p50 and dashed p99.
-pub fn sweep_svg(title: &str, ylabel: &str, series: &[(String, Vec<(f64, f64, f64)>)]) -> String {
+pub fn sweep_svg(title: &str, ylabel: &str, series: &[(String, Vec<SweepPoint>)]) -> String {
     let x_max = series
         .iter()
         .flat_map(|(_, p)| p.iter().map(|t| t.0))
@@ -263,7 +266,7 @@ pub fn plots(results: &[(String, &BenchResult)]) -> Vec<(String, String)> {
         ("ttft", "TTFT vs throughput"),
         ("e2e", "E2E latency vs throughput"),
     ] {
-        let series: Vec<(String, Vec<(f64, f64, f64)>)> = results
+        let series: Vec<(String, Vec<SweepPoint>)> = results
             .iter()
             .filter_map(|(l, r)| {
                 let sw = r.sweep.as_ref()?;

@@ -94,6 +94,9 @@ pub enum TokenSource {
 pub struct RequestRecord {
     /// Sequence number in send order (warm-up included), from 0.
     pub seq: u64,
+    /// Sends repeated because a pooled connection had been closed by the server (see client).
+    #[serde(default)]
+    pub retries: u32,
     /// Sweep step (0 for a plain run).
     #[serde(default)]
     pub step: u32,
@@ -149,6 +152,7 @@ impl RequestRecord {
     pub fn new(seq: u64, warmup: bool, intended_us: u64, sent_us: u64) -> Self {
         RequestRecord {
             seq,
+            retries: 0,
             step: 0,
             warmup,
             intended_us,

@@ -122,7 +122,15 @@ pub fn execute(
         ));
     }
     let dataset = crate::dataset::load(&plan.dataset, plan.seed, plan.default_max_tokens)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    // On one CPU (e.g. `taskset -c 1`) a single-threaded runtime avoids work-stealing and
+    // cross-thread wake-ups; otherwise one worker per available CPU.
+    let one_cpu = std::thread::available_parallelism().is_ok_and(|n| n.get() == 1);
+    let mut builder = if one_cpu {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let rt = builder
         .enable_all()
         .build()
         .map_err(|e| BenchError::Input(format!("cannot start the async runtime: {e}")))?;
@@ -274,7 +282,7 @@ async fn execute_async(
         why.push("a sweep step was not valid (see sweep.steps)".into());
     }
     let saturated = matches!(stop, StopReason::Saturated(_) | StopReason::ErrorRate(_));
-    let sweep = (plan.sweep_steps > 0).then(|| Sweep {
+    let sweep = (plan.sweep_steps > 0).then_some(Sweep {
         saturation_requests_per_s: stats.requests_per_s,
         steps: sweep_steps,
     });

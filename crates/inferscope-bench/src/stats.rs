@@ -237,6 +237,9 @@ pub struct RequestCounts {
     pub incomplete: u64,
     /// Warm-up requests (excluded from everything else).
     pub warmup: u64,
+    /// Measured requests re-sent once because a pooled connection had been closed by the server.
+    #[serde(default)]
+    pub retried: u64,
 }
 
 /// Goodput under the SLOs.
@@ -352,6 +355,7 @@ pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
             continue;
         }
         counts.sent += 1;
+        counts.retried += u64::from(r.retries.min(1));
         start = start.min(r.intended_us);
         match r.error {
             Some(ErrorClass::Cancelled) => {
@@ -514,7 +518,8 @@ mod tests {
                 completed: 2,
                 failed: 1,
                 incomplete: 1,
-                warmup: 1
+                warmup: 1,
+                retried: 0
             }
         );
         assert_eq!(s.errors.get("http_status"), Some(&1));

@@ -14,6 +14,9 @@
 //! Keeping these pure means every rule is tested on recorded data, and the same code serves the
 //! CLI, the watch summary and the metrics exporter.
 
+// Outside data never reaches an unwrap/expect (issue 10, docs/SECURITY.md); where one cannot
+// fail, `#[allow]` it with a `// cannot fail:` comment (tests/no_unwrap.rs checks the comments).
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 #![warn(missing_docs)]
 
 pub mod oom;

@@ -382,6 +382,14 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
     if s.model.is_none() {
         return Err(err("the command names no model"));
     }
+    // These lists are printed and written to `--json`, which users paste into bug reports:
+    // `--api-key KEY`, `--hf-token=T` and URL credentials must not be in them.
+    for list in [&mut s.ignored, &mut s.no_memory_effect] {
+        for entry in list.iter_mut() {
+            let words: Vec<String> = entry.split(' ').map(str::to_string).collect();
+            *entry = inferscope_model::redact::command(&words).join(" ");
+        }
+    }
     Ok(s)
 }
 
@@ -413,6 +421,20 @@ mod tests {
             s.ignored,
             ["--speculative-config {\"n\":1}", "--some-switch"]
         );
+    }
+
+    #[test]
+    fn secrets_in_pasted_commands_are_not_kept() {
+        let s = parse_command(&words(
+            "HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz vllm serve m --api-key sk-live-1 --hf-token=hf_x \
+             --download-dir https://u:pw@mirror/x",
+        ))
+        .unwrap();
+        let all = format!("{:?} {:?}", s.ignored, s.no_memory_effect);
+        for secret in ["hf_abc", "sk-live-1", "hf_x", ":pw@"] {
+            assert!(!all.contains(secret), "{secret} in {all}");
+        }
+        assert!(all.contains("--api-key <redacted>"), "{all}");
     }
 
     #[test]

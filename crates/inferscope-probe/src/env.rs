@@ -45,33 +45,32 @@ const PREFIXES: &[&str] = &[
     "KMP_",
 ];
 
-/// Words in a name that mark its value as secret.
-const SECRET_WORDS: &[&str] = &["TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"];
+/// Secret names, recorded only as present (their value is [`REDACTED`]), even though they do not
+/// change how a server uses the hardware: a bug report may need to know that a key was set.
+const PRESENCE_ONLY: &[&str] = &["OPENAI_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"];
 
 /// Placeholder written instead of a secret value.
-pub const REDACTED: &str = "<redacted>";
+pub use inferscope_model::redact::REDACTED;
 
-/// True when the variable matters for serving.
+/// True when the variable matters for serving (or its presence matters: [`PRESENCE_ONLY`]).
 pub fn is_relevant(name: &str) -> bool {
-    NAMES.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
+    NAMES.contains(&name)
+        || PRESENCE_ONLY.contains(&name)
+        || PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-/// True when the variable's value must not be recorded.
+/// True when the variable's value must not be recorded (see [`inferscope_model::redact`]).
 pub fn is_secret(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    SECRET_WORDS.iter().any(|w| upper.contains(w))
+    inferscope_model::redact::is_secret_name(name)
 }
 
-/// Relevant variables, secrets redacted.
+/// Relevant variables; secret names recorded as [`REDACTED`], credentials in URLs and
+/// token-shaped substrings removed from every other value.
 pub fn filter(vars: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
     vars.into_iter()
         .filter(|(k, _)| is_relevant(k))
         .map(|(k, v)| {
-            let v = if is_secret(&k) {
-                REDACTED.to_string()
-            } else {
-                v
-            };
+            let v = inferscope_model::redact::env_value(&k, &v).into_owned();
             (k, v)
         })
         .collect()
@@ -98,6 +97,9 @@ mod tests {
             ("HF_TOKEN", "hf_abc"),
             ("VLLM_API_KEY", "sk-1"),
             ("AWS_SECRET_ACCESS_KEY", "x"),
+            ("OPENAI_API_KEY", "sk-live"),
+            ("HF_ENDPOINT", "https://me:pw@mirror.example/"),
+            ("VLLM_EXTRA", "--api-key=hf_abcdefghijklmnopqrstuvwxyz"),
         ]
         .map(|(a, b)| (a.to_string(), b.to_string()));
         let env = filter(vars);
@@ -107,6 +109,18 @@ mod tests {
         );
         assert_eq!(env.get("HF_TOKEN").map(String::as_str), Some(REDACTED));
         assert_eq!(env.get("VLLM_API_KEY").map(String::as_str), Some(REDACTED));
+        assert_eq!(
+            env.get("OPENAI_API_KEY").map(String::as_str),
+            Some(REDACTED)
+        );
+        assert_eq!(
+            env.get("HF_ENDPOINT").map(String::as_str),
+            Some("https://me:<redacted>@mirror.example/")
+        );
+        assert_eq!(
+            env.get("VLLM_EXTRA").map(String::as_str),
+            Some("--api-key=<redacted>")
+        );
         assert!(!env.contains_key("PATH"));
         assert!(!env.contains_key("AWS_SECRET_ACCESS_KEY"));
     }

@@ -100,6 +100,16 @@ impl FsRoot {
         }
     }
 
+    /// This machine's own filesystem mounted at `root` (a container's read-only `/host` mount of
+    /// the host's `/sys` and `/proc`): read under `root`, and treated as the live machine, so
+    /// NVML, which always describes the machine running inferscope, is asked too.
+    pub fn host_mount(root: impl Into<PathBuf>) -> Self {
+        let mut fs = FsRoot::new(root);
+        fs.live = true;
+        fs.denied.clear();
+        fs
+    }
+
     /// Like [`FsRoot::new`], and remember every read for [`FsRoot::take_recording`].
     pub fn recording(root: impl Into<PathBuf>) -> Self {
         let mut fs = FsRoot::new(root);

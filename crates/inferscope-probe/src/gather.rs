@@ -34,16 +34,47 @@ pub fn gather(root: &Path, opts: &CaptureOptions, out: impl Write) -> io::Result
 }
 
 fn sanitise(rec: &mut Recording) {
-    if let Some(bytes) = rec.files.get_mut("proc/self/environ") {
-        let kept = env::filter(environ::parse(bytes));
-        let mut clean = Vec::new();
-        for (k, v) in kept {
-            clean.extend_from_slice(k.as_bytes());
-            clean.push(b'=');
-            clean.extend_from_slice(v.as_bytes());
-            clean.push(0);
+    for (path, bytes) in rec.files.iter_mut() {
+        let Some(rest) = path.strip_prefix("proc/") else {
+            continue;
+        };
+        match rest.split_once('/') {
+            // Any process's environment (`self` today): only the variables the probe keeps.
+            Some((_, "environ")) => {
+                let kept = env::filter(environ::parse(bytes));
+                let mut clean = Vec::new();
+                for (k, v) in kept {
+                    clean.extend_from_slice(k.as_bytes());
+                    clean.push(b'=');
+                    clean.extend_from_slice(v.as_bytes());
+                    clean.push(0);
+                }
+                *bytes = clean;
+            }
+            // Any process's command line: secret flags' values and URL credentials removed.
+            Some((_, "cmdline")) => {
+                let words: Vec<String> = bytes
+                    .split(|&b| b == 0)
+                    .filter(|w| !w.is_empty())
+                    .map(|w| String::from_utf8_lossy(w).into_owned())
+                    .collect();
+                let mut clean = Vec::new();
+                for w in inferscope_model::redact::command(&words) {
+                    clean.extend_from_slice(w.as_bytes());
+                    clean.push(0);
+                }
+                *bytes = clean;
+            }
+            // The kernel command line (`proc/cmdline`) and everything else: URL credentials and
+            // token-shaped strings, should any appear in text.
+            _ => {
+                if let Ok(text) = std::str::from_utf8(bytes)
+                    && let std::borrow::Cow::Owned(clean) = inferscope_model::redact::scrub(text)
+                {
+                    *bytes = clean.into_bytes();
+                }
+            }
         }
-        *bytes = clean;
     }
 }
 

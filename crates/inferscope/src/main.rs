@@ -4,7 +4,8 @@
 //! exit codes: 0 fine, 1 findings at or above the chosen severity, 2 usage or input error.
 //! A closed pipe (`inferscope snapshot | head`) is success, not an error.
 
-use clap::{Parser, Subcommand};
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+use clap::{CommandFactory, Parser, Subcommand};
 use inferscope::{commands, render};
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -97,6 +98,26 @@ enum Command {
     Watch(commands::watch::WatchArgs),
     /// Serve Prometheus metrics: Snapshot facts, check results and watch samples.
     Serve(commands::serve::ServeArgs),
+    /// Node Feature Discovery labels (GPU model and count, NVLink, largest tensor-parallel group
+    /// on one NUMA node, GPUs per NUMA node, failing checks) for Kubernetes scheduling.
+    Labels(commands::labels::LabelsArgs),
+    /// Compare the snapshots of several nodes: what differs, the odd node out first (exit 1 when
+    /// they differ).
+    Diff(commands::diff::DiffArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(hide = true)]
+    Completions {
+        /// Shell to complete for.
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), or write one page per command into --dir.
+    #[command(hide = true)]
+    Man {
+        /// Write inferscope.1 and inferscope-COMMAND.1 pages into DIR instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Show the GPU/NIC link matrix (as `nvidia-smi topo -m`) and the NUMA layout.
     Topo {
         /// Read a snapshot written by `inferscope snapshot` instead of the machine.
@@ -262,6 +283,22 @@ fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         Command::Mem(cmd) => commands::mem::run(cmd, out),
         Command::Watch(args) => commands::watch::run(args, out),
         Command::Serve(args) => commands::serve::run(args, out),
+        Command::Labels(args) => commands::labels::run(&args, out),
+        Command::Diff(args) => commands::diff::run(&args, out),
+        Command::Completions { shell } => {
+            commands::completions::completions(shell, &mut Cli::command(), out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { dir: None } => {
+            commands::completions::man(Cli::command(), out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { dir: Some(dir) } => {
+            for p in commands::completions::man_pages(Cli::command(), &dir)? {
+                writeln!(out, "{}", p.display())?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Topo {
             snapshot,
             root,

@@ -150,8 +150,18 @@ fn run_bench(args: &[String]) -> (ExitStatus, String, String) {
     };
     let mut out = String::new();
     let mut err = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     (status, out, err)
 }
 
@@ -167,15 +177,37 @@ fn bench_against_a_real_llama_server() {
 
     // Completions, streaming, closed loop at concurrency 2, 20 requests of 16 tokens.
     let args: Vec<String> = [
-        "bench", "--url", &url, "--concurrency", "2", "--requests", "20", "--warmup", "2",
-        "--dataset", "random:in=32,out=16", "--slo", "ttft=5s", "--out", &p("c.json"),
-        "--trace", &p("c.jsonl"), "--plot", &p("plots"), "--quiet", "--timeout", "30s",
+        "bench",
+        "--url",
+        &url,
+        "--concurrency",
+        "2",
+        "--requests",
+        "20",
+        "--warmup",
+        "2",
+        "--dataset",
+        "random:in=32,out=16",
+        "--slo",
+        "ttft=5s",
+        "--out",
+        &p("c.json"),
+        "--trace",
+        &p("c.jsonl"),
+        "--plot",
+        &p("plots"),
+        "--quiet",
+        "--timeout",
+        "30s",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
     let (status, out, err) = run_bench(&args);
-    assert!(status.success(), "bench failed: {status}\nstdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        status.success(),
+        "bench failed: {status}\nstdout:\n{out}\nstderr:\n{err}"
+    );
     eprintln!("{out}");
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(p("c.json")).unwrap()).unwrap();
@@ -210,14 +242,28 @@ fn bench_against_a_real_llama_server() {
 
     // Chat, streaming, open loop: 6 requests at 4/s.
     let args: Vec<String> = [
-        "bench", "--url", &url, "--api", "chat", "--rate", "4", "--requests", "6",
-        "--dataset", "random:in=16,out=8", "--json", "--quiet",
+        "bench",
+        "--url",
+        &url,
+        "--api",
+        "chat",
+        "--rate",
+        "4",
+        "--requests",
+        "6",
+        "--dataset",
+        "random:in=16,out=8",
+        "--json",
+        "--quiet",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
     let (status, out, err) = run_bench(&args);
-    assert!(status.success(), "chat bench failed: {status}\n{out}\n{err}");
+    assert!(
+        status.success(),
+        "chat bench failed: {status}\n{out}\n{err}"
+    );
     let r: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(r["requests"]["completed"], 6);
     assert_eq!(r["output_tokens"], 6 * 8);

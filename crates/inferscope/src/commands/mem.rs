@@ -19,15 +19,22 @@ fn read_text(file: Option<&Path>) -> anyhow::Result<(String, String)> {
     };
     if name == "<stdin>" {
         std::io::stdin()
-            .take(MAX_OOM_INPUT)
+            .take(MAX_OOM_INPUT + 1)
             .read_to_end(&mut bytes)
             .context("cannot read standard input")?;
     } else if let Some(p) = file {
         std::fs::File::open(p)
             .with_context(|| format!("cannot open {name}"))?
-            .take(MAX_OOM_INPUT)
+            .take(MAX_OOM_INPUT + 1)
             .read_to_end(&mut bytes)
             .with_context(|| format!("cannot read {name}"))?;
+    }
+    // Refuse rather than silently analyse a prefix of a huge log (a 1 GB line is not a paste).
+    if bytes.len() as u64 > MAX_OOM_INPUT {
+        bail!(
+            "{name}: larger than {} MiB; pass the excerpt around the out-of-memory error instead of the whole log",
+            MAX_OOM_INPUT >> 20
+        );
     }
     if bytes.contains(&0) || std::str::from_utf8(&bytes).is_err() {
         bail!(

@@ -3,7 +3,10 @@
 pub mod bench;
 pub mod check;
 pub mod compare;
+pub mod completions;
+pub mod diff;
 pub mod gather;
+pub mod labels;
 pub mod mem;
 pub mod plan;
 pub mod run;

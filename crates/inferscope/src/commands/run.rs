@@ -180,6 +180,14 @@ pub fn run(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if args.dry_run {
+        // A dry run is read and pasted, not executed: secret flag values, secret-named
+        // variables and URL credentials are not shown (`--emit` output is a deployment file
+        // and keeps the command as given).
+        let mut plan = plan;
+        plan.command = inferscope_model::redact::command(&plan.command);
+        for (k, v) in plan.env.iter_mut() {
+            *v = inferscope_model::redact::env_value(k, v).into_owned();
+        }
         if args.json {
             serde_json::to_writer_pretty(&mut *out, &plan)?;
             writeln!(out)?;

@@ -22,11 +22,24 @@ pub struct ServeArgs {
     /// Also export these processes' memory and NUMA placement.
     #[arg(long = "pid", value_name = "PID", num_args = 1..)]
     pub pids: Vec<u32>,
+    /// Also export every process NVML reports on a GPU (re-read at each scrape).
+    #[arg(long)]
+    pub all: bool,
+    /// Read this host's sysfs/procfs under DIR instead of / (in a container: the host's /sys and
+    /// /proc mounted read-only at DIR/sys and DIR/proc). Unlike `--root` elsewhere, DIR must be
+    /// this machine: NVML is still asked, and it always describes the machine serve runs on.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: std::path::PathBuf,
 }
 
 /// One scrape's body.
 pub fn scrape(sampler: &mut Sampler, pids: &[u32]) -> String {
-    let snap = inferscope_probe::capture(&FsRoot::new("/"), &super::capture_options());
+    scrape_under(&FsRoot::new("/"), sampler, pids, false)
+}
+
+/// One scrape's body, reading the host under `fs`; `all` adds NVML's GPU processes to `pids`.
+pub fn scrape_under(fs: &FsRoot, sampler: &mut Sampler, pids: &[u32], all: bool) -> String {
+    let snap = inferscope_probe::capture(fs, &super::capture_options());
     let thresholds = inferscope_check::Thresholds::default();
     let input = inferscope_check::CheckInput {
         snapshot: &snap,
@@ -41,6 +54,12 @@ pub fn scrape(sampler: &mut Sampler, pids: &[u32]) -> String {
     )
     .unwrap_or_default();
     let (gpus, gpu_procs) = sampler.sample_gpus();
+    let mut pids = pids.to_vec();
+    if all {
+        pids.extend(gpu_procs.keys().copied());
+        pids.sort_unstable();
+        pids.dedup();
+    }
     let procs: Vec<_> = pids
         .iter()
         .map(|p| sampler.sample_process(*p, gpu_procs.get(p)))
@@ -48,7 +67,12 @@ pub fn scrape(sampler: &mut Sampler, pids: &[u32]) -> String {
     crate::render::metrics::write_metrics(&snap, &findings, &gpus, &procs)
 }
 
-fn handle(mut stream: TcpStream, sampler: &mut Sampler, pids: &[u32]) -> std::io::Result<()> {
+fn handle(
+    mut stream: TcpStream,
+    fs: &FsRoot,
+    sampler: &mut Sampler,
+    args: &ServeArgs,
+) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     stream.set_write_timeout(Some(Duration::from_secs(5)))?;
     let mut line = String::new();
@@ -64,13 +88,9 @@ fn handle(mut stream: TcpStream, sampler: &mut Sampler, pids: &[u32]) -> std::io
         (Some("GET"), "/metrics") => (
             "200 OK",
             "text/plain; version=0.0.4; charset=utf-8",
-            scrape(sampler, pids),
+            scrape_under(fs, sampler, &args.pids, args.all),
         ),
-        (Some("GET"), "/") => (
-            "200 OK",
-            "text/html; charset=utf-8",
-            "<html><body><a href=\"/metrics\">/metrics</a></body></html>\n".to_string(),
-        ),
+        // Nothing but metrics (docs/SECURITY.md): every other path and method is 404.
         _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
     };
     write!(
@@ -88,16 +108,20 @@ pub fn run(args: ServeArgs, _out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if !args.metrics {
         bail!("serve: nothing to serve; use --metrics");
     }
+    if !args.root.is_dir() {
+        bail!("--root {}: not a directory", args.root.display());
+    }
     let listener = TcpListener::bind(&args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let addr = listener.local_addr()?;
     eprintln!("inferscope: serving metrics on http://{addr}/metrics");
     let lib = std::env::var_os(inferscope_probe::nvml::LIB_ENV);
-    let mut sampler = Sampler::new(FsRoot::new("/"), lib.as_deref());
+    let mut sampler = Sampler::new(FsRoot::host_mount(&args.root), lib.as_deref());
+    let fs = FsRoot::host_mount(&args.root);
     for conn in listener.incoming() {
         match conn {
             Ok(s) => {
-                if let Err(e) = handle(s, &mut sampler, &args.pids) {
+                if let Err(e) = handle(s, &fs, &mut sampler, &args) {
                     eprintln!("inferscope: note: metrics request failed: {e}");
                 }
             }

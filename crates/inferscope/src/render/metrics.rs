@@ -79,6 +79,20 @@ pub fn write_metrics(
         ],
         1.0,
     );
+    if let Some(d) = snap.driver.known() {
+        let text = |r: &inferscope_model::Reading<String>| {
+            r.known().cloned().unwrap_or_else(|| "unknown".to_string())
+        };
+        f.add(
+            "inferscope_driver_info",
+            "NVIDIA driver and the CUDA version it supports (always 1); compare across nodes by label.",
+            &[
+                ("driver_version", text(&d.driver_version)),
+                ("cuda_driver_version", text(&d.cuda_driver_version)),
+            ],
+            1.0,
+        );
+    }
     if let Some(c) = snap.host.online_cpus.known() {
         f.add(
             "inferscope_host_cpus_online",
@@ -207,6 +221,7 @@ pub fn write_metrics(
                 f64::from(*p) / 1000.0,
             );
         }
+        gpu_links(&mut f, snap, g, d, &labels);
     }
     for x in findings {
         let v = match x.status {
@@ -262,4 +277,92 @@ pub fn write_metrics(
         }
     }
     f.render()
+}
+
+/// PCIe link state (sysfs, else NVML), NVLink link counts and uncorrected ECC errors of one GPU.
+fn gpu_links(
+    f: &mut Families,
+    snap: &Snapshot,
+    g: &inferscope_model::Gpu,
+    d: Option<&inferscope_model::GpuDetails>,
+    labels: &[(&str, String)],
+) {
+    let dev = snap.pci_devices.iter().find(|p| p.bus_id == g.pci_bus_id);
+    let nvml = d.and_then(|d| d.pcie.known());
+    let width = |sys: Option<u32>, nv: Option<u32>| sys.or(nv).map(f64::from);
+    let link = dev.map(|p| &p.link);
+    let gauges = [
+        (
+            "inferscope_gpu_pcie_link_width",
+            "PCIe link width the GPU trained at (lanes).",
+            width(
+                link.and_then(|l| l.current_width.known().copied()),
+                nvml.and_then(|n| n.width_current.known().copied()),
+            ),
+        ),
+        (
+            "inferscope_gpu_pcie_link_max_width",
+            "Widest PCIe link the GPU and its slot support (lanes).",
+            width(
+                link.and_then(|l| l.max_width.known().copied()),
+                nvml.and_then(|n| n.width_max.known().copied()),
+            ),
+        ),
+        (
+            "inferscope_gpu_pcie_link_generation",
+            "PCIe generation the link runs at now (idle GPUs drop it to save power).",
+            width(
+                link.and_then(|l| l.current_speed.known().and_then(|s| s.generation()))
+                    .map(u32::from),
+                nvml.and_then(|n| n.gen_current.known().copied()),
+            ),
+        ),
+        (
+            "inferscope_gpu_pcie_link_max_generation",
+            "Highest PCIe generation the GPU's link supports.",
+            width(
+                link.and_then(|l| l.max_speed.known().and_then(|s| s.generation()))
+                    .map(u32::from),
+                nvml.and_then(|n| n.gen_max.known().copied()),
+            ),
+        ),
+    ];
+    for (name, help, v) in gauges {
+        if let Some(v) = v {
+            f.add(name, help, labels, v);
+        }
+    }
+    if let Some(links) = d.and_then(|d| d.nvlinks.known())
+        && !links.is_empty()
+    {
+        f.add(
+            "inferscope_gpu_nvlink_links",
+            "NVLink links the GPU has (NVML).",
+            labels,
+            links.len() as f64,
+        );
+        f.add(
+            "inferscope_gpu_nvlink_links_active",
+            "NVLink links that are up (NVML).",
+            labels,
+            links.iter().filter(|l| l.active).count() as f64,
+        );
+    }
+    if let Some(ecc) = d.and_then(|d| d.ecc.known()) {
+        for (kind, r) in [
+            ("volatile", &ecc.volatile_uncorrected),
+            ("aggregate", &ecc.aggregate_uncorrected),
+        ] {
+            if let Some(n) = r.known() {
+                let mut l = labels.to_vec();
+                l.push(("counter", kind.to_string()));
+                f.add(
+                    "inferscope_gpu_ecc_uncorrected_errors",
+                    "Uncorrectable ECC errors: since the driver loaded (volatile) or over the GPU's life (aggregate).",
+                    &l,
+                    *n as f64,
+                );
+            }
+        }
+    }
 }

@@ -1,0 +1,56 @@
+//! `inferscope labels`: Node Feature Discovery labels for this node (or a snapshot / tree).
+
+use crate::fleet::labels;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// `inferscope labels` arguments.
+#[derive(Debug, clap::Args)]
+pub struct LabelsArgs {
+    /// Label the node described by a snapshot written by `inferscope snapshot`.
+    #[arg(long, value_name = "FILE", conflicts_with = "root")]
+    pub snapshot: Option<PathBuf>,
+    /// Read sysfs/procfs under DIR instead of /.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// `nfd`: an NFD local feature file (comment header, then `key=value` lines) for
+    /// /etc/kubernetes/node-feature-discovery/features.d/; `kv`: the `key=value` lines alone
+    /// (for `kubectl label node NODE $(inferscope labels --format kv)`).
+    #[arg(long, value_name = "FORMAT", default_value = "nfd", value_parser = ["nfd", "kv"])]
+    pub format: String,
+}
+
+/// Print the labels.
+pub fn run(args: &LabelsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let (snapshot, source) = match (&args.snapshot, &args.root) {
+        (Some(f), _) => (crate::load::snapshot_file(f)?, f.display().to_string()),
+        (None, Some(r)) => (super::capture_root(r)?, format!("--root {}", r.display())),
+        (None, None) => (super::capture_root(Path::new("/"))?, "this machine".into()),
+    };
+    if let Some(note) = super::driver_note(&snapshot) {
+        eprintln!("{note}");
+    }
+    let thresholds = inferscope_check::Thresholds::default();
+    let input = inferscope_check::CheckInput {
+        snapshot: &snapshot,
+        plan: None,
+        process: None,
+        thresholds: &thresholds,
+    };
+    let findings = inferscope_check::run(
+        &input,
+        &inferscope_check::Config::default(),
+        &inferscope_check::Selection::default(),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let l = labels::labels(&snapshot, &findings);
+    let header = format!(
+        "Node Feature Discovery local features written by {} from {source}\n\
+         (docs/fleet.md; checks with the default thresholds)",
+        crate::tool_name()
+    );
+    let text = labels::render(&l, (args.format == "nfd").then_some(header.as_str()));
+    out.write_all(text.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}

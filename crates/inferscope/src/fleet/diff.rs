@@ -1,0 +1,428 @@
+//! Compare the Snapshots of several nodes: each node is reduced to named facts (driver, CUDA,
+//! GPUs and their links, PCIe, NUMA layout, kernel and VM settings, environment), facts that are
+//! not equal on every node are reported, and the node that disagrees with the majority on the
+//! most facts comes first.
+//!
+//! Facts are compared as text: what a person would compare by eye. Quantities that legitimately
+//! wobble between identical machines (memory reserved by firmware) are rounded to GiB; identity
+//! (hostname, capture time, serial numbers, UUIDs) is not compared, nor is a GPU's current PCIe
+//! generation (idle GPUs lower it; its trained width and maximum speed are compared).
+
+use inferscope_model::{LimitValue, LinkSpeed, Reading, Snapshot};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Shown for a fact the snapshot does not know.
+const UNKNOWN: &str = "unknown";
+/// Shown for an environment variable a node does not set.
+const UNSET: &str = "(unset)";
+
+/// One node as it is shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Node {
+    /// Column name (the file name without `.json`, unless names collide).
+    pub name: String,
+    /// Hostname from the snapshot, when known.
+    pub hostname: Option<String>,
+    /// Differing facts on which this node holds a value other than the majority's.
+    pub odd_fields: usize,
+}
+
+/// One fact that is not the same everywhere.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldDiff {
+    /// Fact name (`vm.swappiness`, `gpu3.pcie`, `env.NCCL_IB_HCA`).
+    pub field: String,
+    /// Value per node, in the order of [`FleetDiff::nodes`].
+    pub values: Vec<String>,
+    /// The value most nodes hold; `None` when no value is held by more nodes than any other.
+    pub majority: Option<String>,
+}
+
+/// The comparison.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FleetDiff {
+    /// Nodes, the odd one out first (most `odd_fields`; ties keep the input order).
+    pub nodes: Vec<Node>,
+    /// Facts compared (the union over all nodes).
+    pub compared_fields: usize,
+    /// Facts that differ, in fact order.
+    pub differences: Vec<FieldDiff>,
+}
+
+impl FleetDiff {
+    /// True when no fact differs.
+    pub fn identical(&self) -> bool {
+        self.differences.is_empty()
+    }
+}
+
+fn show<T: ToString>(r: &Reading<T>) -> String {
+    r.known().map_or(UNKNOWN.into(), ToString::to_string)
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{} GiB", (bytes + (1 << 29)) >> 30)
+}
+
+fn speed(s: &Reading<LinkSpeed>) -> String {
+    match s.known() {
+        Some(s) => match s.generation() {
+            Some(g) => format!("Gen{g}"),
+            None => s.to_string(),
+        },
+        None => UNKNOWN.into(),
+    }
+}
+
+fn limit(l: &LimitValue) -> String {
+    match l {
+        LimitValue::Unlimited => "unlimited".into(),
+        LimitValue::Bytes(b) => inferscope_model::units::human_bytes(*b),
+    }
+}
+
+/// The facts of one snapshot, by name, in display order.
+pub fn facts(s: &Snapshot) -> Vec<(String, String)> {
+    let mut f: Vec<(String, String)> = Vec::new();
+    let mut put = |k: &str, v: String| f.push((k.to_string(), v));
+    let driver = s.driver.known();
+    put(
+        "driver.version",
+        driver.map_or(UNKNOWN.into(), |d| show(&d.driver_version)),
+    );
+    put(
+        "driver.cuda",
+        driver.map_or(UNKNOWN.into(), |d| show(&d.cuda_driver_version)),
+    );
+    put("gpu.count", s.gpus.len().to_string());
+    let mut models: BTreeMap<String, usize> = BTreeMap::new();
+    for g in &s.gpus {
+        let name = g
+            .details
+            .known()
+            .and_then(|d| d.name.known().cloned())
+            .or_else(|| g.device_id.known().map(|id| format!("PCI device {id}")))
+            .unwrap_or_else(|| UNKNOWN.into());
+        *models.entry(name).or_default() += 1;
+    }
+    put(
+        "gpu.models",
+        models
+            .iter()
+            .map(|(m, n)| format!("{n}x {m}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    let links: Option<(usize, usize)> = if s.gpus.is_empty() || driver.is_none() {
+        None
+    } else {
+        s.gpus.iter().try_fold((0, 0), |(up, all), g| {
+            let l = g.details.known()?.nvlinks.known()?;
+            Some((up + l.iter().filter(|l| l.active).count(), all + l.len()))
+        })
+    };
+    put(
+        "gpu.nvlinks",
+        links.map_or(UNKNOWN.into(), |(up, all)| format!("{up} of {all} up")),
+    );
+    if driver.is_some() && s.gpus.len() > 1 {
+        let ok = s
+            .gpu_pairs
+            .iter()
+            .filter(|p| {
+                p.nvlinks.known().is_some_and(|n| *n > 0)
+                    || (p.p2p_read.known() == Some(&inferscope_model::P2pStatus::Ok)
+                        && p.p2p_write.known() == Some(&inferscope_model::P2pStatus::Ok))
+            })
+            .count();
+        let pairs = s.gpus.len() * (s.gpus.len() - 1) / 2;
+        put("gpu.p2p_pairs", format!("{ok} of {pairs}"));
+    } else {
+        put("gpu.p2p_pairs", UNKNOWN.into());
+    }
+    for (i, g) in s.gpus.iter().enumerate() {
+        put(&format!("gpu{i}.pci_bus_id"), g.pci_bus_id.to_string());
+        put(&format!("gpu{i}.numa_node"), show(&g.numa_node));
+        let pcie = s
+            .pci_devices
+            .iter()
+            .find(|d| d.bus_id == g.pci_bus_id)
+            .map_or(UNKNOWN.into(), |d| {
+                let l = &d.link;
+                // The current generation is left out: idle GPUs drop it to save power, so it
+                // differs between identical nodes; the width does not.
+                format!(
+                    "x{} of x{}, {} max",
+                    show(&l.current_width),
+                    show(&l.max_width),
+                    speed(&l.max_speed),
+                )
+            });
+        put(&format!("gpu{i}.pcie"), pcie);
+        if let Some(d) = g.details.known() {
+            put(
+                &format!("gpu{i}.memory"),
+                d.memory
+                    .known()
+                    .map_or(UNKNOWN.into(), |m| gib(m.total_bytes)),
+            );
+        }
+    }
+    let rdma = s.nics.iter().filter(|n| !n.rdma_devices.is_empty()).count();
+    put("nic.count", format!("{} ({rdma} RDMA)", s.nics.len()));
+
+    put("host.kernel", show(&s.host.kernel));
+    put("host.cpu_model", show(&s.host.cpu_model));
+    put(
+        "host.cpus",
+        format!(
+            "{} sockets, {} cores, {} threads",
+            show(&s.host.sockets),
+            show(&s.host.cores),
+            show(&s.host.threads)
+        ),
+    );
+    put(
+        "host.memory",
+        s.settings
+            .memory_total_bytes
+            .known()
+            .map_or(UNKNOWN.into(), |b| gib(*b)),
+    );
+    put("numa.nodes", s.numa_nodes.len().to_string());
+    for n in &s.numa_nodes {
+        let gpus: Vec<String> = s
+            .gpus
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.numa_node.known() == Some(&n.id))
+            .map(|(i, _)| format!("GPU{i}"))
+            .collect();
+        put(
+            &format!("numa{}", n.id),
+            format!(
+                "{} CPUs, {}, GPUs: {}",
+                n.cpus.len(),
+                n.memory_total_bytes
+                    .known()
+                    .map_or(UNKNOWN.into(), |b| gib(*b)),
+                if gpus.is_empty() {
+                    "none".to_string()
+                } else {
+                    gpus.join(",")
+                }
+            ),
+        );
+    }
+
+    let st = &s.settings;
+    put("vm.thp_enabled", show(&st.thp_enabled));
+    put("vm.thp_defrag", show(&st.thp_defrag));
+    put("vm.swappiness", show(&st.vm_swappiness));
+    put("vm.zone_reclaim_mode", show(&st.vm_zone_reclaim_mode));
+    put("kernel.numa_balancing", show(&st.kernel_numa_balancing));
+    put(
+        "vm.hugepages",
+        if st.hugepages.is_empty() {
+            "none".into()
+        } else {
+            st.hugepages
+                .iter()
+                .map(|p| format!("{} kB: {}", p.page_size_kib, show(&p.total)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+    );
+    put(
+        "swap",
+        st.swap_total_bytes
+            .known()
+            .map_or(UNKNOWN.into(), |b| inferscope_model::units::human_bytes(*b)),
+    );
+    put(
+        "cpu.governor",
+        st.cpu_governors.known().map_or(UNKNOWN.into(), |g| {
+            g.iter()
+                .map(|g| format!("{} ({})", g.governor, g.cpus))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }),
+    );
+    put(
+        "dev_shm",
+        st.dev_shm.known().map_or(UNKNOWN.into(), |d| {
+            inferscope_model::units::human_bytes(d.bytes)
+        }),
+    );
+    put(
+        "memlock",
+        st.memlock_limit.known().map_or(UNKNOWN.into(), |l| {
+            format!("soft {}, hard {}", limit(&l.soft), limit(&l.hard))
+        }),
+    );
+    put(
+        "iommu",
+        st.kernel_iommu_params.known().map_or(UNKNOWN.into(), |p| {
+            if p.is_empty() {
+                "(none on the command line)".into()
+            } else {
+                p.join(" ")
+            }
+        }),
+    );
+    put(
+        "cgroup.cpus",
+        st.cgroup
+            .known()
+            .map_or(UNKNOWN.into(), |c| show(&c.cpus_effective)),
+    );
+    put(
+        "cgroup.memory_max",
+        st.cgroup
+            .known()
+            .map_or(UNKNOWN.into(), |c| show(&c.memory_max.as_ref().map(limit))),
+    );
+    for (k, v) in &s.env {
+        put(&format!("env.{k}"), v.clone());
+    }
+    f
+}
+
+/// Compare named snapshots (at least one; more than one to learn anything).
+pub fn diff(nodes: &[(String, &Snapshot)]) -> FleetDiff {
+    let per_node: Vec<BTreeMap<String, String>> = nodes
+        .iter()
+        .map(|(_, s)| facts(s).into_iter().collect())
+        .collect();
+    // Fact order: the first node's order, then facts only later nodes have, in their order.
+    let mut order: Vec<String> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (_, s) in nodes {
+        for (k, _) in facts(s) {
+            if seen.insert(k.clone()) {
+                order.push(k);
+            }
+        }
+    }
+    let mut odd = vec![0usize; nodes.len()];
+    let mut differences = Vec::new();
+    for field in &order {
+        let missing = if field.starts_with("env.") {
+            UNSET
+        } else {
+            "(absent)"
+        };
+        let values: Vec<String> = per_node
+            .iter()
+            .map(|m| m.get(field).cloned().unwrap_or_else(|| missing.into()))
+            .collect();
+        if values.iter().all(|v| *v == values[0]) {
+            continue;
+        }
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for v in &values {
+            *counts.entry(v).or_default() += 1;
+        }
+        let top = counts.values().copied().max().unwrap_or(0);
+        let majority = (counts.values().filter(|c| **c == top).count() == 1)
+            .then(|| {
+                counts
+                    .iter()
+                    .find(|(_, c)| **c == top)
+                    .map(|(v, _)| v.to_string())
+            })
+            .flatten();
+        for (i, v) in values.iter().enumerate() {
+            if majority.as_ref() != Some(v) {
+                odd[i] += 1;
+            }
+        }
+        differences.push(FieldDiff {
+            field: field.clone(),
+            values,
+            majority,
+        });
+    }
+    let mut idx: Vec<usize> = (0..nodes.len()).collect();
+    idx.sort_by_key(|&i| std::cmp::Reverse(odd[i]));
+    let out_nodes = idx
+        .iter()
+        .map(|&i| Node {
+            name: nodes[i].0.clone(),
+            hostname: nodes[i].1.host.hostname.known().cloned(),
+            odd_fields: odd[i],
+        })
+        .collect();
+    for d in &mut differences {
+        d.values = idx.iter().map(|&i| d.values[i].clone()).collect();
+    }
+    FleetDiff {
+        nodes: out_nodes,
+        compared_fields: order.len(),
+        differences,
+    }
+}
+
+/// The comparison as a table: one row per differing fact, one column per node.
+pub fn render_text(d: &FleetDiff) -> String {
+    let mut o = String::new();
+    let n = d.nodes.len();
+    if d.identical() {
+        o.push_str(&format!(
+            "{n} nodes, {} facts compared: identical\n",
+            d.compared_fields
+        ));
+        return o;
+    }
+    o.push_str(&format!(
+        "{n} nodes, {} facts compared, {} differ",
+        d.compared_fields,
+        d.differences.len()
+    ));
+    let first = &d.nodes[0];
+    let clear = n > 2
+        && d.nodes
+            .get(1)
+            .is_none_or(|s| s.odd_fields < first.odd_fields);
+    if clear {
+        o.push_str(&format!(
+            "; odd one out: {} (differs from the majority on {} of {})",
+            first.name,
+            first.odd_fields,
+            d.differences.len()
+        ));
+    } else if n == 2 {
+        o.push_str("; with two nodes there is no majority");
+    }
+    o.push_str("\n\n");
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut head = vec!["fact".to_string()];
+    head.extend(d.nodes.iter().map(|x| x.name.clone()));
+    rows.push(head);
+    for f in &d.differences {
+        let mut r = vec![f.field.clone()];
+        r.extend(f.values.iter().map(|v| {
+            if f.majority.as_ref() == Some(v) {
+                v.clone()
+            } else {
+                format!("{v} *")
+            }
+        }));
+        rows.push(r);
+    }
+    let widths: Vec<usize> = (0..=n)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    for r in &rows {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        o.push_str(line.join("  ").trim_end());
+        o.push('\n');
+    }
+    o.push_str("\n* differs from the majority (every value when there is none)\n");
+    o
+}

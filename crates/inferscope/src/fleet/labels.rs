@@ -1,0 +1,325 @@
+//! Node labels in Node Feature Discovery's vocabulary (`feature.node.kubernetes.io/inferscope-*`),
+//! computed from a Snapshot and its check findings. Every value is a valid Kubernetes label value
+//! (at most 63 characters of `[A-Za-z0-9_.-]`, alphanumeric at both ends); a fact inferscope
+//! cannot see is labelled `unknown` rather than left out, so "not labelled yet" and "could not
+//! tell" stay apart, and numeric operators (`Gt`, `Lt`) never match `unknown`.
+
+use inferscope_check::{Finding, Severity, Status};
+use inferscope_model::{P2pStatus, Reading, Snapshot};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The NFD namespace and the inferscope prefix of every label name.
+pub const PREFIX: &str = "feature.node.kubernetes.io/inferscope-";
+
+/// Value of a fact that could not be determined.
+pub const UNKNOWN: &str = "unknown";
+
+/// One label: the full key (with [`PREFIX`]) and its value.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Label {
+    /// `feature.node.kubernetes.io/inferscope-gpu.count`.
+    pub key: String,
+    /// `8`.
+    pub value: String,
+}
+
+/// Make `text` a valid label value: other characters become `-`, runs of them collapse, both
+/// ends are trimmed to alphanumerics, and the result is cut at 63 characters.
+pub fn label_value(text: &str) -> String {
+    let mut v = String::new();
+    for c in text.chars() {
+        let c = if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+            c
+        } else {
+            '-'
+        };
+        if c == '-' && v.ends_with('-') {
+            continue;
+        }
+        v.push(c);
+    }
+    let mut v: String = v.chars().take(63).collect();
+    while v.ends_with(|c: char| !c.is_ascii_alphanumeric()) {
+        v.pop();
+    }
+    v.trim_start_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_string()
+}
+
+/// Whether two GPUs can do peer-to-peer (NVLink, or P2P read and write both OK);
+/// `None` when the driver facts are not in the snapshot.
+fn p2p_matrix(s: &Snapshot) -> Option<Vec<Vec<bool>>> {
+    s.driver.known()?;
+    let n = s.gpus.len();
+    let mut m = vec![vec![false; n]; n];
+    for (i, row) in m.iter_mut().enumerate() {
+        row[i] = true;
+    }
+    for p in &s.gpu_pairs {
+        let (Some(i), Some(j)) = (
+            s.gpus.iter().position(|g| g.pci_bus_id == p.a),
+            s.gpus.iter().position(|g| g.pci_bus_id == p.b),
+        ) else {
+            continue;
+        };
+        let nvlink = p.nvlinks.known().is_some_and(|n| *n > 0);
+        let p2p = p.p2p_read.known() == Some(&P2pStatus::Ok)
+            && p.p2p_write.known() == Some(&P2pStatus::Ok);
+        if nvlink || p2p {
+            m[i][j] = true;
+            m[j][i] = true;
+        }
+    }
+    Some(m)
+}
+
+/// Size of the largest set of `members` that are pairwise connected in `ok` (branch and bound;
+/// GPU counts per host are small).
+fn largest_group(ok: &[Vec<bool>], members: &[usize]) -> usize {
+    fn grow(ok: &[Vec<bool>], chosen: usize, candidates: &[usize], best: &mut usize) {
+        if chosen + candidates.len() <= *best {
+            return;
+        }
+        if candidates.is_empty() {
+            *best = chosen;
+            return;
+        }
+        for (k, &c) in candidates.iter().enumerate() {
+            if chosen + candidates.len() - k <= *best {
+                return;
+            }
+            let next: Vec<usize> = candidates[k + 1..]
+                .iter()
+                .copied()
+                .filter(|&d| ok[c][d])
+                .collect();
+            grow(ok, chosen + 1, &next, best);
+        }
+    }
+    let mut best = 0;
+    grow(ok, 0, members, &mut best);
+    best
+}
+
+/// The NUMA node of each GPU (by position); on a host with a single NUMA node an unreported
+/// node is that node.
+fn gpu_nodes(s: &Snapshot) -> Vec<Option<u32>> {
+    let only = match s.numa_nodes.as_slice() {
+        [one] => Some(one.id.0),
+        _ => None,
+    };
+    s.gpus
+        .iter()
+        .map(|g| g.numa_node.known().map(|n| n.0).or(only))
+        .collect()
+}
+
+fn yes_no_unknown(v: Option<bool>) -> String {
+    match v {
+        Some(true) => "true".into(),
+        Some(false) => "false".into(),
+        None => UNKNOWN.into(),
+    }
+}
+
+/// The labels of one node.
+pub fn labels(s: &Snapshot, findings: &[Finding]) -> Vec<Label> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut put = |k: &str, v: String| out.push((k.to_string(), v));
+    let n = s.gpus.len();
+    put("gpu.count", n.to_string());
+
+    let names: BTreeSet<Option<&String>> = s
+        .gpus
+        .iter()
+        .map(|g| g.details.known().and_then(|d| d.name.known()))
+        .collect();
+    put(
+        "gpu.product",
+        match names.iter().collect::<Vec<_>>().as_slice() {
+            [] => "none".into(),
+            [Some(name)] => label_value(name),
+            [None] => UNKNOWN.into(),
+            _ if names.contains(&None) => UNKNOWN.into(),
+            _ => "mixed".into(),
+        },
+    );
+    let memory: Option<Vec<u64>> = s
+        .gpus
+        .iter()
+        .map(|g| {
+            g.details
+                .known()
+                .and_then(|d| d.memory.known())
+                .map(|m| m.total_bytes >> 20)
+        })
+        .collect();
+    put(
+        "gpu.memory-mib",
+        match memory {
+            Some(m) if !m.is_empty() => m.iter().min().copied().unwrap_or(0).to_string(),
+            Some(_) => "0".into(),
+            None => UNKNOWN.into(),
+        },
+    );
+
+    let nvlink = if n == 0 {
+        Some(false)
+    } else if s.driver.known().is_none() {
+        None
+    } else {
+        let pair = s
+            .gpu_pairs
+            .iter()
+            .any(|p| p.nvlinks.known().is_some_and(|c| *c > 0));
+        let links = s.gpus.iter().any(|g| {
+            g.details
+                .known()
+                .and_then(|d| d.nvlinks.known())
+                .is_some_and(|l| l.iter().any(|l| l.active))
+        });
+        Some(pair || links)
+    };
+    put("gpu.nvlink", yes_no_unknown(nvlink));
+
+    // Tensor-parallel groups: GPUs pairwise NVLinked or P2P-capable; on one NUMA node or anywhere.
+    let nodes = gpu_nodes(s);
+    let mut per_node: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for (i, node) in nodes.iter().enumerate() {
+        if let Some(node) = node {
+            per_node.entry(*node).or_default().push(i);
+        }
+    }
+    let placed = nodes.iter().all(Option::is_some);
+    let matrix = p2p_matrix(s);
+    let local = match (&matrix, placed) {
+        (_, false) => None,
+        (Some(m), true) => per_node
+            .values()
+            .map(|g| largest_group(m, g))
+            .max()
+            .or(Some(0)),
+        // Without driver facts only single-GPU nodes are certain.
+        (None, true) => {
+            let most = per_node.values().map(Vec::len).max().unwrap_or(0);
+            (most <= 1).then_some(most)
+        }
+    };
+    put(
+        "tp.max-numa-local",
+        local.map_or(UNKNOWN.into(), |v| v.to_string()),
+    );
+    let all: Vec<usize> = (0..n).collect();
+    let anywhere = match &matrix {
+        Some(m) => Some(largest_group(m, &all)),
+        None => (n <= 1).then_some(n),
+    };
+    put("tp.max", anywhere.map_or(UNKNOWN.into(), |v| v.to_string()));
+
+    let cpu_nodes: Vec<_> = s.numa_nodes.iter().filter(|n| !n.cpus.is_empty()).collect();
+    put("numa.nodes", cpu_nodes.len().to_string());
+    put(
+        "gpu.per-numa-node",
+        if !placed {
+            UNKNOWN.into()
+        } else if cpu_nodes.is_empty() {
+            n.to_string()
+        } else {
+            label_value(
+                &cpu_nodes
+                    .iter()
+                    .map(|c| per_node.get(&c.id.0).map_or(0, Vec::len).to_string())
+                    .collect::<Vec<_>>()
+                    .join("."),
+            )
+        },
+    );
+
+    let driver = s.driver.known();
+    let text = |r: Option<&Reading<String>>| {
+        r.and_then(Reading::known)
+            .map_or(UNKNOWN.into(), |v| label_value(v))
+    };
+    put("driver.version", text(driver.map(|d| &d.driver_version)));
+    put(
+        "cuda.driver-version",
+        text(driver.map(|d| &d.cuda_driver_version)),
+    );
+
+    // Failing checks: a count, a count of error-severity ones, and one label per code.
+    let mut failing: BTreeMap<&str, Severity> = BTreeMap::new();
+    for f in findings.iter().filter(|f| f.status == Status::Fail) {
+        let e = failing.entry(f.code.as_str()).or_insert(f.severity);
+        *e = (*e).max(f.severity);
+    }
+    put("check.failing", failing.len().to_string());
+    put(
+        "check.errors",
+        failing
+            .values()
+            .filter(|s| **s == Severity::Error)
+            .count()
+            .to_string(),
+    );
+    for (code, sev) in &failing {
+        put(&format!("check.{}", label_value(code)), sev.to_string());
+    }
+
+    out.into_iter()
+        .map(|(k, value)| Label {
+            key: format!("{PREFIX}{k}"),
+            value,
+        })
+        .collect()
+}
+
+/// `key=value` lines; `header` adds NFD-ignored comment lines naming the source (`--format nfd`).
+pub fn render(labels: &[Label], header: Option<&str>) -> String {
+    let mut o = String::new();
+    if let Some(h) = header {
+        for l in h.lines() {
+            o.push_str("# ");
+            o.push_str(l);
+            o.push('\n');
+        }
+    }
+    for l in labels {
+        o.push_str(&l.key);
+        o.push('=');
+        o.push_str(&l.value);
+        o.push('\n');
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_valid() {
+        assert_eq!(
+            label_value("NVIDIA H100 80GB HBM3"),
+            "NVIDIA-H100-80GB-HBM3"
+        );
+        assert_eq!(label_value("  (x) "), "x");
+        assert_eq!(label_value(&"a".repeat(100)).len(), 63);
+        assert_eq!(label_value("565.57.01"), "565.57.01");
+    }
+
+    #[test]
+    fn largest_group_finds_cliques() {
+        // 0-1-2 a triangle, 3 linked to 0 only.
+        let mut ok = vec![vec![false; 4]; 4];
+        for (a, b) in [(0, 1), (1, 2), (0, 2), (0, 3)] {
+            ok[a][b] = true;
+            ok[b][a] = true;
+        }
+        for (i, row) in ok.iter_mut().enumerate() {
+            row[i] = true;
+        }
+        assert_eq!(largest_group(&ok, &[0, 1, 2, 3]), 3);
+        assert_eq!(largest_group(&ok, &[1, 3]), 1);
+        assert_eq!(largest_group(&ok, &[]), 0);
+    }
+}

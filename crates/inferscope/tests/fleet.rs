@@ -1,0 +1,222 @@
+//! `inferscope labels` and `inferscope diff` on fixture snapshots (golden files), label values
+//! valid for Kubernetes, the planted differences of fixtures/fleet found, exit codes; the
+//! hidden `completions` and `man` generators.
+
+mod common;
+
+use std::path::PathBuf;
+
+/// Snapshot files to label: the fleet nodes and every check test snapshot.
+fn snapshot_files() -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = ["node-a", "node-b"]
+        .iter()
+        .map(|n| (format!("fleet-{n}"), format!("fixtures/fleet/{n}.json")))
+        .collect();
+    let dir = common::repo().join("crates/inferscope-check/testdata");
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    names.sort();
+    for p in names {
+        let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
+        v.push((
+            stem.clone(),
+            format!("crates/inferscope-check/testdata/{stem}.json"),
+        ));
+    }
+    v
+}
+
+fn valid_label_value(v: &str) -> bool {
+    v.len() <= 63
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && v.chars().next().is_none_or(|c| c.is_ascii_alphanumeric())
+        && v.chars().last().is_none_or(|c| c.is_ascii_alphanumeric())
+}
+
+#[test]
+fn labels_per_fixture_snapshot() {
+    for (name, file) in snapshot_files() {
+        let (code, out, err) =
+            common::inferscope(&["labels", "--snapshot", &file, "--format", "kv"]);
+        assert_eq!(code, 0, "{file}: {err}");
+        for line in out.lines() {
+            let (key, value) = line.split_once('=').unwrap();
+            let (prefix, name) = key.split_once('/').unwrap();
+            assert_eq!(prefix, "feature.node.kubernetes.io", "{line}");
+            assert!(
+                name.starts_with("inferscope-") && name.len() <= 63,
+                "{line}"
+            );
+            assert!(valid_label_value(name), "{line}");
+            assert!(valid_label_value(value), "{line}");
+        }
+        insta::assert_snapshot!(format!("labels__{name}"), out);
+    }
+}
+
+#[test]
+fn nfd_format_is_kv_with_a_comment_header() {
+    let file = "fixtures/fleet/node-a.json";
+    let (_, kv, _) = common::inferscope(&["labels", "--snapshot", file, "--format", "kv"]);
+    let (code, nfd, _) = common::inferscope(&["labels", "--snapshot", file]);
+    assert_eq!(code, 0);
+    let (header, body): (Vec<&str>, Vec<&str>) = nfd.lines().partition(|l| l.starts_with('#'));
+    assert!(header[0].contains("Node Feature Discovery"), "{nfd}");
+    assert_eq!(body.join("\n") + "\n", kv);
+}
+
+#[test]
+fn labels_answer_the_scheduling_questions() {
+    let (_, a, _) = common::inferscope(&[
+        "labels",
+        "--snapshot",
+        "fixtures/fleet/node-a.json",
+        "--format",
+        "kv",
+    ]);
+    let p = "feature.node.kubernetes.io/inferscope-";
+    for want in [
+        "gpu.count=8",
+        "gpu.product=NVIDIA-H100-80GB-HBM3",
+        "gpu.nvlink=true",
+        "tp.max-numa-local=4",
+        "tp.max=8",
+        "gpu.per-numa-node=4.4",
+    ] {
+        assert!(a.contains(&format!("{p}{want}\n")), "{want}:\n{a}");
+    }
+    // node-b's downtrained GPU fails GPU005; node-a's does not.
+    let (_, b, _) = common::inferscope(&[
+        "labels",
+        "--snapshot",
+        "fixtures/fleet/node-b.json",
+        "--format",
+        "kv",
+    ]);
+    assert!(b.contains(&format!("{p}check.GPU005=warn\n")));
+    assert!(!a.contains("check.GPU005"));
+    // Without driver facts, P2P is not known: unknown, never a guess.
+    let (_, c, _) = common::inferscope(&[
+        "labels",
+        "--snapshot",
+        "crates/inferscope-check/testdata/pcie8-2s-plx-switches.json",
+        "--format",
+        "kv",
+    ]);
+    assert!(
+        c.contains(&format!("{p}tp.max-numa-local=unknown\n")),
+        "{c}"
+    );
+}
+
+#[test]
+fn labels_from_a_root() {
+    let (code, out, err) = common::inferscope(&[
+        "labels",
+        "--root",
+        "fixtures/hosts/dual-socket-5gpu-asymmetric/root",
+        "--format",
+        "kv",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("inferscope-gpu.count=5\n"), "{out}");
+    assert!(out.contains("inferscope-gpu.per-numa-node=4.1\n"), "{out}");
+}
+
+#[test]
+fn diff_puts_the_planted_node_first() {
+    let (code, out, err) = common::inferscope(&[
+        "diff",
+        "fixtures/fleet/node-a.json",
+        "fixtures/fleet/node-c.json",
+        "fixtures/fleet/node-b.json",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    insta::assert_snapshot!("diff__fleet_text", out);
+    let (code, json, _) = common::inferscope(&[
+        "diff",
+        "fixtures/fleet/node-a.json",
+        "fixtures/fleet/node-b.json",
+        "fixtures/fleet/node-c.json",
+        "--json",
+    ]);
+    assert_eq!(code, 1);
+    insta::assert_snapshot!("diff__fleet_json", json);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["nodes"][0]["name"], "node-b");
+    let fields: Vec<&str> = v["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["gpu3.pcie", "vm.thp_enabled", "vm.swappiness"]);
+}
+
+#[test]
+fn diff_of_equal_nodes_exits_0() {
+    let (code, out, _) = common::inferscope(&[
+        "diff",
+        "fixtures/fleet/node-a.json",
+        "fixtures/fleet/node-c.json",
+    ]);
+    assert_eq!(code, 0);
+    assert!(out.ends_with("facts compared: identical\n"), "{out}");
+}
+
+#[test]
+fn diff_of_different_machines() {
+    let t = "crates/inferscope-check/testdata";
+    let (code, out, _) = common::inferscope(&[
+        "diff",
+        &format!("{t}/h100-sxm8-2s-switch-12nic.json"),
+        &format!("{t}/dual-socket-5gpu-asymmetric.json"),
+    ]);
+    assert_eq!(code, 1);
+    insta::assert_snapshot!("diff__two_machines", out);
+}
+
+#[test]
+fn diff_needs_two_files_and_readable_snapshots() {
+    let (code, _, _) = common::inferscope(&["diff", "fixtures/fleet/node-a.json"]);
+    assert_eq!(code, 2);
+    let (code, _, err) =
+        common::inferscope(&["diff", "fixtures/fleet/node-a.json", "/nonexistent.json"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/nonexistent.json"), "{err}");
+}
+
+#[test]
+fn completions_and_man_page() {
+    for shell in ["bash", "zsh", "fish"] {
+        let (code, out, err) = common::inferscope(&["completions", shell]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("inferscope"), "{shell}");
+        assert!(out.contains("labels") && out.contains("diff"), "{shell}");
+    }
+    let (code, out, _) = common::inferscope(&["man"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with(".ie"), "{}", &out[..out.len().min(200)]);
+    assert!(
+        out.contains(".TH inferscope 1"),
+        "{}",
+        &out[..out.len().min(400)]
+    );
+    assert!(out.contains("inferscope\\-labels") || out.contains("labels"));
+    // Hidden from the help.
+    let (_, help, _) = common::inferscope(&["--help"]);
+    assert!(!help.contains("completions") && !help.contains("\n  man "));
+    let dir = tempfile::tempdir().unwrap();
+    let (code, list, err) = common::inferscope(&["man", "--dir", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        list.contains("inferscope.1") && list.contains("inferscope-diff.1"),
+        "{list}"
+    );
+    let page = std::fs::read_to_string(dir.path().join("inferscope-serve.1")).unwrap();
+    assert!(page.contains("\\-\\-listen"), "{page}");
+}

@@ -1,0 +1,56 @@
+//! The rule of issue 10: no `unwrap`/`expect` on data from outside in non-test code unless a
+//! `// cannot fail:` comment on the same or the previous line says why. `cargo clippy` enforces
+//! the same rule with `deny(clippy::unwrap_used, clippy::expect_used)` in every crate's root
+//! (outside `cfg(test)`); this test keeps it enforced by `cargo test` alone.
+//!
+//! Non-test code is each `src/` file up to its first top-level `#[cfg(test)]`. The benchmark
+//! crate is checked too.
+
+mod common;
+
+use std::path::Path;
+
+fn rs_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rs_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn no_unexplained_unwrap_or_expect_outside_tests() {
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(common::repo().join("crates")).unwrap() {
+        let src = e.unwrap().path().join("src");
+        if src.is_dir() {
+            rs_files(&src, &mut files);
+        }
+    }
+    files.sort();
+    assert!(files.len() > 50, "found only {} source files", files.len());
+    let mut bad = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let mut prev = "";
+        for (n, line) in text.lines().enumerate() {
+            if line.starts_with("#[cfg(test)]") {
+                break;
+            }
+            let code = line.split("//").next().unwrap_or("");
+            let hit = code.contains(".unwrap()") || code.contains(".expect(\"");
+            if hit && !line.contains("// cannot fail:") && !prev.contains("// cannot fail:") {
+                bad.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+            }
+            prev = line;
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "unwrap/expect without a `// cannot fail:` comment in non-test code:\n{}",
+        bad.join("\n")
+    );
+}
