@@ -222,7 +222,10 @@ mod tests {
             scrub("http://hf_tok@host/ and ftp://bob:pw@h"),
             "http://<redacted>@host/ and ftp://bob:<redacted>@h"
         );
-        assert_eq!(scrub("https://huggingface.co/x@y"), "https://huggingface.co/x@y");
+        assert_eq!(
+            scrub("https://huggingface.co/x@y"),
+            "https://huggingface.co/x@y"
+        );
         assert!(matches!(scrub("plain"), Cow::Borrowed(_)));
     }
 
@@ -238,7 +241,10 @@ mod tests {
         );
         // Too short, or inside a word: not a token.
         assert_eq!(scrub("hf_transfer"), "hf_transfer");
-        assert_eq!(scrub("task-abcdefghijklmnopqrstuvwxyz"), "task-abcdefghijklmnopqrstuvwxyz");
+        assert_eq!(
+            scrub("task-abcdefghijklmnopqrstuvwxyz"),
+            "task-abcdefghijklmnopqrstuvwxyz"
+        );
         assert_eq!(scrub("é hf_ü"), "é hf_ü");
     }
 

@@ -53,7 +53,10 @@ fn assert_clean_error(what: &str, args: &[&str], mention: &str) {
     for bad in ["panicked", "memory allocation", "RUST_BACKTRACE", "Aborted"] {
         assert!(!msg.contains(bad), "{what}: {msg}");
     }
-    assert!(msg.contains(mention), "{what}: {msg:?} does not name {mention:?}");
+    assert!(
+        msg.contains(mention),
+        "{what}: {msg:?} does not name {mention:?}"
+    );
     assert!(took < Duration::from_secs(60), "{what}: took {took:?}");
 }
 
@@ -135,7 +138,11 @@ fn safetensors_headers_claiming_terabytes() {
     let cases: Vec<(&str, Vec<u8>, u64)> = vec![
         ("len-u64-max", u64::MAX.to_le_bytes().to_vec(), 0),
         // The largest header accepted (100 MiB), claimed by an 8-byte file.
-        ("len-100mib-short-file", (100u64 << 20).to_le_bytes().to_vec(), 0),
+        (
+            "len-100mib-short-file",
+            (100u64 << 20).to_le_bytes().to_vec(),
+            0,
+        ),
         // 100 MiB of header that is a hole (zeros), in a sparse file: read, then rejected.
         (
             "len-100mib-of-zeros",
@@ -178,11 +185,23 @@ fn pickles_with_huge_declared_lengths() {
     };
     let cases: Vec<(&str, Vec<u8>, u64)> = vec![
         // BINUNICODE8 / BINBYTES8 / FRAME claiming 1 TiB in a tiny file.
-        ("binunicode8-1tib", op(4, 0x8d, &(1u64 << 40).to_le_bytes()), 0),
-        ("binbytes8-1tib", op(4, 0x8e, &(1u64 << 40).to_le_bytes()), 0),
+        (
+            "binunicode8-1tib",
+            op(4, 0x8d, &(1u64 << 40).to_le_bytes()),
+            0,
+        ),
+        (
+            "binbytes8-1tib",
+            op(4, 0x8e, &(1u64 << 40).to_le_bytes()),
+            0,
+        ),
         ("frame-1tib", op(4, 0x95, &(1u64 << 40).to_le_bytes()), 0),
         // BINUNICODE claiming 4 GiB - 16, LONG4 claiming 2 GiB.
-        ("binunicode-4gib", op(2, b'X', &0xFFFF_FFF0u32.to_le_bytes()), 0),
+        (
+            "binunicode-4gib",
+            op(2, b'X', &0xFFFF_FFF0u32.to_le_bytes()),
+            0,
+        ),
         ("long4-2gib", op(2, 0x8b, &0x7FFF_FFF0u32.to_le_bytes()), 0),
         // BINBYTES8 of 1.5 GiB inside a sparse 1.9 GiB file: the length fits the file.
         (
@@ -218,7 +237,11 @@ fn gigabyte_lines_in_pasted_text() {
         "topo.txt",
     );
     let q = big_line(d, "q.txt", "    Product Name : NVIDIA H100 ");
-    assert_clean_error("snapshot --import", &["snapshot", "--import", s(&q)], "q.txt");
+    assert_clean_error(
+        "snapshot --import",
+        &["snapshot", "--import", s(&q)],
+        "q.txt",
+    );
     // The same line kept just under the import limit (read and parsed, not refused by size).
     let line: String = "\tGPU0".repeat((16 << 20) / 5);
     let topo16 = d.join("topo16.txt");
@@ -229,8 +252,23 @@ fn gigabyte_lines_in_pasted_text() {
         "topo16.txt",
     );
     let xml = d.join("x.xml");
-    std::fs::write(&xml, format!("<?xml version=\"1.0\"?>\n<nvidia_smi_log>{}", "<gpu>".repeat(3 << 20))).unwrap();
-    assert_clean_error("snapshot --import (deep XML)", &["snapshot", "--import", s(&xml)], "x.xml");
+    std::fs::write(
+        &xml,
+        format!(
+            "<?xml version=\"1.0\"?>\n<nvidia_smi_log>{}",
+            "<gpu>".repeat(3 << 20)
+        ),
+    )
+    .unwrap();
+    assert_clean_error(
+        "snapshot --import (deep XML)",
+        &["snapshot", "--import", s(&xml)],
+        "x.xml",
+    );
     let snap = big_line(d, "snap.json", "{\"a\":[");
-    assert_clean_error("topo --snapshot", &["topo", "--snapshot", s(&snap)], "snap.json");
+    assert_clean_error(
+        "topo --snapshot",
+        &["topo", "--snapshot", s(&snap)],
+        "snap.json",
+    );
 }

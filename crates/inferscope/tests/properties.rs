@@ -47,7 +47,11 @@ fn random_ranges(rng: &mut Rng) -> Vec<(u32, u32)> {
                 2 => u32::MAX - rng.below(4) as u32,
                 _ => rng.next() as u32,
             };
-            let len = if rng.chance(50) { 0 } else { rng.below(64) as u32 };
+            let len = if rng.chance(50) {
+                0
+            } else {
+                rng.below(64) as u32
+            };
             (a, a.saturating_add(len))
         })
         .collect()
@@ -68,7 +72,13 @@ fn cpulist_print_parse_round_trip() {
         let messy: Vec<String> = ranges
             .iter()
             .rev()
-            .map(|(a, b)| if a == b && rng.chance(50) { format!("{a}") } else { format!("{a}-{b}") })
+            .map(|(a, b)| {
+                if a == b && rng.chance(50) {
+                    format!("{a}")
+                } else {
+                    format!("{a}-{b}")
+                }
+            })
             .collect();
         if let Ok(parsed) = CpuSet::from_str(&messy.join(",")) {
             assert_eq!(parsed.to_string(), printed, "{messy:?}");
@@ -158,11 +168,16 @@ fn mutated_snapshots_load_and_write_back_identically_or_are_refused() {
             assert_eq!(s1, s2);
         }
     }
-    assert!(loaded > 100, "only {loaded} mutated snapshots loaded: the mutations are too harsh");
+    assert!(
+        loaded > 100,
+        "only {loaded} mutated snapshots loaded: the mutations are too harsh"
+    );
 }
 
 // ---------------------------------------------------------------- topo render/parse
 
+// Symmetric fill: both matrix[i][j] and matrix[j][i] are written, so index loops are clearer.
+#[allow(clippy::needless_range_loop)]
 fn random_matrix(rng: &mut Rng) -> TopoMatrix {
     let n_gpus = 1 + rng.below(8) as usize;
     let n_nics = rng.below(5) as usize;
@@ -298,7 +313,12 @@ fn sse_events_do_not_depend_on_chunk_boundaries() {
             .collect();
         cuts.sort_unstable();
         let split = parse_in_chunks(&stream, &cuts);
-        assert_eq!(whole, split, "stream {:?} cut at {cuts:?}", String::from_utf8_lossy(&stream));
+        assert_eq!(
+            whole,
+            split,
+            "stream {:?} cut at {cuts:?}",
+            String::from_utf8_lossy(&stream)
+        );
         let bytewise: Vec<usize> = (1..stream.len()).collect();
         assert_eq!(whole, parse_in_chunks(&stream, &bytewise));
     }

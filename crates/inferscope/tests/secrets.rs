@@ -19,8 +19,14 @@ const PLANTED: &[(&str, &str)] = &[
     ("TGI_CLIENT_SECRET", "planted-tgi-secret-1"),
     ("AWS_SECRET_ACCESS_KEY", "planted-aws-secret-1"),
     ("MY_DB_PASSWORD", "planted-db-password-1"),
-    ("HF_ENDPOINT", "https://mirroruser:planted-url-password-1@mirror.example/"),
-    ("VLLM_PROXY_URL", "http://planted-url-token-user-1@proxy.example:3128"),
+    (
+        "HF_ENDPOINT",
+        "https://mirroruser:planted-url-password-1@mirror.example/",
+    ),
+    (
+        "VLLM_PROXY_URL",
+        "http://planted-url-token-user-1@proxy.example:3128",
+    ),
     (
         "VLLM_EXTRA_ARGS",
         "--served-model-name x --api-key sk-PlantedEmbeddedKey0123456789abcd",
@@ -69,7 +75,10 @@ fn cmdline() -> Vec<u8> {
         "planted-cmdline-api-key-1",
         "--hf-token=planted-cmdline-hf-token-1",
     ];
-    words.iter().flat_map(|w| [w.as_bytes(), b"\0"].concat()).collect()
+    words
+        .iter()
+        .flat_map(|w| [w.as_bytes(), b"\0"].concat())
+        .collect()
 }
 
 /// A copy of a fixture host with secrets planted; returns (tempdir, root).
@@ -129,10 +138,16 @@ fn secrets_never_reach_snapshot_check_topo_or_gather() {
     let env = json.get("env").or_else(|| json.pointer("/host/env"));
     let env_text = serde_json::to_string(&env).unwrap();
     for name in ["HF_TOKEN", "OPENAI_API_KEY", "VLLM_API_KEY", "HF_ENDPOINT"] {
-        assert!(snap.contains(name), "{name} not recorded as present: {env_text}");
+        assert!(
+            snap.contains(name),
+            "{name} not recorded as present: {env_text}"
+        );
     }
     assert!(snap.contains("<redacted>"));
-    assert!(snap.contains("mirror.example"), "non-secret part of the URL kept");
+    assert!(
+        snap.contains("mirror.example"),
+        "non-secret part of the URL kept"
+    );
 
     for args in [
         vec!["check", "--root", r, "--json"],
@@ -150,12 +165,8 @@ fn secrets_never_reach_snapshot_check_topo_or_gather() {
     // The snapshot as a file, then everything that reads it.
     let snap_file = dir.path().join("snap.json");
     std::fs::write(&snap_file, &snap).unwrap();
-    let (code, out, err) = inferscope(&[
-        "check",
-        "--snapshot",
-        snap_file.to_str().unwrap(),
-        "--json",
-    ]);
+    let (code, out, err) =
+        inferscope(&["check", "--snapshot", snap_file.to_str().unwrap(), "--json"]);
     assert!(code == 0 || code == 1, "{err}");
     assert_clean("check --snapshot", &out);
 
@@ -185,7 +196,10 @@ fn secrets_never_reach_snapshot_check_topo_or_gather() {
         }
     }
     assert!(seen_environ, "the archive has the (reduced) environment");
-    assert!(seen_kernel_cmdline, "the archive has the kernel command line");
+    assert!(
+        seen_kernel_cmdline,
+        "the archive has the kernel command line"
+    );
     // The raw archive bytes too (names, headers), in case of an uncompressed copy somewhere.
     let mut raw = Vec::new();
     flate2::read::GzDecoder::new(std::fs::File::open(&archive).unwrap())
@@ -250,7 +264,14 @@ fn secrets_in_pasted_commands_are_not_printed() {
 #[test]
 fn the_policy_is_the_documented_one() {
     // Names the issue lists, checked against the shared policy directly.
-    for n in ["HF_TOKEN", "OPENAI_API_KEY", "X_TOKEN", "X_KEY", "X_SECRET", "MY_PASSWORD_FILE"] {
+    for n in [
+        "HF_TOKEN",
+        "OPENAI_API_KEY",
+        "X_TOKEN",
+        "X_KEY",
+        "X_SECRET",
+        "MY_PASSWORD_FILE",
+    ] {
         assert!(inferscope_model::redact::is_secret_name(n), "{n}");
     }
     assert!(Path::new(&repo().join("docs/SECURITY.md")).exists());
