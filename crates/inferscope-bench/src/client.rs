@@ -125,6 +125,8 @@ pub fn http_client(pool: usize, connect_timeout: Duration) -> Result<reqwest::Cl
     }
     reqwest::Client::builder()
         .no_proxy()
+        // Load goes only to the URL the user gave: a redirect must not send it elsewhere.
+        .redirect(reqwest::redirect::Policy::none())
         .tcp_nodelay(true)
         .pool_max_idle_per_host(pool)
         .connect_timeout(connect_timeout)

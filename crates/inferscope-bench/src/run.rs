@@ -285,7 +285,8 @@ async fn execute_async(
         tool: plan.tool.clone(),
         started_at: plan.started_at.clone(),
         settings: Settings {
-            url: plan.url.clone(),
+            // Result files get shared: never write credentials embedded in the URL.
+            url: inferscope_model::redact::scrub(&plan.url).into_owned(),
             request,
             schedule: plan.schedule,
             limits: plan.limits,
