@@ -222,6 +222,20 @@ pub fn run(
     Ok(findings)
 }
 
+/// Every check with default thresholds over a snapshot alone (no plan, no process), as the
+/// metrics exporter and node labels use it.
+pub fn run_defaults(snapshot: &Snapshot) -> Vec<Finding> {
+    let thresholds = Thresholds::default();
+    let input = CheckInput {
+        snapshot,
+        plan: None,
+        process: None,
+        thresholds: &thresholds,
+    };
+    // An empty selection names no code, so selecting cannot fail.
+    run(&input, &Config::default(), &Selection::default()).unwrap_or_default()
+}
+
 /// True when a failed finding is at or above `level`.
 pub fn fails_at(findings: &[Finding], level: Severity) -> bool {
     findings

@@ -33,19 +33,7 @@ fn get<'a>(v: &'a Value, path: &[&str]) -> &'a Value {
 fn exported_families() -> BTreeSet<String> {
     let snap = inferscope::load::snapshot_file(&common::repo().join("fixtures/fleet/node-b.json"))
         .unwrap();
-    let thresholds = inferscope_check::Thresholds::default();
-    let input = inferscope_check::CheckInput {
-        snapshot: &snap,
-        plan: None,
-        process: None,
-        thresholds: &thresholds,
-    };
-    let findings = inferscope_check::run(
-        &input,
-        &inferscope_check::Config::default(),
-        &inferscope_check::Selection::default(),
-    )
-    .unwrap();
+    let findings = inferscope_check::run_defaults(&snap);
     let gpus = vec![GpuSample {
         index: 0,
         uuid: Some("GPU-test".into()),

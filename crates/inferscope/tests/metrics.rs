@@ -40,19 +40,7 @@ fn promtool_check(text: &str) {
 #[test]
 fn exposition_of_a_gpu_host_passes_promtool() {
     let snap = common::capture_fixture("rtx5090-2gpu-workstation");
-    let thresholds = inferscope_check::Thresholds::default();
-    let input = inferscope_check::CheckInput {
-        snapshot: &snap,
-        plan: None,
-        process: None,
-        thresholds: &thresholds,
-    };
-    let findings = inferscope_check::run(
-        &input,
-        &inferscope_check::Config::default(),
-        &inferscope_check::Selection::default(),
-    )
-    .unwrap();
+    let findings = inferscope_check::run_defaults(&snap);
     let bus = snap.gpus[0].pci_bus_id.to_string();
     let gpus = vec![GpuSample {
         index: 0,

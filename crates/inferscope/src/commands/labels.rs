@@ -31,19 +31,7 @@ pub fn run(args: &LabelsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if let Some(note) = super::driver_note(&snapshot) {
         eprintln!("{note}");
     }
-    let thresholds = inferscope_check::Thresholds::default();
-    let input = inferscope_check::CheckInput {
-        snapshot: &snapshot,
-        plan: None,
-        process: None,
-        thresholds: &thresholds,
-    };
-    let findings = inferscope_check::run(
-        &input,
-        &inferscope_check::Config::default(),
-        &inferscope_check::Selection::default(),
-    )
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let findings = inferscope_check::run_defaults(&snapshot);
     let l = labels::labels(&snapshot, &findings);
     let header = format!(
         "Node Feature Discovery local features written by {} from {source}\n\

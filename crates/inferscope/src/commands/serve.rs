@@ -40,19 +40,7 @@ pub fn scrape(sampler: &mut Sampler, pids: &[u32]) -> String {
 /// One scrape's body, reading the host under `fs`; `all` adds NVML's GPU processes to `pids`.
 pub fn scrape_under(fs: &FsRoot, sampler: &mut Sampler, pids: &[u32], all: bool) -> String {
     let snap = inferscope_probe::capture(fs, &super::capture_options());
-    let thresholds = inferscope_check::Thresholds::default();
-    let input = inferscope_check::CheckInput {
-        snapshot: &snap,
-        plan: None,
-        process: None,
-        thresholds: &thresholds,
-    };
-    let findings = inferscope_check::run(
-        &input,
-        &inferscope_check::Config::default(),
-        &inferscope_check::Selection::default(),
-    )
-    .unwrap_or_default();
+    let findings = inferscope_check::run_defaults(&snap);
     let (gpus, gpu_procs) = sampler.sample_gpus();
     let mut pids = pids.to_vec();
     if all {
