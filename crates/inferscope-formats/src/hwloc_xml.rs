@@ -603,7 +603,13 @@ pub fn parse(text: &str) -> Result<HwlocTopology, ParseError> {
         let hi = pus.partition_point(|&(b, _)| b < r.end);
         pu_cache
             .entry((lo, hi))
-            .or_insert_with(|| pus[lo..hi].iter().map(|&(_, i)| i).collect())
+            .or_insert_with(|| {
+                pus.get(lo..hi)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|&(_, i)| i)
+                    .collect()
+            })
             .clone()
     };
 
@@ -778,6 +784,8 @@ pub fn parse(text: &str) -> Result<HwlocTopology, ParseError> {
                     for &i in &rows {
                         let mut row = Vec::with_capacity(rows.len());
                         for &j in &rows {
+                            // cannot fail: i, j < n (positions in m.keys) and values.len() == n * n
+                            #[allow(clippy::indexing_slicing)]
                             let v = m.values[i * n + j];
                             let Ok(v) = u32::try_from(v) else {
                                 return Err(err_at(

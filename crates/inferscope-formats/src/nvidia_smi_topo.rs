@@ -77,6 +77,26 @@ impl Col {
         }
     }
 
+    /// This column's entry in a per-column array (indexed like `Col::ALL`).
+    fn of<T>(self, a: &[T; 3]) -> &T {
+        let [cpu, numa, gpu_numa] = a;
+        match self {
+            Col::Cpu => cpu,
+            Col::Numa => numa,
+            Col::GpuNuma => gpu_numa,
+        }
+    }
+
+    /// This column's entry in a per-column array, mutably.
+    fn of_mut<T>(self, a: &mut [T; 3]) -> &mut T {
+        let [cpu, numa, gpu_numa] = a;
+        match self {
+            Col::Cpu => cpu,
+            Col::Numa => numa,
+            Col::GpuNuma => gpu_numa,
+        }
+    }
+
     fn words(self) -> &'static [&'static str] {
         match self {
             Col::Cpu => &["CPU", "Affinity"],
@@ -206,15 +226,15 @@ fn split_links(tok: &str) -> Option<Vec<LinkClass>> {
     let n = b.len();
     // Code lengths that can start at byte i.
     let starts = |i: usize| -> Vec<usize> {
-        let rest = &b[i..];
+        let rest = b.get(i..).unwrap_or_default();
         let mut v = Vec::new();
         for code in ["X", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC"] {
             if rest.starts_with(code.as_bytes()) {
                 v.push(code.len());
             }
         }
-        if rest.starts_with(b"NV") {
-            let digits = rest[2..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if let Some(after) = rest.strip_prefix(b"NV") {
+            let digits = after.iter().take_while(|c| c.is_ascii_digit()).count();
             for d in 1..=digits.min(9) {
                 v.push(2 + d);
             }
@@ -223,21 +243,27 @@ fn split_links(tok: &str) -> Option<Vec<LinkClass>> {
     };
     // ways[i]: number of splits of tok[i..], capped at 2.
     let mut ways = vec![0u8; n + 1];
-    ways[n] = 1;
+    if let Some(end) = ways.last_mut() {
+        *end = 1;
+    }
     for i in (0..n).rev() {
         let total: u32 = starts(i)
             .into_iter()
-            .map(|len| u32::from(ways[i + len]))
+            .map(|len| u32::from(ways.get(i + len).copied().unwrap_or(0)))
             .sum();
-        ways[i] = total.min(2) as u8;
+        if let Some(w) = ways.get_mut(i) {
+            *w = total.min(2) as u8;
+        }
     }
-    if ways[0] != 1 {
+    if ways.first() != Some(&1) {
         return None;
     }
     let mut out = Vec::new();
     let mut i = 0;
     while i < n {
-        let len = starts(i).into_iter().find(|&len| ways[i + len] == 1)?;
+        let len = starts(i)
+            .into_iter()
+            .find(|&len| ways.get(i + len) == Some(&1))?;
         out.push(LinkClass::parse_cell(tok.get(i..i + len)?)?);
         i += len;
     }
@@ -359,11 +385,12 @@ pub fn parse(text: &str) -> Result<TopoMatrix, ParseError> {
     let Some(h) = lines.iter().position(|(_, l)| is_header(l)) else {
         return Err(not_a_matrix(&lines));
     };
-    let (header_line, header_text) = lines[h];
+    let (preamble, from_header) = lines.split_at_checked(h).unwrap_or((&lines, &[]));
+    let Some((&(header_line, header_text), rest)) = from_header.split_first() else {
+        return Err(not_a_matrix(&lines));
+    };
     let mut notes = Vec::new();
     let markdown = is_markdown(header_text);
-    let preamble = &lines[..h];
-    let rest = &lines[h + 1..];
     let (header, rows, after) = if markdown {
         notes.push("Markdown table: cells read by their column names".to_string());
         let (header, label_idx) = md_header(header_line, header_text)?;
@@ -564,12 +591,12 @@ fn plain_rows<'a>(
         let toks = tokenize(text);
         let Some(first) = toks.first() else {
             if seen_any {
-                return Ok((rows, &lines[k..]));
+                return Ok((rows, lines.get(k..).unwrap_or_default()));
             }
             continue;
         };
         let Some(idx) = row_index(header, first.text, line, first.col, text)? else {
-            return Ok((rows, &lines[k..]));
+            return Ok((rows, lines.get(k..).unwrap_or_default()));
         };
         let label = first.text;
         if rows.get(idx).is_some_and(Option::is_some) {
@@ -663,8 +690,7 @@ fn assign_values(
 ) -> Result<[Option<(String, usize)>; 3], ParseError> {
     let k = header.cols.len();
     let mut out: [Option<(String, usize)>; 3] = [None, None, None];
-    if values.len() > k {
-        let t = values[k];
+    if let Some(t) = values.get(k) {
         let expected = if k == 0 {
             format!("the end of the {label} row (the header has no affinity columns)")
         } else {
@@ -678,7 +704,7 @@ fn assign_values(
     }
     if values.len() == k {
         for (v, (c, _)) in values.iter().zip(&header.cols) {
-            out[*c as usize] = Some((v.text.to_string(), v.col));
+            *c.of_mut(&mut out) = Some((v.text.to_string(), v.col));
         }
         return Ok(out);
     }
@@ -701,7 +727,7 @@ fn assign_values(
         }
         last = Some(j);
         if let Some((c, _)) = header.cols.get(j) {
-            out[*c as usize] = Some((v.text.to_string(), v.col));
+            *c.of_mut(&mut out) = Some((v.text.to_string(), v.col));
         }
     }
     Ok(out)
@@ -765,7 +791,7 @@ fn md_rows<'a>(
             if text.trim().is_empty() && !seen_any {
                 continue;
             }
-            return Ok((rows, &lines[k..]));
+            return Ok((rows, lines.get(k..).unwrap_or_default()));
         }
         if is_md_separator(text) {
             continue;
@@ -781,7 +807,7 @@ fn md_rows<'a>(
             ));
         }
         let Some(&(label, label_col)) = cells.get(label_idx) else {
-            return Ok((rows, &lines[k..]));
+            return Ok((rows, lines.get(k..).unwrap_or_default()));
         };
         let Some(idx) = row_index(header, label, line, label_col, text)? else {
             return Err(ParseError::new(
@@ -809,7 +835,7 @@ fn md_rows<'a>(
             }
             if let Some((c, _)) = header.cols.iter().find(|(_, hj)| *hj == j) {
                 if !cell.is_empty() {
-                    values[*c as usize] = Some((cell.to_string(), col));
+                    *c.of_mut(&mut values) = Some((cell.to_string(), col));
                 }
                 continue;
             }
@@ -968,22 +994,24 @@ fn build(
     let rows: Vec<Row> = rows.into_iter().flatten().collect();
 
     // Diagonal and symmetry.
+    let dev = |i: usize| devices.get(i).map_or("", String::as_str);
     for (i, r) in rows.iter().enumerate() {
         for (j, &(c, col)) in r.links.iter().enumerate() {
             let diag = i == j;
             if diag != (c == LinkClass::SelfLink) {
                 let expected = if diag {
-                    format!("X where {} meets itself", devices[i])
+                    format!("X where {} meets itself", dev(i))
                 } else {
                     format!(
                         "a link class for {}-{} (X only on the diagonal)",
-                        devices[i], devices[j]
+                        dev(i),
+                        dev(j)
                     )
                 };
                 return Err(ParseError::new(r.line, col, expected, &r.text));
             }
             if j < i {
-                let other = rows[j].links.get(i).map(|x| x.0);
+                let other = rows.get(j).and_then(|o| o.links.get(i)).map(|x| x.0);
                 if other != Some(c) {
                     return Err(ParseError::new(
                         r.line,
@@ -991,9 +1019,9 @@ fn build(
                         format!(
                             "{} for {}-{}, as in the {} row (the matrix is symmetric)",
                             other.map_or("?".to_string(), |o| o.to_string()),
-                            devices[i],
-                            devices[j],
-                            devices[j]
+                            dev(i),
+                            dev(j),
+                            dev(j)
                         ),
                         &r.text,
                     ));
@@ -1021,8 +1049,8 @@ fn build(
     let mut empty: [Vec<String>; 3] = Default::default();
     let mut na: [Vec<String>; 3] = Default::default();
     let mut placements = Vec::new();
-    for (i, r) in rows.iter().enumerate().take(gpus) {
-        let name = devices[i].clone();
+    for (r, name) in rows.iter().zip(&devices).take(gpus) {
+        let name = name.clone();
         let mut g = GpuPlacement {
             name: name.clone(),
             pci_bus_id: None,
@@ -1035,12 +1063,12 @@ fn build(
             if !header.cols.iter().any(|(k, _)| *k == c) {
                 continue;
             }
-            let Some((v, col)) = &r.values[c as usize] else {
-                empty[c as usize].push(name.clone());
+            let Some((v, col)) = c.of(&r.values) else {
+                c.of_mut(&mut empty).push(name.clone());
                 continue;
             };
             if v == "N/A" {
-                na[c as usize].push(name.clone());
+                c.of_mut(&mut na).push(name.clone());
                 continue;
             }
             match c {
@@ -1076,11 +1104,11 @@ fn build(
         placements.push(g);
     }
     for c in Col::ALL {
-        let e = &empty[c as usize];
+        let e = c.of(&empty);
         if !e.is_empty() {
             notes.push(format!("{} empty for {}", c.name(), who(e, gpus)));
         }
-        let a = &na[c as usize];
+        let a = c.of(&na);
         if !a.is_empty() {
             notes.push(format!("{} is N/A for {}", c.name(), who(a, gpus)));
         }

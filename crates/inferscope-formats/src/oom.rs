@@ -458,10 +458,10 @@ pub fn parse(text: &str) -> Result<OomReport, ParseError> {
         let end = starts.get(1).copied().unwrap_or(s.len());
         parse_one(&s[first..end], &mut r);
         r.messages_found = starts.len();
-        for i in 1..starts.len() {
+        for (i, &start) in starts.iter().enumerate().skip(1) {
             let end = starts.get(i + 1).copied().unwrap_or(s.len());
             let mut other = OomReport::default();
-            parse_one(&s[starts[i]..end], &mut other);
+            parse_one(&s[start..end], &mut other);
             let key = |x: &OomReport| {
                 (
                     x.requested_bytes,

@@ -281,10 +281,10 @@ pub fn parse_header(bytes: &[u8], file_len: u64) -> Result<SafetensorsHeader, Pa
     }
 
     // Overlaps: sort by begin and compare neighbours.
-    let mut order: Vec<usize> = (0..tensors.len()).collect();
-    order.sort_by_key(|&k| (tensors[k].data_offsets, k));
+    let mut order: Vec<(usize, &SafetensorsTensor)> = tensors.iter().enumerate().collect();
+    order.sort_by_key(|&(k, t)| (t.data_offsets, k));
     for w in order.windows(2) {
-        let (a, b) = (&tensors[w[0]], &tensors[w[1]]);
+        let &[(_, a), (_, b)] = w else { continue };
         if b.data_offsets.0 < a.data_offsets.1 && b.bytes > 0 && a.bytes > 0 {
             return Err(bin_err(
                 header_end.saturating_add(b.data_offsets.0),
@@ -561,7 +561,7 @@ impl<'a> Json<'a> {
         if rest.is_empty() {
             return "end of header".to_owned();
         }
-        let cut = &rest[..rest.len().min(12)];
+        let cut = rest.get(..12).unwrap_or(rest);
         format!("{:?}", String::from_utf8_lossy(cut))
     }
 
@@ -771,16 +771,16 @@ impl<'a> Json<'a> {
             }
             self.i += 1;
         }
-        let digits = &self.s[start..self.i];
+        let digits = self.s.get(start..self.i).unwrap_or_default();
         let bad_next = matches!(self.s.get(self.i), Some(b'.' | b'e' | b'E' | b'-' | b'+'));
-        if digits.is_empty() || bad_next || (digits.len() > 1 && digits[0] == b'0') {
+        if digits.is_empty() || bad_next || (digits.len() > 1 && digits.first() == Some(&b'0')) {
             self.i = start;
             let mut end = start;
             while let Some(b'0'..=b'9' | b'.' | b'e' | b'E' | b'-' | b'+') = self.s.get(end) {
                 end += 1;
             }
             let tok = if end > start {
-                String::from_utf8_lossy(&self.s[start..end]).into_owned()
+                String::from_utf8_lossy(self.s.get(start..end).unwrap_or_default()).into_owned()
             } else {
                 self.peek_text()
             };
@@ -834,7 +834,7 @@ impl<'a> Json<'a> {
                 };
                 let int_start = self.i;
                 let n = digits(self);
-                if n == 0 || (n > 1 && self.s[int_start] == b'0') {
+                if n == 0 || (n > 1 && self.s.get(int_start) == Some(&b'0')) {
                     return Err(bad(self));
                 }
                 if self.s.get(self.i) == Some(&b'.') {

@@ -103,6 +103,8 @@ impl<R: BufRead> Counted<R> {
             Err(e) => Err(PickleError::Io(e.to_string())),
         }
     }
+    // cannot fail: every caller passes a constant width of 1, 2, 4 or 8
+    #[allow(clippy::indexing_slicing)]
     fn uint(&mut self, n: usize) -> Result<u64, PickleError> {
         let mut b = [0u8; 8];
         self.exact(&mut b[..n])?;
@@ -261,7 +263,7 @@ pub fn scan<R: BufRead>(reader: R, file_len: u64) -> Result<ScanReport, PickleEr
                 loop {
                     match stack.pop() {
                         Some(Slot::Mark) => break,
-                        Some(Slot::Obj(id)) => w = w.saturating_add(weights[id]),
+                        Some(Slot::Obj(id)) => w = w.saturating_add(weight(&weights, id)),
                         None => return Err(malformed("container without a MARK", at)),
                     }
                 }
@@ -272,7 +274,7 @@ pub fn scan<R: BufRead>(reader: R, file_len: u64) -> Result<ScanReport, PickleEr
                 let mut w = UNIT;
                 for _ in 0..k {
                     match stack.pop() {
-                        Some(Slot::Obj(id)) => w = w.saturating_add(weights[id]),
+                        Some(Slot::Obj(id)) => w = w.saturating_add(weight(&weights, id)),
                         _ => return Err(malformed("tuple of missing items", at)),
                     }
                 }
@@ -283,12 +285,12 @@ pub fn scan<R: BufRead>(reader: R, file_len: u64) -> Result<ScanReport, PickleEr
                 let mut w = 0u64;
                 for _ in 0..n {
                     match stack.pop() {
-                        Some(Slot::Obj(id)) => w = w.saturating_add(weights[id]),
+                        Some(Slot::Obj(id)) => w = w.saturating_add(weight(&weights, id)),
                         _ => return Err(malformed("APPEND/SETITEM of missing items", at)),
                     }
                 }
                 match stack.last() {
-                    Some(Slot::Obj(id)) => weights[*id] = weights[*id].saturating_add(w),
+                    Some(Slot::Obj(id)) => add_weight(&mut weights, *id, w),
                     _ => return Err(malformed("APPEND/SETITEM without a container", at)),
                 }
             }
@@ -297,12 +299,12 @@ pub fn scan<R: BufRead>(reader: R, file_len: u64) -> Result<ScanReport, PickleEr
                 loop {
                     match stack.pop() {
                         Some(Slot::Mark) => break,
-                        Some(Slot::Obj(id)) => w = w.saturating_add(weights[id]),
+                        Some(Slot::Obj(id)) => w = w.saturating_add(weight(&weights, id)),
                         None => return Err(malformed("APPENDS/SETITEMS without a MARK", at)),
                     }
                 }
                 match stack.last() {
-                    Some(Slot::Obj(id)) => weights[*id] = weights[*id].saturating_add(w),
+                    Some(Slot::Obj(id)) => add_weight(&mut weights, *id, w),
                     _ => return Err(malformed("APPENDS/SETITEMS without a container", at)),
                 }
             }
@@ -321,7 +323,7 @@ pub fn scan<R: BufRead>(reader: R, file_len: u64) -> Result<ScanReport, PickleEr
                     Some(Slot::Obj(id)) => {
                         memo.insert(idx, *id);
                         if let Some(s) = recent_strings.last()
-                            && weights[*id] == UNIT + s.len() as u64
+                            && weight(&weights, *id) == UNIT + s.len() as u64
                             && string_memo.len() < 1 << 16
                         {
                             string_memo.insert(idx, s.clone());
@@ -346,7 +348,7 @@ pub fn scan<R: BufRead>(reader: R, file_len: u64) -> Result<ScanReport, PickleEr
                     malformed(&format!("memo entry {idx} used before it was set"), at)
                 })?;
                 // A reference is copied when decoded: count it again.
-                report.expanded_units = report.expanded_units.saturating_add(weights[id]);
+                report.expanded_units = report.expanded_units.saturating_add(weight(&weights, id));
                 stack.push(Slot::Obj(id));
                 pushed_string = string_memo.get(&idx).cloned();
             }
@@ -356,9 +358,8 @@ pub fn scan<R: BufRead>(reader: R, file_len: u64) -> Result<ScanReport, PickleEr
                 return Err(PickleError::Global(format!("{module}.{name}"), at));
             }
             0x93 => {
-                let n = recent_strings.len();
-                let what = if n >= 2 {
-                    format!("{}.{}", recent_strings[n - 2], recent_strings[n - 1])
+                let what = if let [.., module, name] = recent_strings.as_slice() {
+                    format!("{module}.{name}")
                 } else {
                     "(unnamed)".to_string()
                 };
@@ -381,7 +382,7 @@ pub fn scan<R: BufRead>(reader: R, file_len: u64) -> Result<ScanReport, PickleEr
             recent_strings.push(s);
         }
         if let Some(Slot::Obj(id)) = stack.last() {
-            let total = report.expanded_units.saturating_add(weights[*id]);
+            let total = report.expanded_units.saturating_add(weight(&weights, *id));
             if total > cap {
                 return Err(PickleError::Bomb(cap >> 30));
             }
@@ -391,7 +392,7 @@ pub fn scan<R: BufRead>(reader: R, file_len: u64) -> Result<ScanReport, PickleEr
         }
     }
     if let Some(Slot::Obj(id)) = stack.last() {
-        report.expanded_units = report.expanded_units.saturating_add(weights[*id]);
+        report.expanded_units = report.expanded_units.saturating_add(weight(&weights, *id));
     }
     if report.expanded_units > cap {
         return Err(PickleError::Bomb(cap >> 30));
@@ -498,19 +499,41 @@ enum DSlot {
     Obj(usize),
 }
 
+/// The weight of arena object `id`; ids on the stack and in the memo all come from `weights`.
+fn weight(weights: &[u64], id: usize) -> u64 {
+    weights.get(id).copied().unwrap_or(0)
+}
+
+/// Adds `w` to the weight of arena object `id`.
+fn add_weight(weights: &mut [u64], id: usize, w: u64) {
+    if let Some(x) = weights.get_mut(id) {
+        *x = x.saturating_add(w);
+    }
+}
+
+/// Consecutive `(key, value)` pairs of a SETITEMS item list (an odd last item is dropped).
+fn pairs(items: &[usize]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    items.chunks_exact(2).filter_map(|c| match *c {
+        [k, v] => Some((k, v)),
+        _ => None,
+    })
+}
+
 fn small_int(bytes: &[u8]) -> i64 {
     // Little-endian two's complement, as LONG1/LONG4 store it.
     if bytes.is_empty() || bytes.len() > 8 {
         return if bytes.is_empty() { 0 } else { i64::MAX };
     }
     let mut b = [0u8; 8];
-    let fill = if bytes[bytes.len() - 1] & 0x80 != 0 {
+    let fill = if bytes.last().is_some_and(|&last| last & 0x80 != 0) {
         0xff
     } else {
         0
     };
     b.fill(fill);
-    b[..bytes.len()].copy_from_slice(bytes);
+    for (dst, &src) in b.iter_mut().zip(bytes) {
+        *dst = src;
+    }
     i64::from_le_bytes(b)
 }
 
@@ -635,7 +658,7 @@ pub fn decode<R: BufRead>(reader: R, file_len: u64) -> Result<MemorySnapshot, Pi
                 }
                 items.reverse();
                 push!(match op {
-                    b'd' => Val::Dict(items.chunks_exact(2).map(|c| (c[0], c[1])).collect()),
+                    b'd' => Val::Dict(pairs(&items).collect()),
                     0x91 => Val::Other,
                     _ => Val::List(items),
                 })
@@ -670,10 +693,10 @@ pub fn decode<R: BufRead>(reader: R, file_len: u64) -> Result<MemorySnapshot, Pi
                 let Some(DSlot::Obj(target)) = stack.last().copied() else {
                     return Err(malformed("APPEND/SETITEM without a container", at));
                 };
-                match &mut arena[target] {
-                    Val::List(v) => v.extend(items),
-                    Val::Dict(d) => d.extend(items.chunks_exact(2).map(|c| (c[0], c[1]))),
-                    Val::Other => {}
+                match arena.get_mut(target) {
+                    Some(Val::List(v)) => v.extend(items),
+                    Some(Val::Dict(d)) => d.extend(pairs(&items)),
+                    Some(Val::Other) => {}
                     _ => return Err(malformed("APPEND/SETITEM to a scalar", at)),
                 }
             }

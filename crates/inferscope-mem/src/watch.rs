@@ -121,7 +121,10 @@ fn runs_z(points: &[(f64, f64)], slope: f64, intercept: f64) -> f64 {
     if n1 == 0.0 || n2 == 0.0 {
         return 0.0;
     }
-    let runs = 1 + signs.windows(2).filter(|w| w[0] != w[1]).count();
+    let runs = 1 + signs
+        .windows(2)
+        .filter(|w| matches!(w, [a, b] if a != b))
+        .count();
     let n = n1 + n2;
     let mean = 2.0 * n1 * n2 / n + 1.0;
     let var = 2.0 * n1 * n2 * (2.0 * n1 * n2 - n) / (n * n * (n - 1.0));
@@ -160,7 +163,7 @@ pub fn trend(points: &[(f64, f64)]) -> Trend {
         return t;
     }
     let (slope, intercept, r2, tstat) = fit(&points);
-    let late = &points[n - n / 3..];
+    let late = points.get(n - n / 3..).unwrap_or(&[]);
     let (late_slope, ..) = fit(late);
     t.slope_bytes_per_s = slope;
     t.growth_bytes = slope * span;

@@ -613,7 +613,9 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
                         // no_rope_layers[i] == 1: RoPE layer, which uses chunked attention;
                         // default: every 4th layer is a global NoPE layer.
                         let rope = match nope {
-                            Some(v) if v.len() == n => v[i].as_u64().unwrap_or(1) != 0,
+                            Some(v) if v.len() == n => {
+                                v.get(i).and_then(Value::as_u64).unwrap_or(1) != 0
+                            }
                             _ => (i + 1) % 4 != 0,
                         };
                         if rope {

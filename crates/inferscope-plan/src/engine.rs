@@ -101,8 +101,9 @@ fn detect(args: &[String]) -> Result<(Engine, usize), EngineError> {
     let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_string();
     let mut i = 0;
     // Skip environment assignments and wrappers users paste (`env X=1`, `CUDA_VISIBLE_DEVICES=0`).
-    while i < args.len()
-        && (args[i] == "env" || (args[i].contains('=') && !args[i].starts_with('-')))
+    while args
+        .get(i)
+        .is_some_and(|a| a == "env" || (a.contains('=') && !a.starts_with('-')))
     {
         i += 1;
     }
@@ -288,8 +289,7 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
         s.model = args.get(i).cloned();
         i += 1;
     }
-    while i < args.len() {
-        let word = &args[i];
+    while let Some(word) = args.get(i) {
         i += 1;
         if !word.starts_with('-') {
             s.ignored.push(word.clone());
@@ -303,20 +303,20 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
         // such as `-1` is a value).
         let looks_like_flag = |a: &str| {
             a.starts_with("--")
-                || (a.len() > 1
-                    && a.starts_with('-')
-                    && !a[1..].starts_with(|c: char| c.is_ascii_digit()))
+                || a.strip_prefix('-').is_some_and(|rest| {
+                    !rest.is_empty() && !rest.starts_with(|c: char| c.is_ascii_digit())
+                })
         };
-        let next_is_value = args.get(i).is_some_and(|a| !looks_like_flag(a));
+        let next_value = args.get(i).filter(|a| !looks_like_flag(a));
         let Some(m) = meaning(engine, &flag) else {
             // Unknown: keep it, with what looks like its value.
-            match inline {
-                Some(v) => s.ignored.push(format!("{flag}={v}")),
-                None if next_is_value => {
-                    s.ignored.push(format!("{flag} {}", args[i]));
+            match (inline, next_value) {
+                (Some(v), _) => s.ignored.push(format!("{flag}={v}")),
+                (None, Some(next)) => {
+                    s.ignored.push(format!("{flag} {next}"));
                     i += 1;
                 }
-                None => s.ignored.push(flag),
+                (None, None) => s.ignored.push(flag),
             }
             continue;
         };
@@ -328,13 +328,13 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
             // Switches may carry an explicit value (`--enforce-eager=false`).
             inline.clone()
         } else {
-            match inline {
-                Some(v) => Some(v),
-                None if i < args.len() => {
+            match (inline, args.get(i)) {
+                (Some(v), _) => Some(v),
+                (None, Some(next)) => {
                     i += 1;
-                    Some(args[i - 1].clone())
+                    Some(next.clone())
                 }
-                None => return Err(err(format!("{flag} needs a value"))),
+                (None, None) => return Err(err(format!("{flag} needs a value"))),
             }
         };
         let v = value.clone().unwrap_or_default();

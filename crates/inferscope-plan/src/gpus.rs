@@ -213,7 +213,11 @@ impl Catalog {
             }
         }
         if let Some((k, v)) = keys.iter().find(|(_, v)| v.len() > 1) {
-            let names: Vec<&str> = v.iter().map(|&i| file.gpu[i].name.as_str()).collect();
+            let names: Vec<&str> = v
+                .iter()
+                .filter_map(|&i| file.gpu.get(i))
+                .map(|g| g.name.as_str())
+                .collect();
             return Err(format!(
                 "name {k:?} is given to several GPUs: {}",
                 names.join(", ")
@@ -245,7 +249,11 @@ impl Catalog {
         let (stem, mem) = split_memory_suffix(&key);
         let mut hits = self.prefix_hits(stem);
         if let Some(gb) = mem {
-            hits.retain(|&i| (self.gpus[i].memory_gb - gb).abs() < 0.5);
+            hits.retain(|&i| {
+                self.gpus
+                    .get(i)
+                    .is_some_and(|g| (g.memory_gb - gb).abs() < 0.5)
+            });
         }
         if hits.is_empty() {
             return Err(GpuLookupError::Unknown {
@@ -259,13 +267,19 @@ impl Catalog {
     fn one(&self, query: &str, mut hits: Vec<usize>) -> Result<&GpuSpec, GpuLookupError> {
         hits.sort_unstable();
         hits.dedup();
-        match hits.as_slice() {
-            [i] => Ok(&self.gpus[*i]),
-            _ => Err(GpuLookupError::Ambiguous {
-                query: query.to_string(),
-                candidates: hits.iter().map(|&i| self.gpus[i].name.clone()).collect(),
-            }),
+        if let [i] = hits.as_slice()
+            && let Some(g) = self.gpus.get(*i)
+        {
+            return Ok(g);
         }
+        Err(GpuLookupError::Ambiguous {
+            query: query.to_string(),
+            candidates: hits
+                .iter()
+                .filter_map(|&i| self.gpus.get(i))
+                .map(|g| g.name.clone())
+                .collect(),
+        })
     }
 
     fn prefix_hits(&self, stem: &str) -> Vec<usize> {
@@ -295,7 +309,8 @@ impl Catalog {
         out.dedup();
         out.into_iter()
             .take(6)
-            .map(|i| self.gpus[i].name.clone())
+            .filter_map(|i| self.gpus.get(i))
+            .map(|g| g.name.clone())
             .collect()
     }
 

@@ -7,6 +7,7 @@
 // Outside data never reaches an unwrap/expect (issue 10, docs/SECURITY.md); where one cannot
 // fail, `#[allow]` it with a `// cannot fail:` comment (tests/no_unwrap.rs checks the comments).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 // Module owners while the planner is being built (one engineer per file group):
 // arch.rs, catalog.rs, memory.rs, plan.rs, suggest.rs, data/models/  — planner core
 // gpus.rs, speed.rs, data/gpus.toml                                   — GPU catalog and speed
