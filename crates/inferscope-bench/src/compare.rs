@@ -144,8 +144,8 @@ impl Samples {
                 s.tpot.push(t as f64 / 1000.0);
             }
             s.e2e.push(m.e2e_us as f64 / 1000.0);
-            for w in r.chunks.windows(2) {
-                s.itl.push(w[1].0.saturating_sub(w[0].0) as f64 / 1000.0);
+            for (a, b) in r.chunks.iter().zip(r.chunks.iter().skip(1)) {
+                s.itl.push(b.0.saturating_sub(a.0) as f64 / 1000.0);
             }
         }
         s
@@ -263,7 +263,9 @@ fn thin(xs: &[f64], max: usize) -> Vec<f64> {
         return xs.to_vec();
     }
     let step = xs.len() as f64 / max as f64;
-    (0..max).map(|i| xs[(i as f64 * step) as usize]).collect()
+    (0..max)
+        .filter_map(|i| xs.get((i as f64 * step) as usize).copied())
+        .collect()
 }
 
 /// Statistic of a sorted sample: mean or a percentile (nearest rank).
@@ -283,7 +285,7 @@ fn sorted_statistic(field: &str, xs: &[f64]) -> Option<f64> {
         _ => return None,
     };
     let k = ((q * xs.len() as f64).ceil() as usize).clamp(1, xs.len()) - 1;
-    Some(xs[k])
+    xs.get(k).copied()
 }
 
 /// One-sided 95% bootstrap intervals `[lower, upper]` (5th and 95th percentiles) of
@@ -306,28 +308,34 @@ pub fn bootstrap_family(
     let (mut rb, mut rc) = (vec![0.0; b.len()], vec![0.0; c.len()]);
     for _ in 0..BOOTSTRAP_RESAMPLES {
         for x in rb.iter_mut() {
-            *x = b[rng.random_range(0..b.len())];
+            if let Some(&v) = b.get(rng.random_range(0..b.len())) {
+                *x = v;
+            }
         }
         for x in rc.iter_mut() {
-            *x = c[rng.random_range(0..c.len())];
+            if let Some(&v) = c.get(rng.random_range(0..c.len())) {
+                *x = v;
+            }
         }
         rb.sort_unstable_by(f64::total_cmp);
         rc.sort_unstable_by(f64::total_cmp);
-        for (i, f) in FIELDS.iter().enumerate() {
-            diffs[i].push(sorted_statistic(f, &rc)? - sorted_statistic(f, &rb)?);
+        for (f, d) in FIELDS.iter().zip(diffs.iter_mut()) {
+            d.push(sorted_statistic(f, &rc)? - sorted_statistic(f, &rb)?);
         }
     }
-    Some(
-        FIELDS
-            .iter()
-            .zip(diffs)
-            .map(|(f, mut d)| {
-                d.sort_by(f64::total_cmp);
-                let at = |q: f64| d[((q * (d.len() - 1) as f64).round() as usize).min(d.len() - 1)];
-                (*f, [at(0.05), at(0.95)])
-            })
-            .collect(),
-    )
+    FIELDS
+        .iter()
+        .zip(diffs)
+        .map(|(f, mut d)| {
+            d.sort_by(f64::total_cmp);
+            let last = d.len().saturating_sub(1);
+            let at = |q: f64| {
+                d.get(((q * last as f64).round() as usize).min(last))
+                    .copied()
+            };
+            Some((*f, [at(0.05)?, at(0.95)?]))
+        })
+        .collect()
 }
 
 /// Bootstrap intervals per field.
@@ -355,18 +363,16 @@ pub fn mann_whitney_greater(base: &[f64], cand: &[f64]) -> Option<f64> {
         .chain(b.iter().map(|&x| (x, false)))
         .collect();
     all.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let n = all.len();
     let (mut rank_sum_c, mut tie_term) = (0.0f64, 0.0f64);
+    // Runs of tied values (`==` is transitive on the sorted non-NaN values; a NaN is a run of
+    // its own), each starting at index `i`.
     let mut i = 0;
-    while i < n {
-        let mut j = i;
-        while j + 1 < n && all[j + 1].0 == all[i].0 {
-            j += 1;
-        }
+    for run in all.chunk_by(|a, b| a.0 == b.0) {
+        let j = i + run.len() - 1;
         let avg_rank = (i + j) as f64 / 2.0 + 1.0;
-        let t = (j - i + 1) as f64;
+        let t = run.len() as f64;
         tie_term += t * t * t - t;
-        for item in &all[i..=j] {
+        for item in run {
             if item.1 {
                 rank_sum_c += avg_rank;
             }

@@ -127,10 +127,10 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    /// The prompt for request `seq` (cycling).
-    pub fn get(&self, seq: u64) -> &Prompt {
+    /// The prompt for request `seq` (cycling); `None` only for an empty dataset.
+    pub fn get(&self, seq: u64) -> Option<&Prompt> {
         let len = self.prompts.len().max(1) as u64;
-        &self.prompts[(seq % len) as usize]
+        self.prompts.get((seq % len) as usize)
     }
 }
 
@@ -323,7 +323,7 @@ pub fn random(input: u32, output: u32, spread: f64, seed: u64, pool: usize) -> D
             let mut text = format!("{i}");
             for _ in 1..n {
                 text.push(' ');
-                text.push_str(WORDS[rng.random_range(0..WORDS.len())]);
+                text.push_str(WORDS.get(rng.random_range(0..WORDS.len())).unwrap_or(&""));
             }
             Prompt {
                 text,

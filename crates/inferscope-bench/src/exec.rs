@@ -152,9 +152,14 @@ struct Shared {
 }
 
 impl Shared {
+    /// The body for request `seq` (cycling). An empty dataset (the loaders never build one)
+    /// sends an empty body, which the server rejects, rather than panicking.
     fn body(&self, seq: u64) -> (Bytes, u32, u32) {
         let n = self.bodies.len().max(1) as u64;
-        self.bodies[(seq % n) as usize].clone()
+        self.bodies
+            .get((seq % n) as usize)
+            .cloned()
+            .unwrap_or_default()
     }
 }
 

@@ -23,6 +23,11 @@
 //!   deadlines computed from the schedule and sends every overdue arrival on each wake, so timer
 //!   error never accumulates and never shortens a measured latency.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
+
 pub mod client;
 pub mod compare;
 pub mod dataset;

@@ -127,9 +127,8 @@ fn fmt_tick(v: f64) -> String {
 }
 
 fn legend(svg: &mut String, labels: &[String]) {
-    for (i, l) in labels.iter().enumerate() {
+    for (i, (l, c)) in labels.iter().zip(COLORS.iter().cycle()).enumerate() {
         let y = MT + 16.0 + i as f64 * 16.0;
-        let c = COLORS[i % COLORS.len()];
         let _ = writeln!(
             svg,
             r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{c}" stroke-width="2"/><text x="{:.1}" y="{:.1}">{}</text>"#,
@@ -158,8 +157,7 @@ pub fn cdf_svg(title: &str, series: &[(String, Vec<[f64; 2]>)]) -> String {
     };
     let mut svg = String::new();
     axes(&mut svg, &f, title, "latency (ms)", "percentile");
-    for (i, (_, pts)) in series.iter().enumerate() {
-        let c = COLORS[i % COLORS.len()];
+    for ((_, pts), c) in series.iter().zip(COLORS.iter().cycle()) {
         let path: Vec<String> = pts
             .iter()
             .filter(|p| p[1] <= x_max)
@@ -199,8 +197,7 @@ pub fn sweep_svg(title: &str, ylabel: &str, series: &[(String, Vec<SweepPoint>)]
     let f = Frame { x_max, y_max };
     let mut svg = String::new();
     axes(&mut svg, &f, title, "output tokens/s", ylabel);
-    for (i, (_, pts)) in series.iter().enumerate() {
-        let c = COLORS[i % COLORS.len()];
+    for ((_, pts), c) in series.iter().zip(COLORS.iter().cycle()) {
         let mut pts = pts.clone();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         for (k, dash) in [(1usize, ""), (2, r#" stroke-dasharray="6 4""#)] {

@@ -115,12 +115,18 @@ impl SseParser {
         }
         if self.skip_lf && !chunk.is_empty() {
             self.skip_lf = false;
-            if chunk[0] == b'\n' {
-                chunk = &chunk[1..];
+            if let [b'\n', rest @ ..] = chunk {
+                chunk = rest;
             }
         }
         while !chunk.is_empty() {
-            match chunk.iter().position(|&b| b == b'\n' || b == b'\r') {
+            // (line, (terminator, rest)) when the chunk holds a line terminator.
+            let split = chunk
+                .iter()
+                .position(|&b| b == b'\n' || b == b'\r')
+                .and_then(|i| chunk.split_at_checked(i))
+                .and_then(|(head, tail)| Some((head, tail.split_first()?)));
+            match split {
                 None => {
                     if self.line.len() + chunk.len() > MAX_LINE {
                         return Err(self.fail(SseError::LineTooLong { limit: MAX_LINE }));
@@ -128,18 +134,19 @@ impl SseParser {
                     self.line.extend_from_slice(chunk);
                     return Ok(());
                 }
-                Some(i) => {
+                Some((head, (&term, rest))) => {
+                    let i = head.len();
                     let r = if self.line.is_empty() {
                         if i > MAX_LINE {
                             return Err(self.fail(SseError::LineTooLong { limit: MAX_LINE }));
                         }
-                        self.process_line(&chunk[..i], sink)
+                        self.process_line(head, sink)
                     } else {
                         if self.line.len() + i > MAX_LINE {
                             return Err(self.fail(SseError::LineTooLong { limit: MAX_LINE }));
                         }
                         let mut line = std::mem::take(&mut self.line);
-                        line.extend_from_slice(&chunk[..i]);
+                        line.extend_from_slice(head);
                         let r = self.process_line(&line, sink);
                         line.clear();
                         self.line = line;
@@ -148,13 +155,12 @@ impl SseParser {
                     if let Err(e) = r {
                         return Err(self.fail(e));
                     }
-                    let term = chunk[i];
-                    chunk = &chunk[i + 1..];
+                    chunk = rest;
                     if term == b'\r' {
-                        match chunk.first() {
-                            Some(b'\n') => chunk = &chunk[1..],
-                            Some(_) => {}
-                            None => self.skip_lf = true,
+                        match chunk {
+                            [b'\n', rest @ ..] => chunk = rest,
+                            [_, ..] => {}
+                            [] => self.skip_lf = true,
                         }
                     }
                 }

@@ -154,9 +154,11 @@ impl Default for Latency {
 impl Latency {
     /// Empty.
     pub fn new() -> Self {
+        // cannot fail: constant, valid bounds (1 µs .. 1 h, 3 significant digits).
+        #[allow(clippy::expect_used)]
+        let hist = Histogram::new_with_max(MAX_US, 3).expect("valid constant histogram bounds");
         Latency {
-            // Constant, valid bounds (1 µs .. 1 h, 3 significant digits): cannot fail.
-            hist: Histogram::new_with_max(MAX_US, 3).expect("valid constant histogram bounds"),
+            hist,
             sum: 0,
             min: u64::MAX,
             max: 0,
@@ -381,8 +383,8 @@ pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
         if let Some(t) = m.tpot_us {
             h.tpot.record(t);
         }
-        for w in r.chunks.windows(2) {
-            h.itl.record(w[1].0.saturating_sub(w[0].0));
+        for (a, b) in r.chunks.iter().zip(r.chunks.iter().skip(1)) {
+            h.itl.record(b.0.saturating_sub(a.0));
         }
         out_tokens += m.output_tokens;
         in_tokens += r.input_tokens.unwrap_or(0);

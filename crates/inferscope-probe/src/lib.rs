@@ -11,6 +11,9 @@
 // Outside data never reaches an unwrap/expect (issue 10, docs/SECURITY.md); where one cannot
 // fail, `#[allow]` it with a `// cannot fail:` comment (tests/no_unwrap.rs checks the comments).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+// Nor an index or slice that a short or odd input could push out of bounds: use `.get(..)`,
+// iterators or slice patterns; an index that cannot fail gets the same `#[allow]` + comment.
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 pub mod driver;
 pub mod env;
 pub mod fsroot;

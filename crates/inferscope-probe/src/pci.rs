@@ -68,25 +68,24 @@ fn read_device(fs: &FsRoot, name: &str, problems: &mut Vec<String>) -> Option<Pc
         }
     };
     // sys/devices/[platform/...]/pciDDDD:BB/<bridge>/<bridge>/<device>
-    let parts: Vec<&str> = dir.split('/').collect();
-    let Some(rc_at) = parts.iter().position(|p| {
+    let is_host_bridge = |p: &str| {
         p.strip_prefix("pci").is_some_and(|rest| {
             rest.contains(':')
                 && rest
                     .split(':')
                     .all(|x| !x.is_empty() && x.chars().all(|c| c.is_ascii_hexdigit()))
         })
-    }) else {
+    };
+    // Components from the first host bridge on: the bridge itself, then the chain below it.
+    let mut from_rc = dir.split('/').skip_while(|p| !is_host_bridge(p));
+    let Some(rc) = from_rc.next() else {
         problems.push(format!(
             "/{DEVICES}/{name} -> /{dir}: no pciDDDD:BB host bridge in the path"
         ));
         return None;
     };
-    let root_complex = parts[rc_at].to_string();
-    let chain: Vec<PciBusId> = parts[rc_at + 1..]
-        .iter()
-        .filter_map(|p| p.parse::<PciBusId>().ok())
-        .collect();
+    let root_complex = rc.to_string();
+    let chain: Vec<PciBusId> = from_rc.filter_map(|p| p.parse::<PciBusId>().ok()).collect();
     let upstream_bridges = match chain.split_last() {
         Some((last, up)) if *last == bus_id => up.to_vec(),
         _ => {
