@@ -115,9 +115,7 @@ impl RangeSet {
     fn intersection(&self, other: &RangeSet) -> RangeSet {
         let mut out = Vec::new();
         let (mut i, mut j) = (0, 0);
-        while i < self.ranges.len() && j < other.ranges.len() {
-            let (a0, a1) = self.ranges[i];
-            let (b0, b1) = other.ranges[j];
+        while let (Some(&(a0, a1)), Some(&(b0, b1))) = (self.ranges.get(i), other.ranges.get(j)) {
             let lo = a0.max(b0);
             let hi = a1.min(b1);
             if lo <= hi {

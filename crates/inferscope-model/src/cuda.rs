@@ -153,7 +153,8 @@ pub fn cuda_order(snapshot: &Snapshot) -> Reading<CudaOrder> {
         }
     };
     let models: Vec<Option<String>> = visible.iter().map(|g| model(g)).collect();
-    let fastest_first = if models.iter().all(|m| m.is_some() && *m == models[0]) {
+    let first = models.first().cloned().flatten();
+    let fastest_first = if first.is_some() && models.iter().all(|m| *m == first) {
         Reading::value(pci_bus_id.clone())
     } else {
         Reading::unknown(

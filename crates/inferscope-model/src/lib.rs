@@ -15,7 +15,10 @@
 
 // Outside data never reaches an unwrap/expect (issue 10, docs/SECURITY.md); where one cannot
 // fail, `#[allow]` it with a `// cannot fail:` comment (tests/no_unwrap.rs checks the comments).
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
 /// Implement serde for a type through its `Display` and `FromStr` (JSON strings such as
 /// `"0-3,8-11"` or `"0000:17:00.0"`), so the JSON form is the form users already know.
 macro_rules! serde_as_string {

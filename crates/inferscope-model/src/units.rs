@@ -13,7 +13,7 @@ pub fn human_bytes(b: u64) -> String {
     if i == 0 {
         format!("{b} B")
     } else {
-        format!("{v:.1} {}", UNITS[i])
+        format!("{v:.1} {}", UNITS.get(i).unwrap_or(&"PiB"))
     }
 }
 

@@ -133,13 +133,13 @@ pub(crate) fn parse_conf(text: &str) -> ParsedConf {
     let mut i = 0;
     // Skip to the token after the next top-level `,`.
     let skip_entry = |mut i: usize| {
-        while i < toks.len() && toks[i] != Tok::Sep(',') {
+        while toks.get(i).is_some_and(|t| *t != Tok::Sep(',')) {
             i += 1;
         }
         i + 1
     };
-    while i < toks.len() {
-        let key = match toks[i] {
+    while let Some(tok) = toks.get(i) {
+        let key = match *tok {
             Tok::Word(w) => w,
             Tok::Sep(',') => {
                 out.problems
@@ -170,8 +170,8 @@ pub(crate) fn parse_conf(text: &str) -> ParsedConf {
             Some(Tok::Sep('[')) => {
                 let mut j = i + 3;
                 let mut parts = String::from("[");
-                while j < toks.len() && toks[j] != Tok::Sep(']') {
-                    match toks[j] {
+                while let Some(t) = toks.get(j).filter(|t| **t != Tok::Sep(']')) {
+                    match *t {
                         Tok::Word(w) => parts.push_str(w),
                         Tok::Sep(c) => parts.push(c),
                     }
