@@ -82,6 +82,14 @@ struct GpuFacts {
     node: Option<NumaNodeId>,
 }
 
+/// Greedy search state for one GPU: whether it is in the set yet, and its worst and summed link
+/// rank to the set's members.
+struct Running {
+    in_set: bool,
+    max_to: u32,
+    sum_to: u64,
+}
+
 /// A [`Key`] without its member list, for comparing candidates during the greedy search.
 type Partial = (u32, u32, u64, u32, u64, u32);
 
@@ -108,7 +116,10 @@ fn key(set: &[usize], ranks: &[Vec<u32>], facts: &[GpuFacts]) -> Key {
     };
     let mut nodes: Vec<Option<NumaNodeId>> = Vec::new();
     for (x, &i) in set.iter().enumerate() {
-        let f = &facts[i];
+        // `set` holds indices into `facts` and `ranks`, which both have one entry per GPU.
+        let (Some(f), Some(row)) = (facts.get(i), ranks.get(i)) else {
+            continue;
+        };
         k.unusable += u32::from(f.unusable);
         match f.mem_used {
             Some(b) => k.mem_used = k.mem_used.saturating_add(b),
@@ -117,8 +128,7 @@ fn key(set: &[usize], ranks: &[Vec<u32>], facts: &[GpuFacts]) -> Key {
         if f.node.is_none() || !nodes.contains(&f.node) {
             nodes.push(f.node);
         }
-        for &j in &set[x + 1..] {
-            let r = ranks[i][j];
+        for &r in set.iter().skip(x + 1).filter_map(|&j| row.get(j)) {
             k.worst = k.worst.max(r);
             k.sum += u64::from(r);
         }
@@ -204,18 +214,14 @@ pub fn pick(
     let best: Key = if combinations(m as u64, want as u64) <= EXHAUSTIVE_LIMIT {
         let mut idx: Vec<usize> = (0..want).collect();
         let mut best = key(&idx, &ranks, &facts);
-        // Next combination in lexicographic order.
-        loop {
-            let mut i = want;
-            while i > 0 && idx[i - 1] == m - want + (i - 1) {
-                i -= 1;
-            }
-            if i == 0 {
-                break;
-            }
-            idx[i - 1] += 1;
-            for j in i..want {
-                idx[j] = idx[j - 1] + 1;
+        // Next combination in lexicographic order: bump the rightmost position p that can still
+        // move right (up to m - want + p) and reset the ones after it.
+        while let Some(p) = idx.iter().zip(m - want..m).rposition(|(v, max)| *v != max) {
+            if let Some((head, rest)) = idx.get_mut(p..).and_then(|t| t.split_first_mut()) {
+                *head += 1;
+                for (v, next) in rest.iter_mut().zip(*head + 1..) {
+                    *v = next;
+                }
             }
             let k = key(&idx, &ranks, &facts);
             if k < best {
@@ -226,32 +232,38 @@ pub fn pick(
     } else {
         // Greedy, with running aggregates so each step costs O(m), not O(m·k²).
         let mut best: Option<Key> = None;
-        for seed in 0..m {
+        for (seed, (seed_facts, seed_ranks)) in facts.iter().zip(&ranks).enumerate() {
             let mut set = vec![seed];
-            let mut in_set = vec![false; m];
-            in_set[seed] = true;
-            let mut max_to: Vec<u32> = ranks[seed].clone();
-            let mut sum_to: Vec<u64> = ranks[seed].iter().map(|r| u64::from(*r)).collect();
+            // Per GPU: in the set yet, and its worst and summed rank to the set's members.
+            let mut to: Vec<Running> = seed_ranks
+                .iter()
+                .enumerate()
+                .map(|(x, &r)| Running {
+                    in_set: x == seed,
+                    max_to: r,
+                    sum_to: u64::from(r),
+                })
+                .collect();
             let mut partial = key(&set, &ranks, &facts);
-            let mut node_seen: Vec<Option<NumaNodeId>> = vec![facts[seed].node];
+            let mut node_seen: Vec<Option<NumaNodeId>> = vec![seed_facts.node];
             while set.len() < want {
-                let mut choice: Option<(Partial, usize)> = None;
-                for j in (0..m).filter(|j| !in_set[*j]) {
-                    let f = &facts[j];
+                let mut choice: Option<(Partial, usize, &GpuFacts, &Vec<u32>)> = None;
+                let candidates = facts.iter().zip(&ranks).zip(&to).enumerate();
+                for (j, ((f, row), run)) in candidates.filter(|(_, (_, run))| !run.in_set) {
                     let new_node = f.node.is_none() || !node_seen.contains(&f.node);
                     let t = (
                         partial.unusable + u32::from(f.unusable),
-                        partial.worst.max(max_to[j]),
-                        partial.sum + sum_to[j],
+                        partial.worst.max(run.max_to),
+                        partial.sum + run.sum_to,
                         partial.mem_unknown + u32::from(f.mem_used.is_none()),
                         partial.mem_used.saturating_add(f.mem_used.unwrap_or(0)),
                         partial.nodes + u32::from(new_node),
                     );
-                    if choice.as_ref().is_none_or(|(c, _)| t < *c) {
-                        choice = Some((t, j));
+                    if choice.as_ref().is_none_or(|(c, ..)| t < *c) {
+                        choice = Some((t, j, f, row));
                     }
                 }
-                let Some((t, j)) = choice else { break };
+                let Some((t, j, f, row)) = choice else { break };
                 (
                     partial.unusable,
                     partial.worst,
@@ -261,13 +273,13 @@ pub fn pick(
                     partial.nodes,
                 ) = t;
                 set.push(j);
-                in_set[j] = true;
-                if facts[j].node.is_none() || !node_seen.contains(&facts[j].node) {
-                    node_seen.push(facts[j].node);
+                if f.node.is_none() || !node_seen.contains(&f.node) {
+                    node_seen.push(f.node);
                 }
-                for x in 0..m {
-                    max_to[x] = max_to[x].max(ranks[j][x]);
-                    sum_to[x] += u64::from(ranks[j][x]);
+                for (x, (run, &r)) in to.iter_mut().zip(row).enumerate() {
+                    run.in_set |= x == j;
+                    run.max_to = run.max_to.max(r);
+                    run.sum_to += u64::from(r);
                 }
             }
             set.sort_unstable();

@@ -42,6 +42,8 @@
 // Outside data never reaches an unwrap/expect (issue 10, docs/SECURITY.md); where one cannot
 // fail, `#[allow]` it with a `// cannot fail:` comment (tests/no_unwrap.rs checks the comments).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+// Nor does it reach a `[]` index or slice: `.get(..)`, iterators or slice patterns instead.
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 #![warn(missing_docs)]
 
 pub mod auto;

@@ -284,8 +284,11 @@ pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, Laun
 
     // 2. Place the GPUs.
     let mut gpus: Vec<PlannedGpu> = Vec::new();
-    for &i in &indices {
-        let g = &s.gpus[i];
+    // `indices` come from `find_gpu` or `auto::pick`, so each names a GPU of the snapshot.
+    for (i, g) in indices
+        .iter()
+        .filter_map(|&i| s.gpus.get(i).map(|g| (i, g)))
+    {
         let (node, note) = gpu_node(s, i, g).map_err(|detail| LaunchError::GpuNodeUnknown {
             gpu: gpu_name(i, g),
             detail,
@@ -341,14 +344,14 @@ pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, Laun
     let gpu_cpus = |p: &PlannedGpu| -> Result<CpuSet, LaunchError> {
         match node_cpus(s, p.numa_node) {
             Some(c) => Ok(c.clone()),
-            None => s.gpus[p.index as usize]
-                .local_cpus
-                .known()
-                .cloned()
-                .ok_or_else(|| LaunchError::GpuNodeUnknown {
-                    gpu: gpu_name(p.index as usize, &s.gpus[p.index as usize]),
-                    detail: format!("node {} is not in the snapshot", p.numa_node),
-                }),
+            None => {
+                let g = s.gpus.get(p.index as usize);
+                g.and_then(|g| g.local_cpus.known().cloned())
+                    .ok_or_else(|| LaunchError::GpuNodeUnknown {
+                        gpu: g.map_or_else(|| p.label.clone(), |g| gpu_name(p.index as usize, g)),
+                        detail: format!("node {} is not in the snapshot", p.numa_node),
+                    })
+            }
         }
     };
     let mut workers: Vec<WorkerSlice> = Vec::new();
@@ -537,9 +540,10 @@ pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, Laun
     if !gpus.is_empty() {
         cuda_env(s, &gpus, &req.env, &mut env, &mut reasons, &mut warnings);
         for p in &gpus {
-            if let Some(m) = s.gpus[p.index as usize]
-                .details
-                .known()
+            if let Some(m) = s
+                .gpus
+                .get(p.index as usize)
+                .and_then(|g| g.details.known())
                 .and_then(|d| d.memory.known())
                 && m.used_bytes > BUSY_BYTES
             {

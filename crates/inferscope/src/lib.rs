@@ -4,6 +4,7 @@
 // Outside data never reaches an unwrap/expect (issue 10, docs/SECURITY.md); where one cannot
 // fail, `#[allow]` it with a `// cannot fail:` comment (tests/no_unwrap.rs checks the comments).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 pub mod clock;
 pub mod commands;
 pub mod fleet;

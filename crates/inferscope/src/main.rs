@@ -5,6 +5,7 @@
 //! A closed pipe (`inferscope snapshot | head`) is success, not an error.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 use clap::{CommandFactory, Parser, Subcommand};
 use inferscope::{commands, render};
 use std::io::{self, Write};

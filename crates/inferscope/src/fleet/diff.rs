@@ -317,7 +317,10 @@ pub fn diff(nodes: &[(String, &Snapshot)]) -> FleetDiff {
             .iter()
             .map(|m| m.get(field).cloned().unwrap_or_else(|| missing.into()))
             .collect();
-        if values.iter().all(|v| *v == values[0]) {
+        if values
+            .first()
+            .is_none_or(|first| values.iter().all(|v| v == first))
+        {
             continue;
         }
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
@@ -333,9 +336,9 @@ pub fn diff(nodes: &[(String, &Snapshot)]) -> FleetDiff {
                     .map(|(v, _)| v.to_string())
             })
             .flatten();
-        for (i, v) in values.iter().enumerate() {
+        for (count, v) in odd.iter_mut().zip(&values) {
             if majority.as_ref() != Some(v) {
-                odd[i] += 1;
+                *count += 1;
             }
         }
         differences.push(FieldDiff {
@@ -344,18 +347,25 @@ pub fn diff(nodes: &[(String, &Snapshot)]) -> FleetDiff {
             majority,
         });
     }
-    let mut idx: Vec<usize> = (0..nodes.len()).collect();
-    idx.sort_by_key(|&i| std::cmp::Reverse(odd[i]));
+    // (position, odd count) per node, most odd first; the sort is stable.
+    let mut idx: Vec<(usize, usize)> = odd.iter().copied().enumerate().collect();
+    idx.sort_by_key(|&(_, odd_fields)| std::cmp::Reverse(odd_fields));
     let out_nodes = idx
         .iter()
-        .map(|&i| Node {
-            name: nodes[i].0.clone(),
-            hostname: nodes[i].1.host.hostname.known().cloned(),
-            odd_fields: odd[i],
+        .filter_map(|&(i, odd_fields)| {
+            let (name, s) = nodes.get(i)?;
+            Some(Node {
+                name: name.clone(),
+                hostname: s.host.hostname.known().cloned(),
+                odd_fields,
+            })
         })
         .collect();
     for d in &mut differences {
-        d.values = idx.iter().map(|&i| d.values[i].clone()).collect();
+        d.values = idx
+            .iter()
+            .filter_map(|&(i, _)| d.values.get(i).cloned())
+            .collect();
     }
     FleetDiff {
         nodes: out_nodes,
@@ -380,12 +390,14 @@ pub fn render_text(d: &FleetDiff) -> String {
         d.compared_fields,
         d.differences.len()
     ));
-    let first = &d.nodes[0];
-    let clear = n > 2
-        && d.nodes
-            .get(1)
-            .is_none_or(|s| s.odd_fields < first.odd_fields);
-    if clear {
+    let clear = match d.nodes.as_slice() {
+        [first, rest @ ..] if n > 2 => rest
+            .first()
+            .is_none_or(|s| s.odd_fields < first.odd_fields)
+            .then_some(first),
+        _ => None,
+    };
+    if let Some(first) = clear {
         o.push_str(&format!(
             "; odd one out: {} (differs from the majority on {} of {})",
             first.name,
@@ -412,7 +424,13 @@ pub fn render_text(d: &FleetDiff) -> String {
         rows.push(r);
     }
     let widths: Vec<usize> = (0..=n)
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|x| x.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     for r in &rows {
         let line: Vec<String> = r

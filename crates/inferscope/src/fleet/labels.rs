@@ -53,7 +53,9 @@ fn p2p_matrix(s: &Snapshot) -> Option<Vec<Vec<bool>>> {
     let n = s.gpus.len();
     let mut m = vec![vec![false; n]; n];
     for (i, row) in m.iter_mut().enumerate() {
-        row[i] = true;
+        if let Some(own) = row.get_mut(i) {
+            *own = true;
+        }
     }
     for p in &s.gpu_pairs {
         let (Some(i), Some(j)) = (
@@ -66,8 +68,11 @@ fn p2p_matrix(s: &Snapshot) -> Option<Vec<Vec<bool>>> {
         let p2p = p.p2p_read.known() == Some(&P2pStatus::Ok)
             && p.p2p_write.known() == Some(&P2pStatus::Ok);
         if nvlink || p2p {
-            m[i][j] = true;
-            m[j][i] = true;
+            for (a, b) in [(i, j), (j, i)] {
+                if let Some(cell) = m.get_mut(a).and_then(|row| row.get_mut(b)) {
+                    *cell = true;
+                }
+            }
         }
     }
     Some(m)
@@ -84,16 +89,23 @@ fn largest_group(ok: &[Vec<bool>], members: &[usize]) -> usize {
             *best = chosen;
             return;
         }
-        for (k, &c) in candidates.iter().enumerate() {
-            if chosen + candidates.len() - k <= *best {
+        let mut rest = candidates;
+        while let Some((&c, tail)) = rest.split_first() {
+            if chosen + rest.len() <= *best {
                 return;
             }
-            let next: Vec<usize> = candidates[k + 1..]
+            let next: Vec<usize> = tail
                 .iter()
                 .copied()
-                .filter(|&d| ok[c][d])
+                .filter(|&d| {
+                    ok.get(c)
+                        .and_then(|row| row.get(d))
+                        .copied()
+                        .unwrap_or(false)
+                })
                 .collect();
             grow(ok, chosen + 1, &next, best);
+            rest = tail;
         }
     }
     let mut best = 0;

@@ -63,7 +63,10 @@ fn node_mask(nodes: &NodeSet) -> anyhow::Result<(Vec<libc::c_ulong>, libc::c_ulo
     let words = (max / bits + 1) as usize;
     let mut mask: Vec<libc::c_ulong> = vec![0; words];
     for n in nodes.iter() {
-        mask[(n / bits) as usize] |= 1 << (n % bits);
+        // Every node is at most `max`, so its word is always in `mask`.
+        if let Some(word) = mask.get_mut((n / bits) as usize) {
+            *word |= 1 << (n % bits);
+        }
     }
     // The kernel reads maxnode - 1 bits (mm/mempolicy.c get_nodes), as numactl accounts for.
     let maxnode = (words as libc::c_ulong) * libc::c_ulong::from(bits) + 1;
@@ -145,7 +148,7 @@ pub fn bind_and_exec(mut plan: LaunchPlan, command: &[OsString]) -> anyhow::Erro
             plan.source
         );
     }
-    let Some(program) = command.first() else {
+    let Some((program, args)) = command.split_first() else {
         return inferscope_launch::LaunchError::NoCommand.into();
     };
     if let Err(e) = check_program(program) {
@@ -170,7 +173,7 @@ pub fn bind_and_exec(mut plan: LaunchPlan, command: &[OsString]) -> anyhow::Erro
         eprintln!("inferscope: warning: {line}");
     }
     let err = std::process::Command::new(program)
-        .args(&command[1..])
+        .args(args)
         .envs(&plan.env)
         .exec();
     anyhow!("cannot run {}: {err}", program.to_string_lossy())
