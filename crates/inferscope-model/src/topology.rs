@@ -265,7 +265,7 @@ pub fn topo_matrix(snapshot: &Snapshot) -> TopoMatrix {
             .and_then(|p| p.nvlinks.known().copied())
             .filter(|n| *n > 0)
     };
-    let matrix = ids
+    let matrix: Vec<Vec<LinkClass>> = ids
         .iter()
         .map(|x| {
             ids.iter()
@@ -283,7 +283,6 @@ pub fn topo_matrix(snapshot: &Snapshot) -> TopoMatrix {
         .filter(|n| !n.cpus.is_empty())
         .count();
     let mut notes = Vec::new();
-    let matrix: Vec<Vec<LinkClass>> = matrix;
     if matrix.iter().flatten().any(|c| *c == LinkClass::Unknown) {
         notes.push(
             "? = link unknown: the device is known from the driver, but its place in the PCI tree is not in this snapshot"

@@ -61,7 +61,7 @@ pub fn from_gguf(h: &GgufHeader) -> Result<ModelArch, GgufArchError> {
         .unwrap_or(heads)
         .clamp(1, heads);
     let head_dim = get("attention.key_length").unwrap_or(hidden / heads).max(1);
-    let context = get("context_length").unwrap_or(2048);
+    let context = need("context_length")?;
     let window = get("attention.sliding_window");
     let vocab = get("vocab_size")
         .or_else(|| match h.get("tokenizer.ggml.tokens") {
@@ -69,7 +69,19 @@ pub fn from_gguf(h: &GgufHeader) -> Result<ModelArch, GgufArchError> {
             Some(GgufValue::Array(a)) => Some(a.len() as u64),
             _ => None,
         })
-        .unwrap_or(0);
+        // The embedding matrix is [hidden, vocab] in GGUF's dimension order.
+        .or_else(|| {
+            h.tensors
+                .iter()
+                .find(|t| t.name == "token_embd.weight")
+                .and_then(|t| t.dims.get(1).copied())
+        })
+        // Unknown vocabulary would silently shrink the embedding and sampler estimates.
+        .ok_or_else(|| {
+            missing(&key(
+                "vocab_size (or tokenizer.ggml.tokens, token_embd.weight)",
+            ))
+        })?;
     let has = |suffix: &str| h.tensors.iter().any(|t| t.name.ends_with(suffix));
     let experts = get("expert_count").unwrap_or(0);
     let moe = (experts > 1).then(|| Moe {
