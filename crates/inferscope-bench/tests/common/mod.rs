@@ -207,10 +207,16 @@ async fn serve_conn(
                 let tail = format!(
                     "data: {{\"id\":\"{id}\",\"choices\":[{{\"index\":0,\"text\":\"\",\"finish_reason\":\"length\"}}],\"usage\":{{\"prompt_tokens\":5,\"completion_tokens\":{tokens}}}}}\n\ndata: [DONE]\n\n"
                 );
+                // Record the truth before the final chunk: once the client has seen `[DONE]` the
+                // test may read it, and on a loaded machine this thread can lag behind.
+                truth
+                    .writes
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(id, times);
                 let mut out = chunk(tail.as_bytes());
                 out.extend_from_slice(b"0\r\n\r\n");
                 sock.write_all(&out).await?;
-                truth.writes.lock().unwrap().insert(id, times);
             }
             Mode::Garbage => {
                 let body = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n<html><body>502 Bad Gateway</body></html>\n\n";
