@@ -14,9 +14,11 @@
 use crate::dataset::Prompt;
 use crate::record::{ErrorClass, RequestRecord, truncate};
 use crate::sse::{SseError, SseEvent, SseParser};
+use crate::tokenizer::{MAX_COUNTED_TEXT, TokenCounter};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Largest non-streamed (or error) body read.
@@ -114,6 +116,7 @@ pub struct Target {
     client: reqwest::Client,
     endpoint: String,
     settings: RequestSettings,
+    tokenizer: Option<Arc<TokenCounter>>,
 }
 
 /// Build the HTTP client: no proxies (load goes only to the URL given), `TCP_NODELAY`, a pool
@@ -148,7 +151,20 @@ impl Target {
             endpoint: format!("{}{}", base_url(base), settings.api.path()),
             client,
             settings,
+            tokenizer: None,
         }
+    }
+
+    /// Count every response's generated text with this tokenizer (kept in
+    /// [`RequestRecord::tokenizer_output_tokens`], used when the server reports no usage).
+    pub fn with_tokenizer(mut self, tokenizer: Arc<TokenCounter>) -> Self {
+        self.tokenizer = Some(tokenizer);
+        self
+    }
+
+    /// The local tokenizer, if any.
+    pub fn tokenizer(&self) -> Option<&TokenCounter> {
+        self.tokenizer.as_deref()
     }
 
     /// The request settings.
@@ -162,8 +178,22 @@ impl Target {
         let deadline = tokio::time::Instant::from_std(t0)
             + Duration::from_micros(rec.sent_us)
             + self.settings.timeout;
-        let r = tokio::time::timeout_at(deadline, self.exchange(body, rec, t0)).await;
+        // Generated text is kept only when there is a tokenizer to count it.
+        let mut text = self.tokenizer.as_ref().map(|_| GeneratedText::default());
+        let r = tokio::time::timeout_at(deadline, self.exchange(body, rec, t0, &mut text)).await;
         rec.end_us = now_us(t0);
+        if let (
+            Some(tok),
+            Some(GeneratedText {
+                text,
+                complete: true,
+            }),
+        ) = (&self.tokenizer, &text)
+            && matches!(r, Ok(Ok(())))
+        {
+            // Counted after the end time is taken: tokenizing never adds to a latency.
+            rec.tokenizer_output_tokens = tok.count_generated(text);
+        }
         match r {
             Ok(Ok(())) => {}
             Ok(Err((class, detail))) => rec.fail(class, detail),
@@ -179,6 +209,7 @@ impl Target {
         body: Bytes,
         rec: &mut RequestRecord,
         t0: Instant,
+        text: &mut Option<GeneratedText>,
     ) -> Result<(), (ErrorClass, String)> {
         // A pooled keep-alive connection the server has just closed (llama.cpp's cpp-httplib closes
         // after a few requests without saying so) fails before any response byte: that request
@@ -217,9 +248,9 @@ impl Target {
             ));
         }
         if self.settings.stream {
-            self.read_stream(resp, rec, t0).await
+            self.read_stream(resp, rec, t0, text).await
         } else {
-            self.read_whole(resp, rec, t0).await
+            self.read_whole(resp, rec, t0, text).await
         }
     }
 
@@ -228,6 +259,7 @@ impl Target {
         mut resp: reqwest::Response,
         rec: &mut RequestRecord,
         t0: Instant,
+        text: &mut Option<GeneratedText>,
     ) -> Result<(), (ErrorClass, String)> {
         let content_type = resp
             .headers()
@@ -236,7 +268,10 @@ impl Target {
             .map(|s| truncate(s, 64).to_string())
             .unwrap_or_default();
         let mut parser = SseParser::new();
-        let mut st = StreamState::default();
+        let mut st = StreamState {
+            text: text.take(),
+            ..StreamState::default()
+        };
         loop {
             let next = tokio::time::timeout(self.settings.idle_timeout, resp.chunk()).await;
             let now = now_us(t0);
@@ -267,6 +302,7 @@ impl Target {
                 break;
             }
         }
+        *text = st.text.take();
         if let Some(e) = st.error.take() {
             return Err(e);
         }
@@ -294,6 +330,7 @@ impl Target {
         mut resp: reqwest::Response,
         rec: &mut RequestRecord,
         t0: Instant,
+        text: &mut Option<GeneratedText>,
     ) -> Result<(), (ErrorClass, String)> {
         let mut buf = Vec::new();
         loop {
@@ -329,6 +366,9 @@ impl Target {
         let mut has_text = false;
         for ch in &c.choices {
             has_text |= ch.text().is_some_and(|t| !t.is_empty());
+            if let (Some(g), Some(t)) = (text.as_mut(), ch.text()) {
+                g.push(t);
+            }
             if let Some(f) = &ch.finish_reason {
                 rec.finish_reason = Some(truncate(f, 32).to_string());
             }
@@ -409,10 +449,43 @@ fn classify(e: reqwest::Error) -> (ErrorClass, String) {
     (class, error_chain(&e))
 }
 
+/// The generated text of one response, kept (bounded) for the local tokenizer.
+#[derive(Debug)]
+struct GeneratedText {
+    text: String,
+    /// False once the text passed [`MAX_COUNTED_TEXT`]: the count would then be wrong.
+    complete: bool,
+}
+
+impl Default for GeneratedText {
+    fn default() -> Self {
+        GeneratedText {
+            text: String::new(),
+            complete: true,
+        }
+    }
+}
+
+impl GeneratedText {
+    fn push(&mut self, t: &str) {
+        if !self.complete {
+            return;
+        }
+        if self.text.len() + t.len() > MAX_COUNTED_TEXT {
+            self.complete = false;
+            self.text = String::new();
+            return;
+        }
+        self.text.push_str(t);
+    }
+}
+
 #[derive(Default)]
 struct StreamState {
     done: bool,
     error: Option<(ErrorClass, String)>,
+    /// Some when a tokenizer will count the text.
+    text: Option<GeneratedText>,
 }
 
 impl StreamState {
@@ -451,6 +524,9 @@ impl StreamState {
                         let mut content = false;
                         for ch in &c.choices {
                             content |= ch.text().is_some_and(|t| !t.is_empty());
+                            if let (Some(g), Some(t)) = (self.text.as_mut(), ch.text()) {
+                                g.push(t);
+                            }
                             if let Some(f) = &ch.finish_reason {
                                 rec.finish_reason = Some(truncate(f, 32).to_string());
                             }

@@ -142,9 +142,13 @@ pub struct RunOutput {
     pub cpu: CpuUsage,
 }
 
+/// One prepared request: body, `max_tokens`, prompt length in the dataset's unit, and the
+/// prompt's token count per the local tokenizer (counted once per prompt, before the run).
+type PreparedBody = (Bytes, u32, u32, Option<u64>);
+
 struct Shared {
     target: Target,
-    bodies: Vec<(Bytes, u32, u32)>,
+    bodies: Vec<PreparedBody>,
     t0: Instant,
     abort: watch::Receiver<bool>,
     tx: mpsc::UnboundedSender<RequestRecord>,
@@ -154,7 +158,7 @@ struct Shared {
 impl Shared {
     /// The body for request `seq` (cycling). An empty dataset (the loaders never build one)
     /// sends an empty body, which the server rejects, rather than panicking.
-    fn body(&self, seq: u64) -> (Bytes, u32, u32) {
+    fn body(&self, seq: u64) -> PreparedBody {
         let n = self.bodies.len().max(1) as u64;
         self.bodies
             .get((seq % n) as usize)
@@ -165,10 +169,11 @@ impl Shared {
 
 /// Send request `seq` and deliver its record to the collector.
 async fn launch(sh: &Shared, seq: u64, warmup: bool, intended_us: u64) {
-    let (body, max_tokens, prompt_len) = sh.body(seq);
+    let (body, max_tokens, prompt_len, prompt_tokens) = sh.body(seq);
     let mut rec = RequestRecord::new(seq, warmup, intended_us, now_us(sh.t0));
     rec.max_tokens = max_tokens;
     rec.prompt_len = prompt_len;
+    rec.tokenizer_input_tokens = prompt_tokens;
     sh.progress.sent.fetch_add(1, Ordering::Relaxed);
     let mut abort = sh.abort.clone();
     let finished = {
@@ -274,7 +279,7 @@ pub async fn run(
         Some(a) => Some(a?),
         None => None,
     };
-    let bodies: Vec<(Bytes, u32, u32)> = dataset
+    let bodies: Vec<PreparedBody> = dataset
         .prompts
         .iter()
         .map(|p| {
@@ -282,6 +287,7 @@ pub async fn run(
                 crate::client::body(target.settings(), p),
                 p.max_tokens,
                 p.len,
+                target.tokenizer().and_then(|t| t.count_prompt(&p.text)),
             )
         })
         .collect();

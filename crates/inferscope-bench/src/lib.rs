@@ -7,6 +7,8 @@
 //!   (incremental, bounded Server-Sent-Events parser), [`dataset`] (prompts), [`stats`] (HDR
 //!   histograms over raw records), [`compare`] (metric deltas, significance, verdict), [`plot`]
 //!   (hand-written SVG) and [`result`] (the documented result file).
+//! * **Tokens**: [`tokenizer`] counts generated text with a local `tokenizer.json` when the
+//!   server reports no usage.
 //! * **I/O**: [`client`] (one request over reqwest/tokio, recording every chunk time) and
 //!   [`exec`] (drives one schedule through the client and collects [`record::RequestRecord`]s).
 //!
@@ -39,6 +41,7 @@ pub mod run;
 pub mod schedule;
 pub mod sse;
 pub mod stats;
+pub mod tokenizer;
 
 use std::time::Duration;
 

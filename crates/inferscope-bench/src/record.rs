@@ -85,6 +85,8 @@ pub struct Chunk(pub u64, pub u32);
 pub enum TokenSource {
     /// The server's `usage.completion_tokens`.
     Usage,
+    /// The generated text counted with the local tokenizer (`--tokenizer`).
+    Tokenizer,
     /// One token per content chunk.
     Chunks,
 }
@@ -133,6 +135,14 @@ pub struct RequestRecord {
     /// Completion tokens per the server's usage.
     #[serde(default)]
     pub usage_output_tokens: Option<u64>,
+    /// Completion tokens of the generated text per the local tokenizer (`--tokenizer`); `None`
+    /// without one, or when the text was over the counting cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer_output_tokens: Option<u64>,
+    /// Prompt tokens per the local tokenizer (the prompt text alone: a chat server adds its
+    /// template's tokens to its own count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer_input_tokens: Option<u64>,
     /// Output tokens asked for (`max_tokens`).
     #[serde(default)]
     pub max_tokens: u32,
@@ -166,6 +176,8 @@ impl RequestRecord {
             error_detail: None,
             input_tokens: None,
             usage_output_tokens: None,
+            tokenizer_output_tokens: None,
+            tokenizer_input_tokens: None,
             max_tokens: 0,
             prompt_len: 0,
             response_id: None,
@@ -201,16 +213,26 @@ impl RequestRecord {
         self.error_detail = Some(truncate(detail.as_ref(), MAX_DETAIL).to_string());
     }
 
-    /// Output tokens and where the count came from: the server's usage when present, else one
-    /// per content chunk.
+    /// Output tokens and where the count came from: the server's usage when present, else the
+    /// local tokenizer's count of the generated text, else one per content chunk.
+    ///
+    /// The tokenizer ranks above chunks (the issue listed them the other way round) because a
+    /// chunk may carry several tokens and a non-streamed answer is one "chunk": when the user
+    /// gave the model's tokenizer, its count is exact where the chunk count is a lower bound.
     pub fn output_tokens(&self) -> (u64, TokenSource) {
-        match self.usage_output_tokens {
-            Some(n) => (n, TokenSource::Usage),
-            None => {
+        match (self.usage_output_tokens, self.tokenizer_output_tokens) {
+            (Some(n), _) => (n, TokenSource::Usage),
+            (None, Some(n)) => (n, TokenSource::Tokenizer),
+            (None, None) => {
                 let kept: u64 = self.chunks.iter().map(|c| u64::from(c.1)).sum();
                 (kept + self.chunks_dropped, TokenSource::Chunks)
             }
         }
+    }
+
+    /// Prompt tokens: the server's usage, else the local tokenizer's count.
+    pub fn prompt_tokens(&self) -> Option<u64> {
+        self.input_tokens.or(self.tokenizer_input_tokens)
     }
 }
 
@@ -330,6 +352,23 @@ mod tests {
         let text = String::from_utf8(buf).unwrap();
         assert!(text.contains("\"chunks\":[[100,1],[150,2]]"));
         assert!(text.contains("\"error\":\"line_too_long\""));
+    }
+
+    #[test]
+    fn token_count_precedence_is_usage_then_tokenizer_then_chunks() {
+        let mut r = RequestRecord::new(0, false, 0, 0);
+        r.push_chunk(10, 1);
+        r.push_chunk(20, 1);
+        assert_eq!(r.output_tokens(), (2, TokenSource::Chunks));
+        r.tokenizer_output_tokens = Some(5);
+        assert_eq!(r.output_tokens(), (5, TokenSource::Tokenizer));
+        r.usage_output_tokens = Some(6);
+        assert_eq!(r.output_tokens(), (6, TokenSource::Usage));
+        assert_eq!(r.prompt_tokens(), None);
+        r.tokenizer_input_tokens = Some(9);
+        assert_eq!(r.prompt_tokens(), Some(9));
+        r.input_tokens = Some(12);
+        assert_eq!(r.prompt_tokens(), Some(12));
     }
 
     #[test]

@@ -50,6 +50,18 @@ pub struct Settings {
     /// Sweep steps asked for (0 = no sweep).
     #[serde(default)]
     pub sweep_steps: u32,
+    /// The local tokenizer given with `--tokenizer`, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<TokenizerSetting>,
+}
+
+/// Which `tokenizer.json` counted tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenizerSetting {
+    /// The path as given.
+    pub path: String,
+    /// Its vocabulary size (added tokens included).
+    pub vocab_size: usize,
 }
 
 /// The machine, summarised from a Snapshot.
@@ -284,6 +296,16 @@ pub fn write_text(r: &BenchResult, out: &mut dyn std::io::Write) -> std::io::Res
             f(m.p95),
             f(m.p99),
             f(m.p999)
+        )?;
+    }
+    if let Some(a) = &s.tokenizer_vs_usage {
+        writeln!(
+            out,
+            "tokenizer vs server usage: {} of {} requests equal, totals differ by {:+.2}% (largest {} tokens)",
+            a.equal,
+            a.requests,
+            a.relative_difference * 100.0,
+            a.max_abs_difference
         )?;
     }
     if let Some(g) = &s.goodput {

@@ -8,10 +8,11 @@ use crate::exec::{Progress, RunConfig, StopReason};
 use crate::record::RequestRecord;
 use crate::result::{
     BenchResult, ClientUsage, MachineSummary, SCHEMA_VERSION, Settings, Sweep, SweepStep,
-    invalid_reasons,
+    TokenizerSetting, invalid_reasons,
 };
 use crate::schedule::{Arrival, Limits, Schedule, Warmup, sweep_rates};
 use crate::stats::{Slo, compute};
+use crate::tokenizer::TokenCounter;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -55,6 +56,18 @@ pub struct Plan {
     pub tool: String,
     /// Trace path to record in the result.
     pub trace: Option<String>,
+    /// Local tokenizer (`--tokenizer`): counts output tokens when the server reports no usage,
+    /// and prompt tokens.
+    pub tokenizer: Option<LocalTokenizer>,
+}
+
+/// A loaded `--tokenizer` and how the result file names it.
+#[derive(Debug, Clone)]
+pub struct LocalTokenizer {
+    /// Path and vocabulary size, for the result.
+    pub setting: TokenizerSetting,
+    /// The tokenizer.
+    pub counter: Arc<TokenCounter>,
 }
 
 /// Live progress, handed to the caller's callback about twice a second.
@@ -177,7 +190,10 @@ async fn execute_async(
             max_send_lag: plan.max_send_lag,
             max_error_rate: plan.max_error_rate,
         };
-        let target = Target::new(client.clone(), &plan.url, request.clone());
+        let mut target = Target::new(client.clone(), &plan.url, request.clone());
+        if let Some(t) = &plan.tokenizer {
+            target = target.with_tokenizer(t.counter.clone());
+        }
         let prog = Arc::new(Progress::default());
         let ticker = progress.clone().map(|cb| {
             let prog = prog.clone();
@@ -298,6 +314,7 @@ async fn execute_async(
             slo: plan.slo,
             min_requests: plan.min_requests,
             sweep_steps: plan.sweep_steps,
+            tokenizer: plan.tokenizer.as_ref().map(|t| t.setting.clone()),
         },
         server: info,
         machine,

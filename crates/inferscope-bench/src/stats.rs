@@ -282,20 +282,40 @@ pub struct Stats {
     pub requests_per_s: f64,
     /// Output tokens of completed requests per second.
     pub output_tokens_per_s: f64,
-    /// Prompt tokens (server usage) of completed requests per second; 0 when unknown.
+    /// Prompt tokens of completed requests per second; 0 when unknown.
     pub input_tokens_per_s: f64,
     /// Output tokens of completed requests.
     pub output_tokens: u64,
-    /// Prompt tokens of completed requests (from usage; requests without usage add nothing).
+    /// Prompt tokens of completed requests (server usage, else the local tokenizer; requests with
+    /// neither add nothing).
     pub input_tokens: u64,
-    /// `usage`, `chunks`, `mixed` or `none`.
+    /// `usage`, `tokenizer`, `chunks`, `mixed` or `none`.
     pub token_count_source: String,
+    /// How the local tokenizer's output counts agree with the server's usage, over completed
+    /// requests that have both (absent without `--tokenizer` or without usage).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer_vs_usage: Option<TokenizerAgreement>,
     /// Failed / (completed + failed).
     pub error_rate: f64,
     /// Goodput, when SLOs were given.
     pub goodput: Option<Goodput>,
     /// `[percentile, ms]` pairs per metric, for plots.
     pub cdf: BTreeMap<String, Vec<[f64; 2]>>,
+}
+
+/// Local tokenizer versus the server's usage: a wrong `tokenizer.json` shows here.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TokenizerAgreement {
+    /// Requests with both counts.
+    pub requests: u64,
+    /// Of those, requests whose counts are equal.
+    pub equal: u64,
+    /// Sum over requests of (tokenizer − usage) / sum of usage: the relative error of token
+    /// totals had the tokenizer been used (re-tokenizing text can merge or split a token at
+    /// chunk boundaries, so a few tenths of a percent is normal).
+    pub relative_difference: f64,
+    /// Largest |tokenizer − usage| of one request.
+    pub max_abs_difference: u64,
 }
 
 /// The histograms behind [`Stats`], for callers that want more percentiles.
@@ -348,7 +368,9 @@ pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
     let mut counts = RequestCounts::default();
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     let (mut out_tokens, mut in_tokens) = (0u64, 0u64);
-    let (mut by_usage, mut by_chunks) = (0u64, 0u64);
+    let (mut by_usage, mut by_tokenizer, mut by_chunks) = (0u64, 0u64, 0u64);
+    let (mut both, mut equal, mut usage_sum, mut diff_sum, mut max_diff) =
+        (0u64, 0u64, 0u64, 0i128, 0u64);
     let (mut start, mut end) = (u64::MAX, 0u64);
     let (mut good, mut good_tokens) = (0u64, 0u64);
     for r in records {
@@ -387,10 +409,18 @@ pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
             h.itl.record(b.0.saturating_sub(a.0));
         }
         out_tokens += m.output_tokens;
-        in_tokens += r.input_tokens.unwrap_or(0);
+        in_tokens += r.prompt_tokens().unwrap_or(0);
         match r.output_tokens().1 {
             TokenSource::Usage => by_usage += 1,
+            TokenSource::Tokenizer => by_tokenizer += 1,
             TokenSource::Chunks => by_chunks += 1,
+        }
+        if let (Some(u), Some(t)) = (r.usage_output_tokens, r.tokenizer_output_tokens) {
+            both += 1;
+            equal += u64::from(u == t);
+            usage_sum += u;
+            diff_sum += i128::from(t) - i128::from(u);
+            max_diff = max_diff.max(t.abs_diff(u));
         }
         let ok = |v: Option<u64>, lim: Option<Duration>| match (v, lim) {
             (_, None) | (None, _) => true,
@@ -425,12 +455,23 @@ pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
             0.0
         },
     });
-    let source = match (by_usage, by_chunks) {
-        (0, 0) => "none",
-        (_, 0) => "usage",
-        (0, _) => "chunks",
+    let source = match (by_usage, by_tokenizer, by_chunks) {
+        (0, 0, 0) => "none",
+        (_, 0, 0) => "usage",
+        (0, _, 0) => "tokenizer",
+        (0, 0, _) => "chunks",
         _ => "mixed",
     };
+    let tokenizer_vs_usage = (both > 0).then(|| TokenizerAgreement {
+        requests: both,
+        equal,
+        relative_difference: if usage_sum > 0 {
+            diff_sum as f64 / usage_sum as f64
+        } else {
+            0.0
+        },
+        max_abs_difference: max_diff,
+    });
     let mut cdf = BTreeMap::new();
     for (name, l) in [
         ("ttft_ms", &h.ttft),
@@ -455,6 +496,7 @@ pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
         output_tokens: out_tokens,
         input_tokens: in_tokens,
         token_count_source: source.to_string(),
+        tokenizer_vs_usage,
         error_rate: if finished > 0 {
             counts.failed as f64 / finished as f64
         } else {

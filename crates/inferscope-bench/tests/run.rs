@@ -47,6 +47,7 @@ fn plan(url: String) -> Plan {
         started_at: "2026-12-02T00:00:00Z".into(),
         tool: "test".into(),
         trace: None,
+        tokenizer: None,
     }
 }
 

@@ -79,6 +79,7 @@ fn result(recs: &[RequestRecord], trace: &Path) -> BenchResult {
             slo: Slo::default(),
             min_requests: 1,
             sweep_steps: 0,
+            tokenizer: None,
         },
         server: ServerInfo::default(),
         machine: None,

@@ -174,8 +174,11 @@ fn bench_against_a_real_llama_server() {
     let (_server, port) = start_server(&bin, &gguf, &dir.path().join("server.log"));
     let url = format!("http://127.0.0.1:{port}");
     let p = |n: &str| dir.path().join(n).display().to_string();
+    // The Hugging Face tokenizer the setup script writes beside the model (same vocabulary).
+    let tokenizer = gguf.with_file_name("tok").join("tokenizer.json");
 
-    // Completions, streaming, closed loop at concurrency 2, 20 requests of 16 tokens.
+    // Completions, streaming, closed loop at concurrency 2, 20 requests of 16 tokens, with the
+    // local tokenizer checked against the server's usage.
     let args: Vec<String> = [
         "bench",
         "--url",
@@ -199,6 +202,8 @@ fn bench_against_a_real_llama_server() {
         "--quiet",
         "--timeout",
         "30s",
+        "--tokenizer",
+        &tokenizer.display().to_string(),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -220,6 +225,12 @@ fn bench_against_a_real_llama_server() {
     // The tiny model cannot sample EOS, so every request yields exactly max_tokens.
     assert_eq!(r["output_tokens"], 20 * 16);
     assert_eq!(r["token_count_source"], "usage");
+    assert_eq!(r["settings"]["tokenizer"]["vocab_size"], 997);
+    // Counted as continuations, the generated texts give llama-server's own counts.
+    let agree = &r["tokenizer_vs_usage"];
+    eprintln!("tokenizer vs usage: {agree}");
+    assert_eq!(agree["requests"], 20);
+    assert_eq!(agree["equal"], 20, "{agree}");
     assert_eq!(r["settings"]["request"]["model"], "tiny");
     assert!(
         r["server"]["models"]
@@ -238,6 +249,12 @@ fn bench_against_a_real_llama_server() {
     assert!(r["client"]["cpu_s_per_output_token"].as_f64().unwrap() > 0.0);
     let trace = std::fs::read_to_string(p("c.jsonl")).unwrap();
     assert_eq!(trace.lines().count(), 22);
+    // Prompt tokens per the local tokenizer (text + BOS) equal the server's usage.
+    for line in trace.lines() {
+        let rec: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(rec["input_tokens"].as_u64().unwrap() > 0, "{rec}");
+        assert_eq!(rec["tokenizer_input_tokens"], rec["input_tokens"], "{rec}");
+    }
     assert!(Path::new(&p("plots")).join("ttft_cdf.svg").is_file());
 
     // Chat, streaming, open loop: 6 requests at 4/s.

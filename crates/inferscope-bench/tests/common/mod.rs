@@ -40,6 +40,11 @@ pub enum Mode {
     Status503,
     /// Accept, read the request, then say nothing (idle).
     Silent,
+    /// Stream these text pieces, one SSE chunk each (a piece may hold several tokens, as SGLang
+    /// and TGI send under load), then `finish_reason` and `[DONE]`, without any usage.
+    Pieces(Vec<&'static str>),
+    /// One non-streamed completion with this text and no usage (older TGI, some proxies).
+    Whole(&'static str),
 }
 
 /// What the server recorded.
@@ -274,6 +279,32 @@ async fn serve_conn(
             }
             Mode::Silent => {
                 tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
+            Mode::Pieces(pieces) => {
+                sock.write_all(SSE_HEAD).await?;
+                for p in pieces {
+                    let data = format!(
+                        "data: {}\n\n",
+                        serde_json::json!({"id": id, "choices": [{"index": 0, "text": p, "finish_reason": null}]})
+                    );
+                    sock.write_all(&chunk(data.as_bytes())).await?;
+                }
+                let tail = format!(
+                    "data: {}\n\ndata: [DONE]\n\n",
+                    serde_json::json!({"id": id, "choices": [{"index": 0, "text": "", "finish_reason": "length"}]})
+                );
+                let mut out = chunk(tail.as_bytes());
+                out.extend_from_slice(b"0\r\n\r\n");
+                sock.write_all(&out).await?;
+            }
+            Mode::Whole(text) => {
+                let body = serde_json::json!({"id": id, "choices": [{"index": 0, "text": text, "finish_reason": "length"}]})
+                    .to_string();
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                sock.write_all(resp.as_bytes()).await?;
             }
         }
     }

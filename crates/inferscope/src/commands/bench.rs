@@ -9,10 +9,11 @@
 use anyhow::Context;
 use inferscope_bench::client::{Api, RequestSettings};
 use inferscope_bench::dataset::DatasetSpec;
-use inferscope_bench::result::{BenchResult, MachineSummary};
-use inferscope_bench::run::{Plan, ProgressFn, ProgressView, execute};
+use inferscope_bench::result::{BenchResult, MachineSummary, TokenizerSetting};
+use inferscope_bench::run::{LocalTokenizer, Plan, ProgressFn, ProgressView, execute};
 use inferscope_bench::schedule::{Arrival, Limits, Schedule, Warmup};
 use inferscope_bench::stats::Slo;
+use inferscope_bench::tokenizer::{MAX_TOKENIZER_BYTES, TokenCounter};
 use inferscope_bench::{parse_duration, record};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -112,6 +113,11 @@ pub struct BenchArgs {
     /// Fewest completed requests for the run to be valid.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub min_requests: u64,
+    /// A Hugging Face tokenizer.json of the served model: counts output tokens when the server
+    /// sends no usage (exact where one-token-per-chunk is not), counts prompt tokens, and
+    /// reports how it agrees with the server's usage when both exist.
+    #[arg(long, value_name = "FILE")]
+    pub tokenizer: Option<PathBuf>,
     /// Record the machine from this snapshot instead of probing this host.
     #[arg(long, value_name = "FILE")]
     pub snapshot: Option<PathBuf>,
@@ -204,6 +210,30 @@ pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
         started_at,
         tool: crate::tool_name(),
         trace: a.trace.as_ref().map(|p| p.display().to_string()),
+        tokenizer: None,
+    })
+}
+
+/// Read and load `--tokenizer FILE` (bounded: the size is checked before reading).
+pub fn load_tokenizer(path: &Path) -> anyhow::Result<LocalTokenizer> {
+    let name = path.display();
+    let cannot = |e: std::io::Error| anyhow::anyhow!("--tokenizer {name}: cannot read: {e}");
+    let len = std::fs::metadata(path).map_err(cannot)?.len();
+    if len > MAX_TOKENIZER_BYTES as u64 {
+        anyhow::bail!(
+            "--tokenizer {name}: {len} bytes, larger than the {} MiB a tokenizer.json can plausibly be",
+            MAX_TOKENIZER_BYTES >> 20
+        );
+    }
+    let bytes = std::fs::read(path).map_err(cannot)?;
+    let counter =
+        TokenCounter::from_json(&bytes).map_err(|e| anyhow::anyhow!("--tokenizer {name}: {e}"))?;
+    Ok(LocalTokenizer {
+        setting: TokenizerSetting {
+            path: name.to_string(),
+            vocab_size: counter.vocab_size(),
+        },
+        counter: Arc::new(counter),
     })
 }
 
@@ -265,7 +295,10 @@ pub fn write_plots(dir: &Path, results: &[(String, &BenchResult)]) -> anyhow::Re
 
 /// Run the benchmark.
 pub fn run(a: BenchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let plan = plan(&a, crate::clock::now_rfc3339())?;
+    let mut plan = plan(&a, crate::clock::now_rfc3339())?;
+    if let Some(p) = &a.tokenizer {
+        plan.tokenizer = Some(load_tokenizer(p)?);
+    }
     let machine = machine(a.snapshot.as_deref())?;
     let show = !a.quiet && std::io::stderr().is_terminal();
     let outcome = execute(&plan, machine, show.then(progress_printer))?;

@@ -1,0 +1,190 @@
+//! Token counts from a local Hugging Face `tokenizer.json` (`inferscope bench --tokenizer FILE`).
+//!
+//! Servers do not always say how many tokens they produced: without `usage` (older TGI, some
+//! proxies, `--no-stream` against servers that omit it) the client can only count content
+//! chunks, and a chunk may carry several tokens (SGLang and TGI batch them under load,
+//! speculative decoding emits several at once). Counting the generated *text* with the model's
+//! own tokenizer is then the only exact answer. The tokenizer is Hugging Face's `tokenizers`
+//! crate (the implementation the Python `tokenizers` package wraps), built without its C
+//! regex engine and without network access.
+//!
+//! Two counts, as servers count:
+//! * **prompt**: the text alone, with the special tokens the tokenizer's post-processor adds
+//!   (BOS): what `usage.prompt_tokens` says for a completions request.
+//! * **generated**: the text as a *continuation*. SentencePiece-style tokenizers (Llama 2,
+//!   Mistral, Gemma: a `Prepend "▁"` normalizer or a `Metaspace` pre-tokenizer) put a word-start
+//!   marker before any text they are given, so counting generated text alone adds a token the
+//!   model never produced (vLLM's and GuideLLM's clients count it anyway: +1 per request, +6 %
+//!   at 16 tokens on the e2e model). For those the text is counted after a newline anchor and
+//!   the anchor's own tokens are subtracted; byte-level BPE (GPT-2, Llama 3, Qwen) counts the
+//!   text as is.
+//!
+//! The file comes from the user and may be hostile: its size is capped before parsing and any
+//! panic inside `tokenizers` is turned into an error (load) or "no count" (encode).
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// Largest `tokenizer.json` accepted. Real ones are 1–35 MB (Gemma 3's is the largest common
+/// one at ~33 MB); the cap keeps memory bounded whatever a file claims.
+pub const MAX_TOKENIZER_BYTES: usize = 128 << 20;
+
+/// Largest generated text kept per request for counting. Beyond it the request falls back to
+/// the server's usage or the chunk count (recorded as such).
+pub const MAX_COUNTED_TEXT: usize = 4 << 20;
+
+/// The tokenizer models `tokenizers` implements.
+const MODEL_TYPES: [&str; 4] = ["BPE", "WordPiece", "WordLevel", "Unigram"];
+
+/// A loaded tokenizer that counts tokens.
+pub struct TokenCounter {
+    inner: tokenizers::Tokenizer,
+    vocab_size: usize,
+    /// Tokens of [`ANCHOR`] alone, when the tokenizer marks the start of any text it is given
+    /// (see the module doc); `None` for tokenizers that count a continuation as is.
+    anchor_tokens: Option<usize>,
+}
+
+/// What generated text is counted after, for tokenizers that mark the start of a text: a
+/// newline is one byte token in SentencePiece vocabularies and never merges with what follows.
+const ANCHOR: &str = "\n";
+
+/// Whether a tokenizer.json component (normalizer or pre-tokenizer, possibly a `Sequence`)
+/// inserts a word-start marker before the text.
+fn marks_text_start(component: &serde_json::Value) -> bool {
+    match component.get("type").and_then(|t| t.as_str()) {
+        Some("Prepend") => true,
+        Some("Metaspace") => {
+            // tokenizers >= 0.19 writes prepend_scheme (always/first/never); older files wrote
+            // add_prefix_space.
+            match component.get("prepend_scheme").and_then(|p| p.as_str()) {
+                Some(scheme) => scheme != "never",
+                None => component
+                    .get("add_prefix_space")
+                    .and_then(|a| a.as_bool())
+                    .unwrap_or(true),
+            }
+        }
+        Some("Sequence") => ["normalizers", "pretokenizers"]
+            .iter()
+            .filter_map(|k| component.get(*k).and_then(|v| v.as_array()))
+            .flatten()
+            .any(marks_text_start),
+        _ => false,
+    }
+}
+
+impl std::fmt::Debug for TokenCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenCounter")
+            .field("vocab_size", &self.vocab_size)
+            .finish()
+    }
+}
+
+impl TokenCounter {
+    /// Parse the bytes of a `tokenizer.json`. The error says what is wrong, without the file
+    /// name (the caller adds it).
+    pub fn from_json(bytes: &[u8]) -> Result<TokenCounter, String> {
+        if bytes.len() > MAX_TOKENIZER_BYTES {
+            return Err(format!(
+                "{} bytes: larger than the {} MiB a tokenizer.json can plausibly be",
+                bytes.len(),
+                MAX_TOKENIZER_BYTES >> 20
+            ));
+        }
+        // Check it is JSON first: `tokenizers` reports syntax errors without a position.
+        let value: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+        let Some(model) = value.get("model") else {
+            return Err("no `model` object: not a Hugging Face tokenizer.json".into());
+        };
+        // `tokenizers` would say "did not match any variant of untagged enum ModelUntagged".
+        if let Some(kind) = model.get("type").and_then(|t| t.as_str())
+            && !MODEL_TYPES.contains(&kind)
+        {
+            return Err(format!(
+                "model type `{kind}` is not one of {}",
+                MODEL_TYPES.join(", ")
+            ));
+        }
+        let parsed = catch_unwind(AssertUnwindSafe(|| {
+            tokenizers::Tokenizer::from_bytes(bytes)
+        }));
+        let inner = match parsed {
+            Ok(Ok(t)) => t,
+            Ok(Err(e)) => return Err(format!("not a tokenizer Hugging Face can load: {e}")),
+            Err(_) => return Err("the tokenizer library failed on this file".into()),
+        };
+        let vocab_size = inner.get_vocab_size(true);
+        if vocab_size == 0 {
+            return Err("the vocabulary is empty".into());
+        }
+        let marks = ["normalizer", "pre_tokenizer"]
+            .iter()
+            .filter_map(|k| value.get(*k))
+            .any(marks_text_start);
+        let mut counter = TokenCounter {
+            inner,
+            vocab_size,
+            anchor_tokens: None,
+        };
+        if marks {
+            let n = counter
+                .encode_len(ANCHOR, false)
+                .ok_or("the tokenizer cannot encode a newline")?;
+            counter.anchor_tokens = Some(n);
+        }
+        Ok(counter)
+    }
+
+    fn encode_len(&self, text: &str, special: bool) -> Option<usize> {
+        let enc = catch_unwind(AssertUnwindSafe(|| {
+            self.inner.encode_fast(text, special).map(|e| e.len())
+        }));
+        match enc {
+            Ok(Ok(n)) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// Vocabulary size, added tokens included.
+    pub fn vocab_size(&self) -> usize {
+        self.vocab_size
+    }
+
+    /// Whether generated text is counted after an anchor (SentencePiece-style start marker).
+    pub fn counts_after_anchor(&self) -> bool {
+        self.anchor_tokens.is_some()
+    }
+
+    /// Tokens of `text` on its own, special tokens excluded.
+    /// `None` when the text is over [`MAX_COUNTED_TEXT`] or the tokenizer fails on it.
+    pub fn count(&self, text: &str) -> Option<u64> {
+        if text.len() > MAX_COUNTED_TEXT {
+            return None;
+        }
+        u64::try_from(self.encode_len(text, false)?).ok()
+    }
+
+    /// Tokens of a prompt as a server counts it: the text on its own plus the special tokens
+    /// the post-processor adds (BOS).
+    pub fn count_prompt(&self, text: &str) -> Option<u64> {
+        if text.len() > MAX_COUNTED_TEXT {
+            return None;
+        }
+        u64::try_from(self.encode_len(text, true)?).ok()
+    }
+
+    /// Tokens of generated text: `text` as a continuation (see the module doc), what a server
+    /// reports as completion tokens. `None` over [`MAX_COUNTED_TEXT`] or on a tokenizer failure.
+    pub fn count_generated(&self, text: &str) -> Option<u64> {
+        let Some(anchor) = self.anchor_tokens else {
+            return self.count(text);
+        };
+        if text.len() > MAX_COUNTED_TEXT {
+            return None;
+        }
+        let with_anchor = self.encode_len(&format!("{ANCHOR}{text}"), false)?;
+        u64::try_from(with_anchor.saturating_sub(anchor)).ok()
+    }
+}

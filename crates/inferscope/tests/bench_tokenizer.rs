@@ -1,0 +1,101 @@
+//! `inferscope bench --tokenizer FILE` refuses a bad tokenizer.json before sending anything:
+//! exit 2 and the exact one line of `fixtures/bad/tokenizer/EXPECTED.md`.
+
+mod common;
+
+use common::{inferscope, repo};
+use std::net::TcpListener;
+
+/// Rows `| `file` | `message` |` of the EXPECTED.md table.
+fn expected_rows() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(repo().join("fixtures/bad/tokenizer/EXPECTED.md")).unwrap();
+    text.lines()
+        .filter_map(|l| {
+            let l = l.strip_prefix("| `")?;
+            let (file, rest) = l.split_once("` | `")?;
+            Some((file.to_string(), rest.strip_suffix("` |")?.to_string()))
+        })
+        .collect()
+}
+
+/// A listener the bench would send to; nothing may connect.
+fn quiet_server() -> (TcpListener, String) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    (l, url)
+}
+
+fn assert_nothing_sent(l: &TcpListener) {
+    match l.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the bench connected to the server: {other:?}"),
+    }
+}
+
+#[test]
+fn every_bad_tokenizer_gives_its_line_and_exit_2() {
+    let rows = expected_rows();
+    let mut listed: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
+    listed.sort();
+    let mut files: Vec<String> = std::fs::read_dir(repo().join("fixtures/bad/tokenizer"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    files.sort();
+    assert_eq!(
+        listed, files,
+        "EXPECTED.md must list exactly the .json files"
+    );
+    let (listener, url) = quiet_server();
+    for (file, message) in rows {
+        let path = format!("fixtures/bad/tokenizer/{file}");
+        let (code, out, err) = inferscope(&[
+            "bench",
+            "--url",
+            &url,
+            "--requests",
+            "1",
+            "--quiet",
+            "--tokenizer",
+            &path,
+        ]);
+        assert_eq!(code, 2, "{file}: {err}");
+        assert!(out.is_empty(), "{file}: {out}");
+        assert_eq!(err, format!("{}\n", message.replace("FILE", &path)));
+    }
+    assert_nothing_sent(&listener);
+}
+
+#[test]
+fn oversized_and_missing_tokenizers_are_refused_without_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    // A sparse file claiming 1 GiB: refused from its size, never read into memory.
+    let big = dir.path().join("tokenizer.json");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    let (listener, url) = quiet_server();
+    let big_s = big.display().to_string();
+    let (code, _, err) = inferscope(&["bench", "--url", &url, "--quiet", "--tokenizer", &big_s]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "inferscope: error: --tokenizer {big_s}: 1073741824 bytes, larger than the 128 MiB a tokenizer.json can plausibly be\n"
+        )
+    );
+    let missing = dir.path().join("nope.json").display().to_string();
+    let (code, _, err) = inferscope(&["bench", "--url", &url, "--quiet", "--tokenizer", &missing]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "inferscope: error: --tokenizer {missing}: cannot read"
+        )),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_nothing_sent(&listener);
+}
