@@ -6,14 +6,16 @@ mod common;
 use common::{inferscope, repo};
 use std::net::TcpListener;
 
-/// Rows `| `file` | `message` |` of the EXPECTED.md table.
+/// Rows of the EXPECTED.md table, the message without its backticks.
 fn expected_rows() -> Vec<(String, String)> {
-    let text = std::fs::read_to_string(repo().join("fixtures/bad/tokenizer/EXPECTED.md")).unwrap();
-    text.lines()
-        .filter_map(|l| {
-            let l = l.strip_prefix("| `")?;
-            let (file, rest) = l.split_once("` | `")?;
-            Some((file.to_string(), rest.strip_suffix("` |")?.to_string()))
+    common::expected_rows("fixtures/bad/tokenizer/EXPECTED.md")
+        .into_iter()
+        .map(|(file, m)| {
+            let m = m
+                .strip_prefix('`')
+                .and_then(|m| m.strip_suffix('`'))
+                .unwrap();
+            (file, m.to_string())
         })
         .collect()
 }

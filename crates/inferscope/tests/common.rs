@@ -50,3 +50,15 @@ pub fn inferscope(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Rows `| `file` | message |` of an EXPECTED.md table (path relative to the repository).
+pub fn expected_rows(path: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(repo().join(path)).unwrap();
+    text.lines()
+        .filter_map(|l| {
+            let l = l.strip_prefix("| `")?;
+            let (file, rest) = l.split_once("` | ")?;
+            Some((file.to_string(), rest.strip_suffix(" |")?.to_string()))
+        })
+        .collect()
+}

@@ -3,21 +3,9 @@
 
 mod common;
 
-use common::{inferscope, repo};
+use common::{expected_rows, inferscope, repo};
 use std::io::Write;
 use std::process::{Command, Stdio};
-
-/// Rows `| `file` | message |` of an EXPECTED.md table.
-fn expected_rows(path: &str) -> Vec<(String, String)> {
-    let text = std::fs::read_to_string(repo().join(path)).unwrap();
-    text.lines()
-        .filter_map(|l| {
-            let l = l.strip_prefix("| `")?;
-            let (file, rest) = l.split_once("` | ")?;
-            Some((file.to_string(), rest.strip_suffix(" |")?.to_string()))
-        })
-        .collect()
-}
 
 #[test]
 fn oom_bad_inputs_give_one_line_and_exit_2() {
