@@ -20,7 +20,11 @@
 //!   text as is.
 //!
 //! The file comes from the user and may be hostile: its size is capped before parsing and any
-//! panic inside `tokenizers` is turned into an error (load) or "no count" (encode).
+//! panic inside `tokenizers` is turned into an error (load) or "no count" (encode). `tokenizers`
+//! accepts some broken files and panics only when encoding (a template naming a special token
+//! its table lacks, found by the `tokenizer_json` fuzz target), so loading ends with a trial
+//! encode of every kind, with the panic message silenced: such a file is refused up front with
+//! one line instead of panicking on every request.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -34,6 +38,75 @@ pub const MAX_COUNTED_TEXT: usize = 4 << 20;
 
 /// The tokenizer models `tokenizers` implements.
 const MODEL_TYPES: [&str; 4] = ["BPE", "WordPiece", "WordLevel", "Unigram"];
+
+/// A `TemplateProcessing` post-processor (possibly inside a `Sequence`) must define every special
+/// token its templates name: `tokenizers` loads such a file and then panics on every encode.
+fn check_template(pp: &serde_json::Value) -> Result<(), String> {
+    match pp.get("type").and_then(|t| t.as_str()) {
+        Some("Sequence") => pp
+            .get("processors")
+            .and_then(|p| p.as_array())
+            .into_iter()
+            .flatten()
+            .try_for_each(check_template),
+        Some("TemplateProcessing") => {
+            let defined = pp.get("special_tokens").and_then(|t| t.as_object());
+            for template in ["single", "pair"] {
+                let pieces = pp.get(template).and_then(|t| t.as_array());
+                for piece in pieces.into_iter().flatten() {
+                    let Some(id) = piece
+                        .get("SpecialToken")
+                        .and_then(|t| t.get("id"))
+                        .and_then(|id| id.as_str())
+                    else {
+                        continue;
+                    };
+                    if !defined.is_some_and(|d| d.contains_key(id)) {
+                        return Err(format!(
+                            "post_processor: the `{template}` template uses special token `{id}`, \
+                             which its special_tokens table does not define"
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Encode a sample with and without special tokens, catching a panic without printing it.
+///
+/// The panic hook is process-wide: it is swapped only for this call, which the binary makes
+/// before it starts any other thread.
+fn trial_encode(t: &tokenizers::Tokenizer) -> Result<(), String> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        for special in [true, false] {
+            t.encode_fast(TRIAL_TEXT, special)
+                .map_err(|e| format!("cannot encode a sample text: {e}"))?;
+        }
+        Ok(())
+    }));
+    std::panic::set_hook(hook);
+    match r {
+        Ok(r) => r,
+        Err(payload) => {
+            let why = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            Err(format!(
+                "the tokenizer library fails on every text with this file: {why}"
+            ))
+        }
+    }
+}
+
+/// Text for [`trial_encode`]: words, a newline (the anchor), non-ASCII, an emoji.
+const TRIAL_TEXT: &str = "Hello world,\n über 🦙 123";
 
 /// A loaded tokenizer that counts tokens.
 pub struct TokenCounter {
@@ -107,6 +180,9 @@ impl TokenCounter {
                 MODEL_TYPES.join(", ")
             ));
         }
+        if let Some(pp) = value.get("post_processor") {
+            check_template(pp)?;
+        }
         let parsed = catch_unwind(AssertUnwindSafe(|| {
             tokenizers::Tokenizer::from_bytes(bytes)
         }));
@@ -119,6 +195,7 @@ impl TokenCounter {
         if vocab_size == 0 {
             return Err("the vocabulary is empty".into());
         }
+        trial_encode(&inner)?;
         let marks = ["normalizer", "pre_tokenizer"]
             .iter()
             .filter_map(|k| value.get(*k))

@@ -117,7 +117,7 @@ fn bad_tokenizer_files_are_clear_errors() {
         assert_eq!(err, expected, "{file}");
         seen += 1;
     }
-    assert_eq!(seen, 6);
+    assert_eq!(seen, 7);
 }
 
 fn settings(stream: bool) -> RequestSettings {
