@@ -7,6 +7,7 @@
 //! and every other flag is listed in `ignored` with its value — never silently dropped, so a user
 //! sees when the plan did not take a setting into account.
 
+pub use crate::llama_cpp::GpuLayers;
 use serde::{Deserialize, Serialize};
 
 /// Serving engines the planner knows.
@@ -55,8 +56,23 @@ pub struct EngineSettings {
     pub block_size: Option<u32>,
     /// Expert parallelism for MoE.
     pub enable_expert_parallel: Option<bool>,
-    /// llama.cpp: layers offloaded to the GPU.
-    pub gpu_layers: Option<i64>,
+    /// llama.cpp: layers offloaded to the GPU (`-ngl`: a count, `all` or `auto`).
+    pub gpu_layers: Option<GpuLayers>,
+    /// llama.cpp: V cache type (`-ctv`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_type_v: Option<String>,
+    /// llama.cpp: physical batch (`-ub`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ubatch_size: Option<u64>,
+    /// llama.cpp: one KV pool for all slots (`-kvu` / `-no-kvu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_unified: Option<bool>,
+    /// llama.cpp: `--swa-full`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swa_full: Option<bool>,
+    /// llama.cpp: `-fa on|off|auto`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flash_attn: Option<String>,
     /// Flags understood but with no effect on the plan (host, port, API key...).
     pub no_memory_effect: Vec<String>,
     /// Flags the planner does not know, with their values: listed, never dropped.
@@ -81,6 +97,11 @@ impl EngineSettings {
             block_size: None,
             enable_expert_parallel: None,
             gpu_layers: None,
+            cache_type_v: None,
+            ubatch_size: None,
+            kv_unified: None,
+            swa_full: None,
+            flash_attn: None,
             no_memory_effect: Vec::new(),
             ignored: Vec::new(),
         }
@@ -172,6 +193,7 @@ fn parse_len(flag: &str, v: &str) -> Result<u64, EngineError> {
 }
 
 /// What one flag means for one engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Meaning {
     Tp,
     Pp,
@@ -186,6 +208,11 @@ enum Meaning {
     Block,
     ExpertParallel,
     GpuLayers,
+    KvDtypeV,
+    Ubatch,
+    KvUnified(bool),
+    SwaFull,
+    FlashAttn,
     Model,
     /// Known, no memory effect; takes a value.
     Inert,
@@ -269,12 +296,15 @@ fn meaning(engine: Engine, flag: &str) -> Option<Meaning> {
         (Engine::LlamaCpp, "-np" | "--parallel") => MaxSeqs,
         (Engine::LlamaCpp, "-ngl" | "--n-gpu-layers" | "--gpu-layers") => GpuLayers,
         (Engine::LlamaCpp, "-ctk" | "--cache-type-k") => KvDtype,
+        (Engine::LlamaCpp, "-ctv" | "--cache-type-v") => KvDtypeV,
         (Engine::LlamaCpp, "-b" | "--batch-size") => BatchedTokens,
-        (
-            Engine::LlamaCpp,
-            "--host" | "--port" | "-t" | "--threads" | "-a" | "--alias" | "-ctv" | "--cache-type-v",
-        ) => Inert,
-        (Engine::LlamaCpp, "-fa" | "--flash-attn" | "--cont-batching" | "--metrics") => InertSwitch,
+        (Engine::LlamaCpp, "-ub" | "--ubatch-size") => Ubatch,
+        (Engine::LlamaCpp, "-kvu" | "--kv-unified") => KvUnified(true),
+        (Engine::LlamaCpp, "-no-kvu" | "--no-kv-unified") => KvUnified(false),
+        (Engine::LlamaCpp, "--swa-full") => SwaFull,
+        (Engine::LlamaCpp, "-fa" | "--flash-attn") => FlashAttn,
+        (Engine::LlamaCpp, "--host" | "--port" | "-t" | "--threads" | "-a" | "--alias") => Inert,
+        (Engine::LlamaCpp, "--cont-batching" | "-cb" | "--metrics" | "--jinja") => InertSwitch,
         _ => return None,
     })
 }
@@ -322,8 +352,14 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
         };
         let is_switch = matches!(
             m,
-            Meaning::Eager | Meaning::ExpertParallel | Meaning::InertSwitch
-        );
+            Meaning::Eager
+                | Meaning::ExpertParallel
+                | Meaning::InertSwitch
+                | Meaning::KvUnified(_)
+                | Meaning::SwaFull
+        ) || (m == Meaning::FlashAttn
+            // `-fa` was a switch before llama.cpp took `on|off|auto`.
+            && !next_value.is_some_and(|v| matches!(v.as_str(), "on" | "off" | "auto")));
         let value = if is_switch {
             // Switches may carry an explicit value (`--enforce-eager=false`).
             inline.clone()
@@ -341,6 +377,8 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
         match m {
             Meaning::Tp => s.tensor_parallel_size = Some(parse_num(&flag, &v)?),
             Meaning::Pp => s.pipeline_parallel_size = Some(parse_num(&flag, &v)?),
+            // llama.cpp: `-c 0` is the model's own context.
+            Meaning::MaxLen if engine == Engine::LlamaCpp && v == "0" => s.max_model_len = None,
             Meaning::MaxLen => s.max_model_len = Some(parse_len(&flag, &v)?),
             Meaning::GpuUtil => {
                 let u: f64 = parse_num(&flag, &v)?;
@@ -350,6 +388,8 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
                 s.gpu_memory_utilization = Some(u);
             }
             Meaning::KvDtype => s.kv_cache_dtype = Some(v),
+            // llama.cpp: `-np -1` is auto.
+            Meaning::MaxSeqs if engine == Engine::LlamaCpp && v == "-1" => s.max_num_seqs = None,
             Meaning::MaxSeqs => s.max_num_seqs = Some(parse_num(&flag, &v)?),
             Meaning::BatchedTokens => s.max_num_batched_tokens = Some(parse_len(&flag, &v)?),
             Meaning::Eager => {
@@ -373,7 +413,18 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
             Meaning::Quant => s.quantization = Some(v),
             Meaning::Dtype => s.dtype = Some(v),
             Meaning::Block => s.block_size = Some(parse_num(&flag, &v)?),
-            Meaning::GpuLayers => s.gpu_layers = Some(parse_num(&flag, &v)?),
+            Meaning::GpuLayers => {
+                s.gpu_layers = Some(GpuLayers::parse(&v).ok_or_else(|| {
+                    err(format!(
+                        "{flag} {v:?}: expected a number of layers, all or auto"
+                    ))
+                })?)
+            }
+            Meaning::KvDtypeV => s.cache_type_v = Some(v),
+            Meaning::Ubatch => s.ubatch_size = Some(parse_len(&flag, &v)?),
+            Meaning::KvUnified(on) => s.kv_unified = Some(on),
+            Meaning::SwaFull => s.swa_full = Some(true),
+            Meaning::FlashAttn => s.flash_attn = Some(value.unwrap_or_else(|| "on".into())),
             Meaning::Model => s.model = Some(v),
             Meaning::Inert => s.no_memory_effect.push(format!("{flag} {v}")),
             Meaning::InertSwitch => s.no_memory_effect.push(flag),
@@ -467,7 +518,38 @@ mod tests {
         .unwrap();
         assert_eq!(
             (s.engine, s.max_model_len, s.max_num_seqs, s.gpu_layers),
-            (Engine::LlamaCpp, Some(4096), Some(4), Some(99))
+            (
+                Engine::LlamaCpp,
+                Some(4096),
+                Some(4),
+                Some(GpuLayers::Count(99))
+            )
+        );
+        // llama.cpp's own spellings: -ngl all|auto, -np -1 and -c 0 (auto), -fa with or
+        // without a value, -ctv/-ub/-kvu/--swa-full.
+        let s = parse_command(&words(
+            "llama-server -m m.gguf -c 0 -np -1 -ngl all -fa on -ctv q8_0 -ub 256 -kvu --swa-full",
+        ))
+        .unwrap();
+        assert_eq!(s.max_model_len, None);
+        assert_eq!(s.max_num_seqs, None);
+        assert_eq!(
+            s.gpu_layers,
+            Some(GpuLayers::Word(crate::llama_cpp::GpuLayersWord::All))
+        );
+        assert_eq!(s.flash_attn.as_deref(), Some("on"));
+        assert_eq!(s.cache_type_v.as_deref(), Some("q8_0"));
+        assert_eq!(s.ubatch_size, Some(256));
+        assert_eq!((s.kv_unified, s.swa_full), (Some(true), Some(true)));
+        assert!(s.ignored.is_empty(), "{:?}", s.ignored);
+        let s = parse_command(&words("llama-server -fa -m m.gguf -ngl auto -no-kvu")).unwrap();
+        assert_eq!(s.flash_attn.as_deref(), Some("on"));
+        assert_eq!(s.model.as_deref(), Some("m.gguf"));
+        assert_eq!(s.kv_unified, Some(false));
+        let e = parse_command(&words("llama-server -m m.gguf -ngl lots")).unwrap_err();
+        assert!(
+            e.0.contains("expected a number of layers, all or auto"),
+            "{e}"
         );
     }
 

@@ -18,6 +18,7 @@ pub mod catalog;
 pub mod engine;
 pub mod find;
 pub mod gguf_arch;
+pub mod llama_cpp;
 pub mod memory;
 pub mod plan;
 pub mod suggest;

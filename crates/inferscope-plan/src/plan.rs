@@ -6,6 +6,7 @@
 
 use crate::arch::{AttentionKind, Dtype, ModelArch, Quantization};
 use crate::engine::Engine;
+use crate::llama_cpp::{LlamaCppPlan, LlamaCppSettings};
 use crate::memory::{
     self, EngineVersion, GIB, ProfileShape, Shard, activation_bytes, cuda_graph_bytes, gib2,
     kv_layout, non_torch_bytes, stage_layers, weights_per_gpu,
@@ -66,6 +67,8 @@ pub struct PlanRequest {
     pub offline: bool,
     /// Concurrent sequences of `max_model_len` the user needs.
     pub concurrency: Option<u32>,
+    /// llama-server settings with no vLLM counterpart (used when `engine` is llama.cpp).
+    pub llama_cpp: LlamaCppSettings,
 }
 
 impl PlanRequest {
@@ -92,6 +95,7 @@ impl PlanRequest {
             v1: None,
             offline: false,
             concurrency: None,
+            llama_cpp: LlamaCppSettings::default(),
         }
     }
 }
@@ -178,6 +182,9 @@ pub struct Plan {
     pub engine: EngineInfo,
     /// Every default and approximation the numbers rest on.
     pub assumptions: Vec<String>,
+    /// What llama.cpp allocates (llama-server plans only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llama_cpp: Option<LlamaCppPlan>,
 }
 
 /// One stage's numbers (bytes).
@@ -192,8 +199,12 @@ struct Stage {
     free_after: i64,
 }
 
-/// Compute the plan.
+/// Compute the plan. llama-server plans follow llama.cpp's own accounting
+/// ([`crate::llama_cpp`]); every other engine follows vLLM's.
 pub fn plan(req: &PlanRequest) -> Plan {
+    if req.engine == Engine::LlamaCpp {
+        return crate::llama_cpp::plan(req);
+    }
     let arch = &req.arch;
     let mut assumptions: Vec<String> = Vec::with_capacity(12);
     let mut problems: Vec<String> = Vec::new();
@@ -581,5 +592,6 @@ pub fn plan(req: &PlanRequest) -> Plan {
             v1,
         },
         assumptions,
+        llama_cpp: None,
     }
 }

@@ -4,6 +4,8 @@
 //! promises is the planner's own answer, not a rule of thumb.
 
 use crate::arch::Quantization;
+use crate::engine::Engine;
+use crate::llama_cpp::{GpuLayers, GpuLayersWord};
 use crate::plan::{GpuSpec, Plan, PlanRequest, plan};
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +25,8 @@ pub enum ChangeKind {
     GpuMemoryUtilization,
     /// Another GPU type.
     OtherGpu,
+    /// llama.cpp: fewer layers on the GPU (`-ngl N`), the rest on the CPU.
+    FewerGpuLayers,
 }
 
 /// One change and what it gives.
@@ -74,6 +78,8 @@ pub fn suggest(req: &PlanRequest, gpus: &[GpuSpec]) -> Vec<Suggestion> {
     }
     let target = req.concurrency;
     let mut out = Vec::new();
+    // llama-server has no tensor parallelism or memory fraction; its flags are its own.
+    let llama = req.engine == Engine::LlamaCpp;
     let max_len = current
         .max_model_len
         .unwrap_or(req.arch.max_position_embeddings);
@@ -86,7 +92,11 @@ pub fn suggest(req: &PlanRequest, gpus: &[GpuSpec]) -> Vec<Suggestion> {
         let p = plan(&r);
         let s = summarise(
             ChangeKind::MaxModelLen,
-            format!("--max-model-len {len}"),
+            if llama {
+                format!("-c {len}")
+            } else {
+                format!("--max-model-len {len}")
+            },
             &p,
             target,
         );
@@ -117,8 +127,39 @@ pub fn suggest(req: &PlanRequest, gpus: &[GpuSpec]) -> Vec<Suggestion> {
         }
     }
 
-    // 2. fp8 KV cache
-    if current.kv_cache_dtype.bytes() > 1 {
+    // 2. fp8 KV cache (llama.cpp: q8_0 K and V, which need flash attention)
+    if llama && current.kv_cache_dtype.bytes() > 1 {
+        let mut r = req.clone();
+        r.kv_cache_dtype = Some("q8_0".into());
+        r.llama_cpp.cache_type_v = Some("q8_0".into());
+        r.llama_cpp.flash_attn = Some("on".into());
+        let p = plan(&r);
+        out.push(summarise(
+            ChangeKind::KvFp8,
+            "-ctk q8_0 -ctv q8_0 -fa on".into(),
+            &p,
+            target,
+        ));
+    }
+    // llama.cpp: the layers that fit, when a fixed -ngl does not
+    if llama
+        && !current.fits
+        && req.llama_cpp.gpu_layers != Some(GpuLayers::Word(GpuLayersWord::Auto))
+        && req.llama_cpp.gpu_layers.is_some()
+    {
+        let mut r = req.clone();
+        r.llama_cpp.gpu_layers = Some(GpuLayers::Word(GpuLayersWord::Auto));
+        let p = plan(&r);
+        if let Some(l) = &p.llama_cpp {
+            out.push(summarise(
+                ChangeKind::FewerGpuLayers,
+                format!("-ngl {} (the rest on the CPU)", l.gpu_layers),
+                &p,
+                target,
+            ));
+        }
+    }
+    if !llama && current.kv_cache_dtype.bytes() > 1 {
         let mut r = req.clone();
         r.kv_cache_dtype = Some("fp8".into());
         let p = plan(&r);
@@ -133,7 +174,9 @@ pub fn suggest(req: &PlanRequest, gpus: &[GpuSpec]) -> Vec<Suggestion> {
     // 3. more tensor parallelism: the smallest doubling (×2, ×4, ×8) that meets the target
     let mut best = None;
     let mut tp = req.tp.clamp(1, 64);
-    for _ in 0..3 {
+    // (not for llama-server: it has no tensor parallelism)
+    let doublings = if llama { 0 } else { 3 };
+    for _ in 0..doublings {
         tp *= 2;
         if tp > 64 || !req.arch.num_attention_heads.is_multiple_of(tp) {
             break;
@@ -158,7 +201,7 @@ pub fn suggest(req: &PlanRequest, gpus: &[GpuSpec]) -> Vec<Suggestion> {
     out.extend(best);
 
     // 4. a quantized checkpoint (fp8, then 4-bit AWQ) when the model is not quantized yet
-    if req.arch.quantization.is_none() && req.quantization.is_none() {
+    if !llama && req.arch.quantization.is_none() && req.quantization.is_none() {
         for (method, label) in [
             ("fp8", "an FP8 checkpoint (or --quantization fp8)"),
             ("awq", "a 4-bit AWQ/GPTQ checkpoint"),
@@ -171,7 +214,7 @@ pub fn suggest(req: &PlanRequest, gpus: &[GpuSpec]) -> Vec<Suggestion> {
     }
 
     // 5. the engine's share of the GPU
-    if req.gpu_memory_utilization.unwrap_or(0.9) < 0.95 {
+    if !llama && req.gpu_memory_utilization.unwrap_or(0.9) < 0.95 {
         let mut r = req.clone();
         r.gpu_memory_utilization = Some(0.95);
         let p = plan(&r);

@@ -293,6 +293,25 @@ fn apply(req: &mut PlanRequest, s: &EngineSettings) {
     if let Some(e) = s.enable_expert_parallel {
         req.expert_parallel = e;
     }
+    let l = &mut req.llama_cpp;
+    if s.gpu_layers.is_some() {
+        l.gpu_layers = s.gpu_layers;
+    }
+    if s.cache_type_v.is_some() {
+        l.cache_type_v = s.cache_type_v.clone();
+    }
+    if s.ubatch_size.is_some() {
+        l.ubatch_size = s.ubatch_size;
+    }
+    if s.kv_unified.is_some() {
+        l.kv_unified = s.kv_unified;
+    }
+    if let Some(f) = s.swa_full {
+        l.swa_full = f;
+    }
+    if s.flash_attn.is_some() {
+        l.flash_attn = s.flash_attn.clone();
+    }
 }
 
 fn apply_flags(req: &mut PlanRequest, f: &EngineFlags) {

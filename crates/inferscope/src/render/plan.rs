@@ -72,6 +72,68 @@ pub fn write_plan(
 ) -> io::Result<()> {
     writeln!(out, "Model:  {model_source}")?;
     writeln!(out, "GPUs:   {gpu_source}")?;
+    if let Some(l) = &p.llama_cpp {
+        write_llama_cpp(p, l, out)?;
+    } else {
+        write_vllm_memory(p, out)?;
+    }
+    write_outcome(p, settings, suggestions, speed, out)
+}
+
+/// The memory of a llama-server plan, in llama.cpp's own terms.
+fn write_llama_cpp(
+    p: &Plan,
+    l: &inferscope_plan::llama_cpp::LlamaCppPlan,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "Engine: llama.cpp ({}), {} slot{} × {} tokens, n_ctx {} ({}), K {} / V {}, {} of {} layers on the GPU",
+        p.engine.version,
+        l.slots,
+        if l.slots == 1 { "" } else { "s" },
+        l.n_ctx_slot,
+        l.n_ctx,
+        if l.kv_unified {
+            "one unified KV pool".to_string()
+        } else {
+            format!("{} cells per slot", l.n_ctx_seq)
+        },
+        l.cache_type_k,
+        l.cache_type_v,
+        l.gpu_layers,
+        l.layers
+    )?;
+    writeln!(out)?;
+    let g = &p.per_gpu;
+    writeln!(out, "GPU memory (GiB)")?;
+    for (label, v) in [
+        ("GPU memory", g.gpu_total_gib),
+        ("  weights (offloaded layers)", g.weights_gib),
+        ("  KV cache (offloaded layers)", g.kv_cache_gib),
+        ("  compute buffer (estimate)", g.activation_gib),
+        ("  CUDA context (estimate)", g.non_torch_gib),
+        ("left free on the GPU", g.free_after_kv_gib),
+        ("host memory (weights, KV not offloaded)", l.host_gib),
+    ] {
+        writeln!(out, "  {label:<40} {v:>9.2}")?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "KV cache: {:.2} MiB in all (llama_kv_cache: size), {} bytes/token{} → {:.2} requests of {} tokens at once",
+        l.kv_cache_mib,
+        p.kv_bytes_per_token,
+        l.swa_cells
+            .map(|c| format!(", sliding-window layers {c} cells"))
+            .unwrap_or_default(),
+        p.max_concurrency,
+        l.n_ctx_slot
+    )
+}
+
+/// The memory of a plan in vLLM's accounting.
+fn write_vllm_memory(p: &Plan, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "Engine: {:?} {} ({}), TP {} × PP {}, max_model_len {}, KV {:?}, block {}",
@@ -104,7 +166,17 @@ pub fn write_plan(
         out,
         "KV cache: {} tokens ({} blocks of {}), {} bytes/token/GPU → max concurrency at max_model_len: {:.2}×",
         p.kv_cache_tokens, p.blocks, p.block_size, p.kv_bytes_per_token, p.max_concurrency
-    )?;
+    )
+}
+
+/// Fit, speed, suggestions, ignored flags and assumptions (every engine).
+fn write_outcome(
+    p: &Plan,
+    settings: Option<&EngineSettings>,
+    suggestions: &[Suggestion],
+    speed: &SpeedBounds,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     if let Some(c) = p.concurrency {
         writeln!(
             out,
