@@ -66,8 +66,10 @@ seed_all() {
     printf 'python -m sglang.launch_server --model-path Qwen/Qwen2.5-7B --tp 2 --mem-fraction-static 0.8' >"$d/s"
     printf 'text-generation-launcher --model-id x --num-shard 2 --max-total-tokens 4096' >"$d/t"
     printf 'llama-server -m model.gguf -c 8192 -ngl 99 --parallel 4 -ctk q8_0' >"$d/l"
+    printf 'llama-server -m m.gguf -c 4294967296 -np 4096 -ngl all -ctk q4_1 -ctv iq4_nl -fa on -ub 1048576 -kvu --swa-full' >"$d/l2"
+    printf 'llama-server -m m.gguf -c 0 -np -1 -ngl auto -fa off -ctv q8_0 -no-kvu' >"$d/l3"
     printf 'CUDA_VISIBLE_DEVICES=0,1 env X=1 vllm serve x --quantization awq --dtype half' >"$d/w"
-    seed engine_cmdline "$d"/v "$d"/s "$d"/t "$d"/l "$d"/w
+    seed engine_cmdline "$d"/v "$d"/s "$d"/t "$d"/l "$d"/l2 "$d"/l3 "$d"/w
     seed snapshot_json "$F"/bad/snapshot/*.json "$REPO"/crates/inferscope/tests/snapshots/*.json
     printf '\x02\x10\x80data: {"a":1}\r\n\r\ndata: [DONE]\n\n' >"$d/sse1"
     printf '\x01\x40: keep-alive\nevent: error\ndata: boom\n\nretry: 10\nid: 3\ndata:x\rdata:y\r\r' >"$d/sse2"

@@ -120,11 +120,11 @@ fn ggml_type(name: &str) -> Option<(u64, u64)> {
 
 /// Bytes of a row of `n` values of a ggml type (`ggml_row_size`).
 fn row_bytes((block_bytes, block_elems): (u64, u64), n: u64) -> u64 {
-    n.div_ceil(block_elems) * block_bytes
+    n.div_ceil(block_elems).saturating_mul(block_bytes)
 }
 
 fn pad256(n: u64) -> u64 {
-    n.div_ceil(256) * 256
+    n.div_ceil(256).saturating_mul(256)
 }
 
 /// The nearest `Dtype` for the plan's `kv_cache_dtype` (quantized types report 8-bit).
@@ -285,7 +285,9 @@ pub fn plan(req: &PlanRequest) -> Plan {
                 }
                 _ => kv_size,
             };
-            cells * streams * (row_bytes(k_type, k) + row_bytes(v_type, v))
+            cells
+                .saturating_mul(streams)
+                .saturating_mul(row_bytes(k_type, k).saturating_add(row_bytes(v_type, v)))
         })
         .collect();
     for (flag, name, t, n) in [
@@ -299,7 +301,8 @@ pub fn plan(req: &PlanRequest) -> Plan {
             ));
         }
     }
-    let kv_total: u64 = layer_kv_bytes.iter().sum();
+    let sum = |it: &mut dyn Iterator<Item = u64>| it.fold(0u64, u64::saturating_add);
+    let kv_total = sum(&mut layer_kv_bytes.iter().copied());
 
     // ---- weights: token embeddings stay in host memory; -ngl moves the repeating layers,
     // then the output layer (a copy of the embeddings when they are tied), to the GPU ----
@@ -324,13 +327,16 @@ pub fn plan(req: &PlanRequest) -> Plan {
     );
 
     // ---- compute buffer and context (estimates) ----
-    let compute = ubatch * arch.vocab_size * 4
-        + ubatch * arch.hidden_size.max(arch.intermediate_size) * 4 * 4
-        + if fa == "off" {
-            ubatch * n_ctx_seq * u64::from(arch.num_attention_heads) * 4
+    // Every input is bounded (ubatch ≤ 2^20, vocab ≤ 2^24, widths ≤ 2^24); the KQ term is not.
+    let compute = (ubatch * arch.vocab_size * 4)
+        .saturating_add(ubatch * arch.hidden_size.max(arch.intermediate_size).min(1 << 24) * 16)
+        .saturating_add(if fa == "off" {
+            (ubatch * 4)
+                .saturating_mul(n_ctx_seq)
+                .saturating_mul(u64::from(arch.num_attention_heads))
         } else {
             0
-        };
+        });
     assumptions.push(format!(
         "compute buffer ≈ n_ubatch {ubatch} × (vocab × 4 B logits + activations){}: an estimate, \
          llama.cpp prints the real one at start-up",
@@ -348,25 +354,37 @@ pub fn plan(req: &PlanRequest) -> Plan {
     let total = req.gpu.total_bytes.min(1 << 50);
     let on_gpu = |n: u32| -> (u64, u64) {
         let n = n.min(layers + 1);
-        let w = per_layer * u64::from(n.min(layers)) + if n > layers { output } else { 0 };
-        let kv: u64 = layer_kv_bytes
+        let w = per_layer
+            .saturating_mul(u64::from(n.min(layers)))
+            .saturating_add(if n > layers { output } else { 0 });
+        let kv = sum(&mut layer_kv_bytes
             .iter()
-            .skip((layers - n.min(layers)) as usize)
-            .sum();
+            .copied()
+            .skip((layers - n.min(layers)) as usize));
         (w, kv)
     };
     let need = |n: u32| {
         let (w, kv) = on_gpu(n);
-        w + kv + compute + CUDA_CONTEXT_BYTES
+        w.saturating_add(kv)
+            .saturating_add(compute)
+            .saturating_add(CUDA_CONTEXT_BYTES)
     };
     let gpu_layers = match s.gpu_layers {
         Some(GpuLayers::Count(n)) => n.min(layers + 1),
         Some(GpuLayers::Word(GpuLayersWord::All)) => layers + 1,
         None | Some(GpuLayers::Word(GpuLayersWord::Auto)) => {
-            let fit = (0..=layers + 1)
-                .rev()
-                .find(|n| need(*n) + FIT_MARGIN_BYTES <= total)
-                .unwrap_or(0);
+            // The most layers that fit: `need` grows with n, so a binary search.
+            let fits_with = |n: u32| need(n).saturating_add(FIT_MARGIN_BYTES) <= total;
+            let (mut lo, mut hi) = (0u32, layers + 1);
+            while lo < hi {
+                let mid = lo + (hi - lo).div_ceil(2);
+                if fits_with(mid) {
+                    lo = mid;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            let fit = lo;
             assumptions.push(format!(
                 "-ngl auto: --fit offloads as many layers as fit with {} MiB free: {} of {}{}",
                 FIT_MARGIN_BYTES >> 20,
@@ -387,9 +405,9 @@ pub fn plan(req: &PlanRequest) -> Plan {
             .into(),
     );
     let (w_gpu, kv_gpu) = on_gpu(gpu_layers);
-    let used = w_gpu + kv_gpu + compute + CUDA_CONTEXT_BYTES;
-    let free_after = total as i64 - used as i64;
-    if free_after < 0 {
+    let used = need(gpu_layers);
+    let free_after = total as f64 - used as f64;
+    if free_after < 0.0 {
         problems.push(format!(
             "weights {:.2} GiB + KV cache {:.2} + compute {:.2} + CUDA context {:.2} exceed the GPU's {:.2} GiB",
             w_gpu as f64 / GIB,
@@ -415,12 +433,10 @@ pub fn plan(req: &PlanRequest) -> Plan {
     let meets = req
         .concurrency
         .map(|c| fits && max_concurrency >= f64::from(c));
-    let kv_bytes_per_token: u64 = (0..layers as usize)
-        .map(|l| {
-            let (k, v) = kv_elements(arch, l);
-            row_bytes(k_type, k) + row_bytes(v_type, v)
-        })
-        .sum();
+    let kv_bytes_per_token = sum(&mut (0..layers as usize).map(|l| {
+        let (k, v) = kv_elements(arch, l);
+        row_bytes(k_type, k).saturating_add(row_bytes(v_type, v))
+    }));
     Plan {
         fits,
         problems,
@@ -432,7 +448,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
             activation_gib: gib2(compute as f64),
             cuda_graph_gib: 0.0,
             kv_cache_gib: gib2(kv_gpu as f64),
-            free_after_kv_gib: gib2(free_after as f64),
+            free_after_kv_gib: gib2(free_after),
         },
         kv_cache_tokens: n_ctx,
         max_concurrency: (max_concurrency * 100.0).round() / 100.0,
@@ -474,10 +490,14 @@ pub fn plan(req: &PlanRequest) -> Plan {
             layers,
             kv_cache_mib: (kv_total as f64 / (1u64 << 20) as f64 * 100.0).round() / 100.0,
             host_gib: gib2(
-                (embd
-                    + per_layer * u64::from(layers - gpu_layers.min(layers))
-                    + if gpu_layers > layers { 0 } else { output }
-                    + kv_total.saturating_sub(kv_gpu)) as f64,
+                embd as f64
+                    + per_layer as f64 * f64::from(layers - gpu_layers.min(layers))
+                    + if gpu_layers > layers {
+                        0.0
+                    } else {
+                        output as f64
+                    }
+                    + kv_total.saturating_sub(kv_gpu) as f64,
             ),
         }),
     }
