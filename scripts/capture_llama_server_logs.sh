@@ -5,8 +5,10 @@
 #
 #   scripts/capture_llama_server_logs.sh [WORKDIR]   (WORKDIR as for setup_llama_server.sh)
 #
-# Models: the e2e model (tiny.gguf: 2 layers, 128 wide, 4 heads, 2048 context) and a wider one
-# written by make_tiny_gguf.py (4 layers, 256 wide, 8 heads, 4096 context). Their GGUF headers
+# Models: the e2e model (tiny.gguf: 2 layers, 128 wide, 4 heads, 2048 context), a wider one
+# written by make_tiny_gguf.py (4 layers, 256 wide, 8 heads, 4096 context) and a gemma3 one
+# with sliding-window attention written by make_tiny_gemma3_gguf.py (7 layers, 4 query and 2 KV
+# heads of 64, window 128, 4096 context). Their GGUF headers
 # (metadata and tensor infos, no tensor data) are kept beside the logs; the test restores each
 # file's length as a sparse file so the planner reads it like the original.
 set -euo pipefail
@@ -17,7 +19,8 @@ S=$W/build/bin/llama-server
 mkdir -p "$OUT"
 [ -f "$W/tiny4.gguf" ] || "$W/venv/bin/python" "$HERE/make_tiny_gguf.py" "$W/tiny4.gguf" \
     --layers 4 --embd 256 --heads 8 --ff 512 --ctx 4096 >&2
-for m in tiny tiny4; do
+[ -f "$W/gemma3.gguf" ] || "$W/venv/bin/python" "$HERE/make_tiny_gemma3_gguf.py" "$W/gemma3.gguf" >&2
+for m in tiny tiny4 gemma3; do
     "$W/venv/bin/python" - "$W/$m.gguf" "$OUT/$m.gguf.head" <<'PY'
 import sys
 from gguf import GGUFReader
@@ -63,4 +66,8 @@ c0-np3-kvu tiny -c 0 -np 3 -kvu
 w4-c16384-np4-q5_1-iq4_nl tiny4 -c 16384 -np 4 -ctk q5_1 -ctv iq4_nl -fa on
 w4-np2 tiny4 -np 2
 w4-ub128-no-kvu tiny4 -c 6000 -ub 128 -no-kvu
+g3-c8192-np2 gemma3 -c 8192 -np 2
+g3-c8192-auto gemma3 -c 8192
+g3-swa-full gemma3 -c 8192 -np 2 --swa-full
+g3-c16384-ub2048 gemma3 -c 16384 -np 1 -ub 2048 -ctk q8_0 -ctv q8_0 -fa on
 RUNS

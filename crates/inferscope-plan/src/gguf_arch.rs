@@ -34,6 +34,38 @@ fn missing(key: &str) -> GgufArchError {
     GgufArchError(format!("missing {key}"))
 }
 
+/// Which layers use the sliding window, as llama.cpp decides: the GGUF's
+/// `{arch}.attention.sliding_window_pattern` (one bool per layer, or a period), else the period
+/// llama.cpp's loader hard-codes for the architecture (`load_swa_pattern` in src/models/*.cpp:
+/// the last layer of every period is global). An architecture with a window but no known
+/// pattern gets a window on every layer, as llama.cpp does for a period of 0.
+fn swa_layers(h: &GgufHeader, arch: &str, layers: usize, window: u64) -> Vec<bool> {
+    if window == 0 {
+        return vec![false; layers];
+    }
+    let key = format!("{arch}.attention.sliding_window_pattern");
+    let period = match h.get(&key) {
+        Some(GgufValue::Array(items)) if items.len() == layers => {
+            return items
+                .iter()
+                .map(|v| matches!(v, GgufValue::Bool(true)))
+                .collect();
+        }
+        Some(v) => num(v).unwrap_or(0),
+        None => match arch {
+            "gemma2" | "gpt-oss" => 2,
+            "gemma3" | "gemma-embedding" => 6,
+            "gemma3n" => 5,
+            "cohere2" | "exaone4" | "olmo2" | "afmoe" | "mellum" => 4,
+            "plamo3" => 8,
+            _ => 0,
+        },
+    };
+    (0..layers as u64)
+        .map(|il| period == 0 || il % period < period - 1)
+        .collect()
+}
+
 /// Build the architecture from a parsed GGUF header.
 pub fn from_gguf(h: &GgufHeader) -> Result<ModelArch, GgufArchError> {
     let arch = h
@@ -95,12 +127,14 @@ pub fn from_gguf(h: &GgufHeader) -> Result<ModelArch, GgufArchError> {
         dense_beside_moe: false,
         expert_bias: false,
     });
-    let kind = match window {
-        Some(w) if w > 0 => AttentionKind::Sliding(w.min(u64::from(u32::MAX)) as u32),
-        _ => AttentionKind::Full,
-    };
-    let layer = LayerAttention {
-        kind,
+    let sliding = swa_layers(h, &arch, layers as usize, window.unwrap_or(0));
+    let layer_at = |i: usize| LayerAttention {
+        kind: match window {
+            Some(w) if w > 0 && sliding.get(i).copied().unwrap_or(false) => {
+                AttentionKind::Sliding(w.min(u64::from(u32::MAX)) as u32)
+            }
+            _ => AttentionKind::Full,
+        },
         kv_heads: kv_heads as u32,
         head_dim: head_dim as u32,
         k_eq_v: false,
@@ -145,7 +179,7 @@ pub fn from_gguf(h: &GgufHeader) -> Result<ModelArch, GgufArchError> {
         rotary_dim: get("rope.dimension_count").unwrap_or(head_dim) as u32,
         learned_positions: 0,
         attention_bias: has("attn_q.bias"),
-        layers: vec![layer; layers as usize],
+        layers: (0..layers as usize).map(layer_at).collect(),
         mla: None,
         moe,
         dtype: if bits_per_weight >= 32 {

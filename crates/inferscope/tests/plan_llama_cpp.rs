@@ -16,7 +16,10 @@ struct Allocated {
     slots: u64,
     n_ctx_slot: u64,
     kv_unified: bool,
+    /// Sum of every `llama_kv_cache: size = X MiB` (a sliding-window model prints two).
     kv_cache_mib: f64,
+    /// `creating     SWA KV cache, size = N cells`.
+    swa_cells: Option<u64>,
 }
 
 fn after<'a>(log: &'a str, key: &str) -> &'a str {
@@ -43,12 +46,15 @@ fn allocated(log: &str) -> Allocated {
         slots: number(slots_line),
         n_ctx_slot: number(after(slots_line, "n_ctx_slot = ")),
         kv_unified: after(log, "llama_context: kv_unified            = ") == "true",
-        kv_cache_mib: after(log, "llama_kv_cache: size = ")
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap(),
+        kv_cache_mib: log
+            .lines()
+            .filter_map(|l| l.split_once("llama_kv_cache: size = "))
+            .map(|(_, r)| r.split_whitespace().next().unwrap().parse::<f64>().unwrap())
+            .sum(),
+        swa_cells: log
+            .lines()
+            .find_map(|l| l.split_once("creating     SWA KV cache, size = "))
+            .map(|(_, r)| number(r)),
     }
 }
 
@@ -57,7 +63,7 @@ fn plans_match_every_real_llama_server_log() {
     let dir = repo().join("fixtures/tools/llama-server");
     let tmp = tempfile::tempdir().unwrap();
     // The GGUF headers, restored to their files' lengths (sparse: no tensor data is needed).
-    for model in ["tiny", "tiny4"] {
+    for model in ["tiny", "tiny4", "gemma3"] {
         let head = std::fs::read(dir.join(format!("{model}.gguf.head"))).unwrap();
         let size: u64 = std::fs::read_to_string(dir.join(format!("{model}.gguf.head.size")))
             .unwrap()
@@ -103,6 +109,7 @@ fn plans_match_every_real_llama_server_log() {
             n_ctx_slot: l["n_ctx_slot"].as_u64().unwrap(),
             kv_unified: l["kv_unified"].as_bool().unwrap(),
             kv_cache_mib: l["kv_cache_mib"].as_f64().unwrap(),
+            swa_cells: l["swa_cells"].as_u64(),
         };
         let real = allocated(&log);
         // llama.cpp prints MiB with two decimals; ours is rounded the same way.
@@ -111,7 +118,7 @@ fn plans_match_every_real_llama_server_log() {
         assert_eq!(plan["engine"]["name"], "llama_cpp", "{}", plan["engine"]);
         checked += 1;
     }
-    assert_eq!(checked, 13);
+    assert_eq!(checked, 17);
 }
 
 #[test]
