@@ -115,6 +115,32 @@ pub fn from_gguf(h: &GgufHeader) -> Result<ModelArch, GgufArchError> {
             ))
         })?;
     let has = |suffix: &str| h.tensors.iter().any(|t| t.name.ends_with(suffix));
+    // The same limits as for a config.json (fixtures/bad/plan/EXPECTED.md): a header may claim
+    // anything, and the memory model multiplies these together.
+    for (name, value, limit) in [
+        ("vocab_size", Some(vocab), 1u64 << 24),
+        ("attention.key_length", Some(head_dim), 1 << 16),
+        ("feed_forward_length", get("feed_forward_length"), 1 << 24),
+        (
+            "expert_feed_forward_length",
+            get("expert_feed_forward_length"),
+            1 << 24,
+        ),
+        (
+            "expert_shared_feed_forward_length",
+            get("expert_shared_feed_forward_length"),
+            1 << 24,
+        ),
+        ("expert_count", get("expert_count"), 1 << 14),
+        ("context_length", Some(context), 1 << 32),
+    ] {
+        if let Some(v) = value.filter(|v| *v > limit) {
+            return Err(GgufArchError(format!(
+                "{}: {v} is larger than the {limit} this planner accepts",
+                key(name)
+            )));
+        }
+    }
     let experts = get("expert_count").unwrap_or(0);
     let moe = (experts > 1).then(|| Moe {
         experts: experts as u32,
@@ -220,6 +246,47 @@ mod tests {
         assert_eq!(a.max_position_embeddings, 256);
         assert_eq!(a.intermediate_size, 16);
         assert_eq!(a.checkpoint_bytes, Some(66464));
+    }
+
+    #[test]
+    fn absurd_header_values_are_refused_and_sliding_windows_follow_the_pattern() {
+        let mut h = header("tiny-random-llama-recipe.gguf");
+        // A header claiming a 4-billion-token vocabulary.
+        for (k, v) in h.metadata.iter_mut() {
+            if k == "llama.vocab_size" {
+                *v = GgufValue::U32(u32::MAX);
+            }
+        }
+        let e = from_gguf(&h).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "GGUF metadata: llama.vocab_size: 4294967295 is larger than the 16777216 this planner accepts"
+        );
+        // A gemma3-named header with a 512-token window: 5 sliding layers of every 6.
+        let mut h = header("tiny-random-llama-recipe.gguf");
+        for (k, v) in h.metadata.iter_mut() {
+            if let Some(rest) = k.strip_prefix("llama.") {
+                *k = format!("gemma3.{rest}");
+            }
+            if k == "general.architecture" {
+                *v = GgufValue::String("gemma3".into());
+            }
+            if k == "gemma3.block_count" {
+                *v = GgufValue::U32(12);
+            }
+        }
+        h.metadata.push((
+            "gemma3.attention.sliding_window".into(),
+            GgufValue::U32(512),
+        ));
+        let a = from_gguf(&h).unwrap();
+        let sliding: Vec<bool> = a
+            .layers
+            .iter()
+            .map(|l| l.kind == AttentionKind::Sliding(512))
+            .collect();
+        let expected: Vec<bool> = (0..12).map(|i| i % 6 != 5).collect();
+        assert_eq!(sliding, expected);
     }
 
     #[test]

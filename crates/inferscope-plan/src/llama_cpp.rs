@@ -327,9 +327,9 @@ pub fn plan(req: &PlanRequest) -> Plan {
     );
 
     // ---- compute buffer and context (estimates) ----
-    // Every input is bounded (ubatch ≤ 2^20, vocab ≤ 2^24, widths ≤ 2^24); the KQ term is not.
-    let compute = (ubatch * arch.vocab_size * 4)
-        .saturating_add(ubatch * arch.hidden_size.max(arch.intermediate_size).min(1 << 24) * 16)
+    let compute = (ubatch * 4)
+        .saturating_mul(arch.vocab_size)
+        .saturating_add((ubatch * 16).saturating_mul(arch.hidden_size.max(arch.intermediate_size)))
         .saturating_add(if fa == "off" {
             (ubatch * 4)
                 .saturating_mul(n_ctx_seq)
