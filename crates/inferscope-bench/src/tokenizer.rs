@@ -243,6 +243,40 @@ impl TokenCounter {
         u64::try_from(self.encode_len(text, false)?).ok()
     }
 
+    /// The longest prefix of `text` that ends before a space (or is all of it) and holds at most
+    /// `n` tokens (special tokens excluded), as a byte length. One encode finds where token `n`
+    /// starts; a few more check the cut, since re-tokenizing a prefix can merge differently.
+    pub fn prefix_within(&self, text: &str, n: u64) -> Option<usize> {
+        if text.len() > MAX_COUNTED_TEXT {
+            return None;
+        }
+        // `encode` (not `encode_fast`) tracks byte offsets.
+        let starts: Vec<usize> = catch_unwind(AssertUnwindSafe(|| {
+            self.inner
+                .encode(text, false)
+                .map(|e| e.get_offsets().iter().map(|o| o.0).collect())
+        }))
+        .ok()?
+        .ok()?;
+        let Some(first_excluded) = usize::try_from(n).ok().and_then(|n| starts.get(n).copied())
+        else {
+            return Some(text.len());
+        };
+        // A word's token may start at the space before it (SentencePiece's "▁word").
+        let mut cut = if text.get(first_excluded..)?.starts_with(' ') {
+            first_excluded
+        } else {
+            text.get(..first_excluded)?.rfind(' ').unwrap_or(0)
+        };
+        for _ in 0..64 {
+            if cut == 0 || self.count(text.get(..cut)?)? <= n {
+                return Some(cut);
+            }
+            cut = text.get(..cut)?.rfind(' ').unwrap_or(0);
+        }
+        Some(0)
+    }
+
     /// Tokens of a prompt as a server counts it: the text on its own plus the special tokens
     /// the post-processor adds (BOS).
     pub fn count_prompt(&self, text: &str) -> Option<u64> {

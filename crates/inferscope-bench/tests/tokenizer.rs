@@ -120,6 +120,34 @@ fn bad_tokenizer_files_are_clear_errors() {
     assert_eq!(seen, 7);
 }
 
+#[test]
+fn random_prompts_can_be_sized_in_tokens() {
+    for (name, t) in [("tiny", tiny()), ("gpt-2", gpt2())] {
+        for input in [16u32, 64, 300] {
+            let ds = dataset::random_in_tokens(input, 8, 0.0, 7, 64, &t);
+            assert_eq!(ds.prompts.len(), 64);
+            let mut exact = 0;
+            for p in &ds.prompts {
+                let n = t.count(&p.text).unwrap();
+                assert_eq!(u64::from(p.len), n, "{name}: len is the real count");
+                assert!(
+                    n <= u64::from(input).max(1) + 1,
+                    "{name}: {n} > {input}: {:?}",
+                    p.text
+                );
+                // Whole words only: at most one word (a few tokens) short of the target.
+                assert!(n + 4 >= u64::from(input), "{name}: {n} ≪ {input}");
+                exact += usize::from(n == u64::from(input));
+                assert_eq!(p.max_tokens, 8);
+            }
+            // Most prompts hit the target exactly (words are mostly one token).
+            assert!(exact >= 32, "{name} in={input}: only {exact} of 64 exact");
+            // Same seed, same prompts.
+            assert_eq!(ds, dataset::random_in_tokens(input, 8, 0.0, 7, 64, &t));
+        }
+    }
+}
+
 fn settings(stream: bool) -> RequestSettings {
     RequestSettings {
         api: Api::Completions,

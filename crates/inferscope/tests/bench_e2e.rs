@@ -254,6 +254,10 @@ fn bench_against_a_real_llama_server() {
         let rec: serde_json::Value = serde_json::from_str(line).unwrap();
         assert!(rec["input_tokens"].as_u64().unwrap() > 0, "{rec}");
         assert_eq!(rec["tokenizer_input_tokens"], rec["input_tokens"], "{rec}");
+        // With --tokenizer, `random:in=32` is 32 tokens (whole words, so at most one word
+        // short) plus the BOS the server adds.
+        let n = rec["input_tokens"].as_u64().unwrap();
+        assert!((30..=33).contains(&n), "{rec}");
     }
     assert!(Path::new(&p("plots")).join("ttft_cdf.svg").is_file());
 
