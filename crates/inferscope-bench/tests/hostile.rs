@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Mode, start};
+use common::{Mode, runtime, start};
 use inferscope_bench::client::{Api, RequestSettings, Target, http_client};
 use inferscope_bench::dataset;
 use inferscope_bench::exec::{Progress, RunConfig, RunOutput, StopReason, run};
@@ -13,11 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn run_against(mode: Mode, requests: u64, concurrency: u32, timeout: Duration) -> RunOutput {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    runtime().block_on(async {
         let server = start(mode).await;
         let cfg = RunConfig {
             schedule: Schedule::Closed { concurrency },

@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::{Mode, start};
-use inferscope_bench::client::{Api, RequestSettings, Target, http_client};
+use common::{Mode, completions, runtime, start};
+use inferscope_bench::client::{RequestSettings, Target, http_client};
 use inferscope_bench::dataset;
 use inferscope_bench::exec::{Progress, RunConfig, RunOutput, StopReason, run};
 use inferscope_bench::record::ErrorClass;
@@ -15,25 +15,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn settings() -> RequestSettings {
-    RequestSettings {
-        api: Api::Completions,
-        model: "scripted".into(),
-        stream: true,
-        ignore_eos: true,
-        temperature: 0.0,
-        // Long enough that only an early stop can end these runs in time.
-        timeout: Duration::from_secs(60),
-        idle_timeout: Duration::from_secs(30),
-    }
+    // Long enough that only an early stop can end these runs in time.
+    completions(true, Duration::from_secs(60), Duration::from_secs(30))
 }
 
 /// Run `cfg` against `mode`; `interrupt_after` sends an interrupt that long after the start.
 fn run_with(mode: Mode, cfg: RunConfig, interrupt_after: Option<Duration>) -> RunOutput {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    runtime().block_on(async {
         let server = start(mode).await;
         let client = http_client(64, Duration::from_secs(2)).unwrap();
         let target = Target::new(client, &server.url(), settings());

@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::{Mode, start, start_in_thread};
-use inferscope_bench::client::{Api, RequestSettings, Target, http_client};
+use common::{Mode, completions, runtime, start, start_in_thread};
+use inferscope_bench::client::{RequestSettings, Target, http_client};
 use inferscope_bench::dataset;
 use inferscope_bench::exec::{Progress, RunConfig, StopReason, run};
 use inferscope_bench::schedule::{Arrival, Limits, Schedule, Warmup};
@@ -15,15 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn settings() -> RequestSettings {
-    RequestSettings {
-        api: Api::Completions,
-        model: "scripted".into(),
-        stream: true,
-        ignore_eos: true,
-        temperature: 0.0,
-        timeout: Duration::from_secs(30),
-        idle_timeout: Duration::from_secs(10),
-    }
+    completions(true, Duration::from_secs(30), Duration::from_secs(10))
 }
 
 /// The network tests of this file run one at a time: they measure timing on a shared 2-core box.
@@ -37,11 +29,7 @@ fn p99(mut v: Vec<f64>) -> f64 {
 
 /// One measurement: 1000 concurrent streams; returns (TTFT |error| p99, ITL |error| p99, line).
 fn measure_1000_streams(itl_ms: u64, ttft_ms: u64) -> (f64, f64, String) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    runtime().block_on(async {
         let tokens = 10;
         let server = start_in_thread(Mode::Stream {
             ttft: Duration::from_millis(ttft_ms),
@@ -202,11 +190,7 @@ fn poisson_schedule_passes_kolmogorov_smirnov() {
 #[test]
 fn open_loop_poisson_run_sends_on_schedule() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    runtime().block_on(async {
         let server = start(Mode::Stream {
             ttft: Duration::from_millis(5),
             itl: Duration::from_millis(2),

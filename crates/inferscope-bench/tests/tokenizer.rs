@@ -6,8 +6,8 @@
 
 mod common;
 
-use common::{Mode, start};
-use inferscope_bench::client::{Api, RequestSettings, Target, http_client};
+use common::{Mode, completions, runtime, start};
+use inferscope_bench::client::{RequestSettings, Target, http_client};
 use inferscope_bench::dataset;
 use inferscope_bench::exec::{Progress, RunConfig, RunOutput, run};
 use inferscope_bench::record::TokenSource;
@@ -149,23 +149,11 @@ fn random_prompts_can_be_sized_in_tokens() {
 }
 
 fn settings(stream: bool) -> RequestSettings {
-    RequestSettings {
-        api: Api::Completions,
-        model: "scripted".into(),
-        stream,
-        ignore_eos: true,
-        temperature: 0.0,
-        timeout: Duration::from_secs(10),
-        idle_timeout: Duration::from_secs(5),
-    }
+    completions(stream, Duration::from_secs(10), Duration::from_secs(5))
 }
 
 fn run_with(mode: Mode, stream: bool, tokenizer: Option<TokenCounter>) -> RunOutput {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    runtime().block_on(async {
         let server = start(mode).await;
         let cfg = RunConfig {
             schedule: Schedule::Closed { concurrency: 2 },

@@ -310,3 +310,28 @@ async fn serve_conn(
     }
     Ok(())
 }
+
+/// A multi-threaded tokio runtime for one test.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Completions requests to the scripted server, with these time limits.
+pub fn completions(
+    stream: bool,
+    timeout: Duration,
+    idle_timeout: Duration,
+) -> inferscope_bench::client::RequestSettings {
+    inferscope_bench::client::RequestSettings {
+        api: inferscope_bench::client::Api::Completions,
+        model: "scripted".into(),
+        stream,
+        ignore_eos: true,
+        temperature: 0.0,
+        timeout,
+        idle_timeout,
+    }
+}
