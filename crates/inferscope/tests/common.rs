@@ -62,3 +62,59 @@ pub fn expected_rows(path: &str) -> Vec<(String, String)> {
         })
         .collect()
 }
+
+/// A running `inferscope serve --metrics --listen 127.0.0.1:0 ARGS...`, killed when dropped, and
+/// the address it printed on its first stderr line.
+pub struct Exporter {
+    child: std::process::Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+}
+
+impl Exporter {
+    /// Start it from the repository root with extra arguments and environment.
+    pub fn start(args: &[&str], env: &[(&str, &str)]) -> Exporter {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_inferscope"))
+            .args(["serve", "--metrics", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .envs(env.iter().copied())
+            .current_dir(repo())
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        err.read_line(&mut line).unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("inferscope: serving metrics on http://")
+            .and_then(|r| r.strip_suffix("/metrics"))
+            .unwrap_or_else(|| panic!("unexpected first line: {line}"))
+            .to_string();
+        Exporter { child, addr }
+    }
+
+    /// Send raw bytes on a new connection; the whole response.
+    pub fn request(&self, raw: &str) -> String {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&self.addr).unwrap();
+        s.write_all(raw.as_bytes()).unwrap();
+        let mut resp = String::new();
+        let _ = s.read_to_string(&mut resp);
+        resp
+    }
+
+    /// `GET path`; the whole response.
+    pub fn get(&self, path: &str) -> String {
+        self.request(&format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n"))
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -8,9 +8,8 @@ mod common;
 use inferscope_probe::watch::{GpuSample, ProcessSample};
 use serde_norway::Value;
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 fn deploy() -> PathBuf {
     common::repo().join("deploy")
@@ -371,38 +370,17 @@ fn metric_names_are_found_in_promql() {
 
 #[test]
 fn serve_reads_the_host_under_root() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_inferscope"))
-        .args([
-            "serve",
-            "--metrics",
-            "--listen",
-            "127.0.0.1:0",
+    // On a GPU machine NVML would add this machine's GPUs to the fixture's.
+    let exporter = common::Exporter::start(
+        &[
             "--root",
             "fixtures/hosts/h100-sxm8-2s-switch-12nic/root",
             "--all",
-        ])
-        .current_dir(common::repo())
-        // On a GPU machine NVML would add this machine's GPUs to the fixture's.
-        .env("INFERSCOPE_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("inferscope: serving metrics on http://")
-        .and_then(|r| r.strip_suffix("/metrics"))
-        .unwrap_or_else(|| panic!("unexpected first line: {line}"))
-        .to_string();
-    let mut s = std::net::TcpStream::connect(&addr).unwrap();
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
+        ],
+        &[("INFERSCOPE_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")],
+    );
+    let resp = exporter.get("/metrics");
+    drop(exporter);
     assert!(resp.starts_with("HTTP/1.1 200 OK\r\n"), "{resp}");
     // The fixture's 8 GPUs and 2 NUMA nodes, not this machine's.
     assert_eq!(resp.matches("inferscope_gpu_info{").count(), 8, "{resp}");

@@ -5,7 +5,7 @@
 mod common;
 
 use inferscope_probe::watch::{GpuSample, ProcessSample};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::process::{Command, Stdio};
 
 fn promtool_check(text: &str) {
@@ -86,39 +86,10 @@ fn exposition_of_a_gpu_host_passes_promtool() {
 
 #[test]
 fn live_endpoint_serves_metrics() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_inferscope"))
-        .args([
-            "serve",
-            "--metrics",
-            "--listen",
-            "127.0.0.1:0",
-            "--pid",
-            &std::process::id().to_string(),
-        ])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("inferscope: serving metrics on http://")
-        .and_then(|r| r.strip_suffix("/metrics"))
-        .unwrap_or_else(|| panic!("unexpected first line: {line}"))
-        .to_string();
-    let get = |path: &str| {
-        let mut s = std::net::TcpStream::connect(&addr).unwrap();
-        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-        let mut body = String::new();
-        s.read_to_string(&mut body).unwrap();
-        body
-    };
-    let resp = get("/metrics");
-    let missing = get("/nope");
-    let _ = child.kill();
-    let _ = child.wait();
+    let exporter = common::Exporter::start(&["--pid", &std::process::id().to_string()], &[]);
+    let resp = exporter.get("/metrics");
+    let missing = exporter.get("/nope");
+    drop(exporter);
     assert!(resp.starts_with("HTTP/1.1 200 OK\r\n"), "{resp}");
     let body = &resp[resp.find("\r\n\r\n").unwrap() + 4..];
     assert!(body.contains("# TYPE inferscope_info gauge"));
