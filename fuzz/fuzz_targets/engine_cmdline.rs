@@ -18,21 +18,7 @@ fn plan_with(s: &EngineSettings, model: &str) {
             count: 8,
         },
     );
-    r.engine = s.engine;
-    r.max_model_len = s.max_model_len;
-    r.max_num_seqs = s.max_num_seqs;
-    r.kv_cache_dtype = s.kv_cache_dtype.clone();
-    r.gpu_memory_utilization = s.gpu_memory_utilization;
-    r.max_num_batched_tokens = s.max_num_batched_tokens;
-    if let Some(tp) = s.tensor_parallel_size {
-        r.tp = tp;
-    }
-    r.llama_cpp.gpu_layers = s.gpu_layers;
-    r.llama_cpp.cache_type_v = s.cache_type_v.clone();
-    r.llama_cpp.ubatch_size = s.ubatch_size;
-    r.llama_cpp.kv_unified = s.kv_unified;
-    r.llama_cpp.swa_full = s.swa_full.unwrap_or(false);
-    r.llama_cpp.flash_attn = s.flash_attn.clone();
+    r.apply_engine(s);
     let p = plan(&r);
     assert!(p.per_gpu.kv_cache_gib.is_finite());
 }

@@ -7,7 +7,7 @@
 //! and every other flag is listed in `ignored` with its value — never silently dropped, so a user
 //! sees when the plan did not take a setting into account.
 
-pub use crate::llama_cpp::GpuLayers;
+pub use crate::llama_cpp::{GpuLayers, LlamaCppSettings};
 use serde::{Deserialize, Serialize};
 
 /// Serving engines the planner knows.
@@ -56,23 +56,10 @@ pub struct EngineSettings {
     pub block_size: Option<u32>,
     /// Expert parallelism for MoE.
     pub enable_expert_parallel: Option<bool>,
-    /// llama.cpp: layers offloaded to the GPU (`-ngl`: a count, `all` or `auto`).
-    pub gpu_layers: Option<GpuLayers>,
-    /// llama.cpp: V cache type (`-ctv`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_type_v: Option<String>,
-    /// llama.cpp: physical batch (`-ub`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ubatch_size: Option<u64>,
-    /// llama.cpp: one KV pool for all slots (`-kvu` / `-no-kvu`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kv_unified: Option<bool>,
-    /// llama.cpp: `--swa-full`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub swa_full: Option<bool>,
-    /// llama.cpp: `-fa on|off|auto`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub flash_attn: Option<String>,
+    /// llama.cpp's own settings (`-ngl`, `-ctv`, `-ub`, `-kvu`, `--swa-full`, `-fa`), as keys of
+    /// this object in JSON.
+    #[serde(flatten)]
+    pub llama_cpp: LlamaCppSettings,
     /// Flags understood but with no effect on the plan (host, port, API key...).
     pub no_memory_effect: Vec<String>,
     /// Flags the planner does not know, with their values: listed, never dropped.
@@ -96,12 +83,7 @@ impl EngineSettings {
             dtype: None,
             block_size: None,
             enable_expert_parallel: None,
-            gpu_layers: None,
-            cache_type_v: None,
-            ubatch_size: None,
-            kv_unified: None,
-            swa_full: None,
-            flash_attn: None,
+            llama_cpp: LlamaCppSettings::default(),
             no_memory_effect: Vec::new(),
             ignored: Vec::new(),
         }
@@ -414,17 +396,19 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
             Meaning::Dtype => s.dtype = Some(v),
             Meaning::Block => s.block_size = Some(parse_num(&flag, &v)?),
             Meaning::GpuLayers => {
-                s.gpu_layers = Some(GpuLayers::parse(&v).ok_or_else(|| {
+                s.llama_cpp.gpu_layers = Some(GpuLayers::parse(&v).ok_or_else(|| {
                     err(format!(
                         "{flag} {v:?}: expected a number of layers, all or auto"
                     ))
                 })?)
             }
-            Meaning::KvDtypeV => s.cache_type_v = Some(v),
-            Meaning::Ubatch => s.ubatch_size = Some(parse_len(&flag, &v)?),
-            Meaning::KvUnified(on) => s.kv_unified = Some(on),
-            Meaning::SwaFull => s.swa_full = Some(true),
-            Meaning::FlashAttn => s.flash_attn = Some(value.unwrap_or_else(|| "on".into())),
+            Meaning::KvDtypeV => s.llama_cpp.cache_type_v = Some(v),
+            Meaning::Ubatch => s.llama_cpp.ubatch_size = Some(parse_len(&flag, &v)?),
+            Meaning::KvUnified(on) => s.llama_cpp.kv_unified = Some(on),
+            Meaning::SwaFull => s.llama_cpp.swa_full = true,
+            Meaning::FlashAttn => {
+                s.llama_cpp.flash_attn = Some(value.unwrap_or_else(|| "on".into()))
+            }
             Meaning::Model => s.model = Some(v),
             Meaning::Inert => s.no_memory_effect.push(format!("{flag} {v}")),
             Meaning::InertSwitch => s.no_memory_effect.push(flag),
@@ -517,7 +501,12 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(
-            (s.engine, s.max_model_len, s.max_num_seqs, s.gpu_layers),
+            (
+                s.engine,
+                s.max_model_len,
+                s.max_num_seqs,
+                s.llama_cpp.gpu_layers
+            ),
             (
                 Engine::LlamaCpp,
                 Some(4096),
@@ -534,18 +523,19 @@ mod tests {
         assert_eq!(s.max_model_len, None);
         assert_eq!(s.max_num_seqs, None);
         assert_eq!(
-            s.gpu_layers,
+            s.llama_cpp.gpu_layers,
             Some(GpuLayers::Word(crate::llama_cpp::GpuLayersWord::All))
         );
-        assert_eq!(s.flash_attn.as_deref(), Some("on"));
-        assert_eq!(s.cache_type_v.as_deref(), Some("q8_0"));
-        assert_eq!(s.ubatch_size, Some(256));
-        assert_eq!((s.kv_unified, s.swa_full), (Some(true), Some(true)));
+        let l = &s.llama_cpp;
+        assert_eq!(l.flash_attn.as_deref(), Some("on"));
+        assert_eq!(l.cache_type_v.as_deref(), Some("q8_0"));
+        assert_eq!(l.ubatch_size, Some(256));
+        assert_eq!((l.kv_unified, l.swa_full), (Some(true), true));
         assert!(s.ignored.is_empty(), "{:?}", s.ignored);
         let s = parse_command(&words("llama-server -fa -m m.gguf -ngl auto -no-kvu")).unwrap();
-        assert_eq!(s.flash_attn.as_deref(), Some("on"));
+        assert_eq!(s.llama_cpp.flash_attn.as_deref(), Some("on"));
         assert_eq!(s.model.as_deref(), Some("m.gguf"));
-        assert_eq!(s.kv_unified, Some(false));
+        assert_eq!(s.llama_cpp.kv_unified, Some(false));
         let e = parse_command(&words("llama-server -m m.gguf -ngl lots")).unwrap_err();
         assert!(
             e.0.contains("expected a number of layers, all or auto"),

@@ -62,16 +62,22 @@ impl GpuLayers {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LlamaCppSettings {
     /// `-ngl` (None = auto).
+    #[serde(default)]
     pub gpu_layers: Option<GpuLayers>,
     /// `-ctv` (None = f16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_type_v: Option<String>,
     /// `-ub` (None = 512).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ubatch_size: Option<u64>,
     /// `-kvu` / `-no-kvu` (None = unified only when `-np` is auto).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_unified: Option<bool>,
     /// `--swa-full`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub swa_full: bool,
     /// `-fa on|off|auto` (None = auto).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flash_attn: Option<String>,
 }
 

@@ -5,7 +5,7 @@
 //! to [`Plan::assumptions`].
 
 use crate::arch::{AttentionKind, Dtype, ModelArch, Quantization};
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineSettings};
 use crate::llama_cpp::{LlamaCppPlan, LlamaCppSettings};
 use crate::memory::{
     self, EngineVersion, GIB, ProfileShape, Shard, activation_bytes, cuda_graph_bytes, gib2,
@@ -72,6 +72,49 @@ pub struct PlanRequest {
 }
 
 impl PlanRequest {
+    /// Take every setting a parsed serving command gives; the rest keep their defaults.
+    pub fn apply_engine(&mut self, s: &EngineSettings) {
+        let req = self;
+        req.engine = s.engine;
+        if let Some(v) = s.tensor_parallel_size {
+            req.tp = v;
+        }
+        if let Some(v) = s.pipeline_parallel_size {
+            req.pp = v;
+        }
+        if s.max_model_len.is_some() {
+            req.max_model_len = s.max_model_len;
+        }
+        if s.gpu_memory_utilization.is_some() {
+            req.gpu_memory_utilization = s.gpu_memory_utilization;
+        }
+        if s.kv_cache_dtype.is_some() {
+            req.kv_cache_dtype = s.kv_cache_dtype.clone();
+        }
+        if s.max_num_seqs.is_some() {
+            req.max_num_seqs = s.max_num_seqs;
+        }
+        if s.max_num_batched_tokens.is_some() {
+            req.max_num_batched_tokens = s.max_num_batched_tokens;
+        }
+        if let Some(e) = s.enforce_eager {
+            req.enforce_eager = e;
+        }
+        if s.quantization.is_some() {
+            req.quantization = s.quantization.clone();
+        }
+        if s.dtype.is_some() {
+            req.dtype = s.dtype.clone();
+        }
+        if s.block_size.is_some() {
+            req.block_size = s.block_size;
+        }
+        if let Some(e) = s.enable_expert_parallel {
+            req.expert_parallel = e;
+        }
+        req.llama_cpp = s.llama_cpp.clone();
+    }
+
     /// A request with vLLM's defaults for everything but the model and GPU.
     pub fn new(arch: ModelArch, model_name: impl Into<String>, gpu: GpuSpec) -> PlanRequest {
         PlanRequest {

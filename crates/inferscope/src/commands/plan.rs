@@ -255,65 +255,6 @@ struct PlanReport<'a> {
     speed: crate::render::plan::SpeedBounds,
 }
 
-fn apply(req: &mut PlanRequest, s: &EngineSettings) {
-    req.engine = s.engine;
-    if let Some(v) = s.tensor_parallel_size {
-        req.tp = v;
-    }
-    if let Some(v) = s.pipeline_parallel_size {
-        req.pp = v;
-    }
-    if s.max_model_len.is_some() {
-        req.max_model_len = s.max_model_len;
-    }
-    if s.gpu_memory_utilization.is_some() {
-        req.gpu_memory_utilization = s.gpu_memory_utilization;
-    }
-    if s.kv_cache_dtype.is_some() {
-        req.kv_cache_dtype = s.kv_cache_dtype.clone();
-    }
-    if s.max_num_seqs.is_some() {
-        req.max_num_seqs = s.max_num_seqs;
-    }
-    if s.max_num_batched_tokens.is_some() {
-        req.max_num_batched_tokens = s.max_num_batched_tokens;
-    }
-    if let Some(e) = s.enforce_eager {
-        req.enforce_eager = e;
-    }
-    if s.quantization.is_some() {
-        req.quantization = s.quantization.clone();
-    }
-    if s.dtype.is_some() {
-        req.dtype = s.dtype.clone();
-    }
-    if s.block_size.is_some() {
-        req.block_size = s.block_size;
-    }
-    if let Some(e) = s.enable_expert_parallel {
-        req.expert_parallel = e;
-    }
-    let l = &mut req.llama_cpp;
-    if s.gpu_layers.is_some() {
-        l.gpu_layers = s.gpu_layers;
-    }
-    if s.cache_type_v.is_some() {
-        l.cache_type_v = s.cache_type_v.clone();
-    }
-    if s.ubatch_size.is_some() {
-        l.ubatch_size = s.ubatch_size;
-    }
-    if s.kv_unified.is_some() {
-        l.kv_unified = s.kv_unified;
-    }
-    if let Some(f) = s.swa_full {
-        l.swa_full = f;
-    }
-    if s.flash_attn.is_some() {
-        l.flash_attn = s.flash_attn.clone();
-    }
-}
-
 fn apply_flags(req: &mut PlanRequest, f: &EngineFlags) {
     if let Some(v) = f.tp {
         req.tp = v;
@@ -433,7 +374,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 
     let mut req = PlanRequest::new(arch.clone(), model_spec.clone(), gpu.clone());
     if let Some(s) = &settings {
-        apply(&mut req, s);
+        req.apply_engine(s);
     }
     apply_flags(&mut req, &args.flags);
     req.engine_version = args.engine_version.clone();
