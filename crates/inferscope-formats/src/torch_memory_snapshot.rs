@@ -16,7 +16,9 @@
 //!    [`MAX_EXPANDED_UNITS`] (a "billion laughs" of memo references).
 //! 2. [`decode`]: a second walk that builds the values in an arena (shared values stored once,
 //!    as Python shares them) and reads the snapshot's keys into typed structs (unknown keys
-//!    ignored, missing keys zero/empty).
+//!    ignored, missing keys zero/empty), charging the copies it makes into the typed structs
+//!    against a budget (16 × the file size, at least 128 MiB): a shared list filled after it was
+//!    referenced escapes the scan's estimate but not this.
 //!
 //! The caller caps the file size ([`MAX_FILE_BYTES`]).
 
@@ -734,14 +736,41 @@ pub fn decode<R: BufRead>(reader: R, file_len: u64) -> Result<MemorySnapshot, Pi
             _ => return Err(PickleError::Forbidden("(not accepted by scan)", at)),
         }
     };
-    Conv { arena: &arena }.snapshot(root)
+    // What the typed structs may hold once shared values are copied into them: the scan's
+    // estimate is taken when a value is referenced, so a shared list filled in later (memo GET,
+    // then APPENDS) escapes it; this budget is charged where the copies are made.
+    let budget = file_len
+        .saturating_mul(16)
+        .clamp(MIN_DECODED_BYTES, MAX_EXPANDED_UNITS);
+    Conv {
+        arena: &arena,
+        left: std::cell::Cell::new(budget),
+        budget,
+    }
+    .snapshot(root)
 }
+
+/// Smallest budget for the decoded structs (small files may still hold real shared frames).
+const MIN_DECODED_BYTES: u64 = 128 << 20;
 
 struct Conv<'a> {
     arena: &'a [Val],
+    /// Bytes the decoded structs may still take.
+    left: std::cell::Cell<u64>,
+    budget: u64,
 }
 
 impl Conv<'_> {
+    /// Charge `bytes` of decoded structs; a bomb once the budget is spent.
+    fn spend(&self, bytes: u64) -> Result<(), PickleError> {
+        match self.left.get().checked_sub(bytes) {
+            Some(rest) => {
+                self.left.set(rest);
+                Ok(())
+            }
+            None => Err(PickleError::Bomb(self.budget >> 30)),
+        }
+    }
     fn get(&self, id: usize) -> &Val {
         self.arena.get(id).unwrap_or(&Val::None)
     }
@@ -778,17 +807,21 @@ impl Conv<'_> {
             _ => String::new(),
         }
     }
-    fn frames(&self, d: &[(usize, usize)]) -> Vec<Frame> {
+    fn frames(&self, d: &[(usize, usize)]) -> Result<Vec<Frame>, PickleError> {
         let Some(f) = self.field(d, "frames") else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         self.list(f)
             .iter()
             .filter_map(|x| self.dict(*x))
-            .map(|fd| Frame {
-                filename: self.string(fd, "filename"),
-                line: self.int(fd, "line"),
-                name: self.string(fd, "name"),
+            .map(|fd| {
+                let frame = Frame {
+                    filename: self.string(fd, "filename"),
+                    line: self.int(fd, "line"),
+                    name: self.string(fd, "name"),
+                };
+                self.spend(96 + (frame.filename.len() + frame.name.len()) as u64)?;
+                Ok(frame)
             })
             .collect()
     }
@@ -819,14 +852,17 @@ impl Conv<'_> {
                 .unwrap_or(&[])
                 .iter()
                 .filter_map(|b| self.dict(*b))
-                .map(|bd| Block {
-                    address: self.uint(bd, "address"),
-                    size: self.uint(bd, "size"),
-                    requested_size: self.uint(bd, "requested_size"),
-                    state: self.string(bd, "state"),
-                    frames: self.frames(bd),
+                .map(|bd| {
+                    self.spend(96)?;
+                    Ok(Block {
+                        address: self.uint(bd, "address"),
+                        size: self.uint(bd, "size"),
+                        requested_size: self.uint(bd, "requested_size"),
+                        state: self.string(bd, "state"),
+                        frames: self.frames(bd)?,
+                    })
                 })
-                .collect();
+                .collect::<Result<_, PickleError>>()?;
             out.segments.push(Segment {
                 device: self.int(sd, "device"),
                 address: self.uint(sd, "address"),
@@ -847,15 +883,18 @@ impl Conv<'_> {
                     self.list(*dev)
                         .iter()
                         .filter_map(|e| self.dict(*e))
-                        .map(|ed| TraceEntry {
-                            action: self.string(ed, "action"),
-                            addr: self.uint(ed, "addr"),
-                            size: self.uint(ed, "size"),
-                            stream: self.uint(ed, "stream"),
-                            device_free: self.uint(ed, "device_free"),
-                            frames: self.frames(ed),
+                        .map(|ed| {
+                            self.spend(96)?;
+                            Ok(TraceEntry {
+                                action: self.string(ed, "action"),
+                                addr: self.uint(ed, "addr"),
+                                size: self.uint(ed, "size"),
+                                stream: self.uint(ed, "stream"),
+                                device_free: self.uint(ed, "device_free"),
+                                frames: self.frames(ed)?,
+                            })
                         })
-                        .collect(),
+                        .collect::<Result<_, PickleError>>()?,
                 );
             }
         }
