@@ -254,7 +254,12 @@ pub fn plan(req: &PlanRequest) -> Plan {
     }
 
     // ---- KV cells per layer ----
-    let ubatch = s.ubatch_size.unwrap_or(512).clamp(1, 1 << 20);
+    // llama.cpp: n_ubatch = min(-b, -ub), defaults 2048 and 512.
+    let ubatch = s
+        .ubatch_size
+        .unwrap_or(512)
+        .min(req.max_num_batched_tokens.unwrap_or(2048))
+        .clamp(1, 1 << 20);
     let kv_size = if unified { n_ctx } else { n_ctx_seq };
     let swa_window = arch.layers.iter().find_map(|l| match l.kind {
         AttentionKind::Sliding(w) | AttentionKind::ChunkedLocal(w) => Some(u64::from(w)),
@@ -296,13 +301,16 @@ pub fn plan(req: &PlanRequest) -> Plan {
                 .saturating_mul(row_bytes(k_type, k).saturating_add(row_bytes(v_type, v)))
         })
         .collect();
-    for (flag, name, t, n) in [
-        ("-ctk", &type_k, k_type, kv_elements(arch, 0).0),
-        ("-ctv", &type_v, v_type, kv_elements(arch, 0).1),
-    ] {
-        if t.1 > 1 && n % t.1 != 0 {
+    // A block-quantized row must hold whole blocks, in every layer.
+    for (flag, name, t, k_or_v) in [("-ctk", &type_k, k_type, 0), ("-ctv", &type_v, v_type, 1)] {
+        let misfit = (0..layers as usize).find_map(|l| {
+            let (k, v) = kv_elements(arch, l);
+            let n = if k_or_v == 0 { k } else { v };
+            (t.1 > 1 && n % t.1 != 0).then_some((l, n))
+        });
+        if let Some((l, n)) = misfit {
             problems.push(format!(
-                "{flag} {name}: {n} values per token are not a multiple of its block of {}",
+                "{flag} {name}: layer {l} has {n} values per token, not a multiple of its block of {}",
                 t.1
             ));
         }
@@ -587,6 +595,34 @@ mod tests {
     }
 
     #[test]
+    fn batch_size_caps_the_ubatch_and_suggestions_search_the_total_context() {
+        // -b 256 below -ub 512: llama.cpp uses 256 for the sliding-window margin.
+        let mut r = request("google/gemma-3-27b-it", 80);
+        r.max_model_len = Some(32768);
+        r.max_num_seqs = Some(4);
+        r.max_num_batched_tokens = Some(256);
+        assert_eq!(plan(&r).llama_cpp.unwrap().swa_cells, Some(1280));
+        // -c 131072 -np 4 on 24 GiB does not fit; the suggested -c is a total over 4 slots,
+        // so it may exceed one slot's 32768 tokens.
+        let mut r = request("meta-llama/Llama-3.1-8B-Instruct", 24);
+        r.max_model_len = Some(131072);
+        r.max_num_seqs = Some(4);
+        r.llama_cpp.gpu_layers = Some(GpuLayers::Word(GpuLayersWord::All));
+        assert!(!plan(&r).fits);
+        let s = crate::suggest::suggest(&r, &[]);
+        let c = s
+            .iter()
+            .find_map(|x| x.change.strip_prefix("-c "))
+            .and_then(|c| c.parse::<u64>().ok())
+            .unwrap();
+        assert!(c > 32768, "suggested -c {c}");
+        r.max_model_len = Some(c);
+        assert!(plan(&r).fits);
+        r.max_model_len = Some(c + 512);
+        assert!(!plan(&r).fits, "-c {c} is not the largest that fits");
+    }
+
+    #[test]
     fn mla_caches_only_the_latent() {
         // DeepSeek-V3: 61 layers × (512 + 64) f16 values in K, no V.
         let r = request("deepseek-ai/DeepSeek-V3", 80);
@@ -624,9 +660,18 @@ mod tests {
             "{:?}",
             p.problems
         );
-        // phi-2: 80-wide heads × 32 = 2560 values, a multiple of 32: fine. A 96-value row is not
-        // a multiple of q4_0's 32-value block? It is; use a model whose K row is not: none in
-        // the catalog, so check the rule on the parser directly.
+        // A layer whose K row (1 head of 20 values) is not whole q4_0 blocks of 32.
+        let mut r = request("meta-llama/Llama-3.1-8B-Instruct", 24);
+        r.arch.layers[3].kv_heads = 1;
+        r.arch.layers[3].head_dim = 20;
+        r.kv_cache_dtype = Some("q4_0".into());
+        let p = plan(&r);
+        assert_eq!(
+            p.problems,
+            ["-ctk q4_0: layer 3 has 20 values per token, not a multiple of its block of 32"]
+        );
+        r.kv_cache_dtype = Some("f16".into());
+        assert!(plan(&r).problems.is_empty());
         assert_eq!(
             GpuLayers::parse("all"),
             Some(GpuLayers::Word(GpuLayersWord::All))

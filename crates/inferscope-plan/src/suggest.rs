@@ -80,9 +80,13 @@ pub fn suggest(req: &PlanRequest, gpus: &[GpuSpec]) -> Vec<Suggestion> {
     let mut out = Vec::new();
     // llama-server has no tensor parallelism or memory fraction; its flags are its own.
     let llama = req.engine == Engine::LlamaCpp;
-    let max_len = current
-        .max_model_len
-        .unwrap_or(req.arch.max_position_embeddings);
+    // llama.cpp's `-c` is the context of all slots together, not one request's.
+    let max_len = match &current.llama_cpp {
+        Some(l) => l.n_ctx,
+        None => current
+            .max_model_len
+            .unwrap_or(req.arch.max_position_embeddings),
+    };
 
     // 1. the longest shorter context that meets the target (binary search; the planner's
     //    concurrency only grows as the context shrinks)
