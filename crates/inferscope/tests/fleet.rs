@@ -206,7 +206,8 @@ fn completions_and_man_page() {
         "{}",
         &out[..out.len().min(400)]
     );
-    assert!(out.contains("inferscope\\-labels") || out.contains("labels"));
+    // The subcommands are listed as inferscope-NAME(1) pages.
+    assert!(out.contains("inferscope\\-labels(1)"), "{out}");
     // Hidden from the help.
     let (_, help, _) = common::inferscope(&["--help"]);
     assert!(!help.contains("completions") && !help.contains("\n  man "));

@@ -209,8 +209,15 @@ fn bad_input_is_one_clear_error() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
     }
-    // This machine has no GPU: say so and how to name one.
-    let (code, _, err) = inferscope(&["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct"]);
+    // A machine without a GPU (the dev VM's tree; not this host, which may have one): say so
+    // and how to name one.
+    let (code, _, err) = inferscope(&[
+        "plan",
+        "--model",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "--root",
+        "fixtures/hosts/dev-vm-2core-nogpu",
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("--gpu NAME"), "{err}");
 }

@@ -184,11 +184,30 @@ fn gpus_from_snapshot(
     Vec<inferscope_model::PciBusId>,
     String,
 )> {
-    let nvidia: Vec<_> = s
+    let all_nvidia = s
         .gpus
         .iter()
         .filter(|g| g.vendor == GpuVendor::Nvidia)
-        .collect();
+        .count();
+    // The most common model (by driver name, else PCI device id); ties go to the first seen.
+    let model_of = |g: &&inferscope_model::Gpu| {
+        g.details
+            .known()
+            .and_then(|d| d.name.known().cloned())
+            .unwrap_or_else(|| g.device_id.to_string())
+    };
+    let mut groups: Vec<(String, Vec<&inferscope_model::Gpu>)> = Vec::new();
+    for g in s.gpus.iter().filter(|g| g.vendor == GpuVendor::Nvidia) {
+        let m = model_of(&g);
+        match groups.iter_mut().find(|(k, _)| *k == m) {
+            Some((_, v)) => v.push(g),
+            None => groups.push((m, vec![g])),
+        }
+    }
+    let nvidia = groups.into_iter().fold(
+        Vec::new(),
+        |best, (_, v)| if v.len() > best.len() { v } else { best },
+    );
     let Some(first) = nvidia.first() else {
         bail!(
             "no NVIDIA GPU in {}: pass --gpu NAME (e.g. h100-sxm, l40s, rtx-4090) or --gpu-memory-gib N",
@@ -205,20 +224,22 @@ fn gpus_from_snapshot(
         .and_then(|d| d.name.known())
         .and_then(|n| gpus::lookup(n).ok());
     let spec = by_name.or(by_id);
+    // Only when the reservation is known: NVML's total alone overstates what torch sees.
     let nvml_total = first
         .details
         .known()
         .and_then(|d| d.memory.known())
-        .map(|m| {
-            m.total_bytes
-                .saturating_sub(*m.reserved_bytes.known().unwrap_or(&0))
+        .and_then(|m| {
+            m.reserved_bytes
+                .known()
+                .map(|r| m.total_bytes.saturating_sub(*r))
         });
     let (name, total, how) = match (spec, nvml_total) {
         (Some(g), Some(t)) => (g.name.clone(), t, "NVML total minus driver reservation"),
         (Some(g), None) => (
             g.name.clone(),
             (g.torch_total_gib * GIB) as u64,
-            "catalog torch-visible total (no NVML)",
+            "catalog torch-visible total (NVML's memory or reservation unknown)",
         ),
         (None, Some(t)) => (
             format!("GPU {}", first.pci_bus_id),
@@ -239,7 +260,19 @@ fn gpus_from_snapshot(
             count: nvidia.len() as u32,
         },
         ids,
-        format!("{name} ×{} from {} ({how})", nvidia.len(), s.source.root),
+        format!(
+            "{name} ×{} from {} ({how}){}",
+            nvidia.len(),
+            s.source.root,
+            if all_nvidia > nvidia.len() {
+                format!(
+                    "; {} other NVIDIA GPUs of other models not used",
+                    all_nvidia - nvidia.len()
+                )
+            } else {
+                String::new()
+            }
+        ),
     ))
 }
 

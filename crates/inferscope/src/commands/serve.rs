@@ -32,11 +32,6 @@ pub struct ServeArgs {
     pub root: std::path::PathBuf,
 }
 
-/// One scrape's body.
-pub fn scrape(sampler: &mut Sampler, pids: &[u32]) -> String {
-    scrape_under(&FsRoot::new("/"), sampler, pids, false)
-}
-
 /// One scrape's body, reading the host under `fs`; `all` adds NVML's GPU processes to `pids`.
 pub fn scrape_under(fs: &FsRoot, sampler: &mut Sampler, pids: &[u32], all: bool) -> String {
     let snap = inferscope_probe::capture(fs, &super::capture_options());
