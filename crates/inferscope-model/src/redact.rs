@@ -3,40 +3,50 @@
 //!
 //! One policy, used wherever an environment variable or a command line is recorded:
 //!
-//! * a variable or flag whose **name** looks secret ([`is_secret_name`]: `*TOKEN*`, `*KEY*`,
-//!   `*SECRET*`, `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`, `*AUTH*`, `*COOKIE*`, `*PRIVATE*`, which
-//!   covers `HF_TOKEN`, `OPENAI_API_KEY`, `--api-key`, `--hf-token`) keeps its name and loses its
-//!   value: [`REDACTED`] records that it is set, nothing more;
+//! * a variable or flag whose **name** looks secret ([`is_secret_name`]: a word of the name —
+//!   split at `_`, `-`, `.` — that is or ends in `TOKEN`, `KEY`, `AUTH`, or holds `SECRET`,
+//!   `PASSWORD`, `PASSWD`, `CREDENTIAL`, `COOKIE`, `PRIVATE`; this covers `HF_TOKEN`,
+//!   `OPENAI_API_KEY`, `GITHUB_APIKEY`, `--api-key`, `--hf-token`, `DB_PASSWORD_FILE`) keeps its
+//!   name and loses its value: [`REDACTED`] records that it is set, nothing more. Whole words,
+//!   not substrings: `--max-num-batched-tokens`, `--tokenizer`, `TOKENIZERS_PARALLELISM` and
+//!   `--author` are serving settings, not secrets;
 //! * **credentials in URLs** (`https://user:pass@host`) anywhere in any value: the password, or a
 //!   lone user part (often a token: `https://hf_xxx@host`), becomes [`REDACTED`];
 //! * **well-known token shapes** anywhere in any value (`hf_…`, `sk-…`, `ghp_…`, `github_pat_…`,
 //!   `xoxb-…`, `AKIA…`) become [`REDACTED`], in case a secret sits under an innocent name.
 //!
-//! Redaction is conservative: a non-secret that matches (`--ssl-keyfile PATH`) is hidden too.
+//! Redaction is conservative: a non-secret that matches (`HF_HUB_DISABLE_IMPLICIT_TOKEN=1`) is
+//! hidden too.
 
 use std::borrow::Cow;
 
 /// Placeholder written instead of a secret value.
 pub const REDACTED: &str = "<redacted>";
 
-/// Words in a variable or flag name that mark its value as secret (compared upper-case).
-const SECRET_WORDS: &[&str] = &[
-    "TOKEN",
-    "KEY",
+/// A word of a name that is, or ends in, one of these marks a secret (`APIKEY`, `HFTOKEN`,
+/// `OAUTH`); `TOKENS` and `TOKENIZER` do not.
+const SECRET_SUFFIXES: &[&str] = &["TOKEN", "KEY", "AUTH"];
+/// A word of a name that holds one of these marks a secret (`PASSWORDS`, `CREDENTIALS`).
+const SECRET_INFIXES: &[&str] = &[
     "SECRET",
     "PASSWORD",
     "PASSWD",
     "CREDENTIAL",
-    "AUTH",
     "COOKIE",
     "PRIVATE",
 ];
 
 /// True when a variable or flag of this name must not have its value recorded
-/// (`HF_TOKEN`, `OPENAI_API_KEY`, `--api-key`, `db_password`).
+/// (`HF_TOKEN`, `OPENAI_API_KEY`, `--api-key`, `db_password`; not `--max-num-batched-tokens`).
 pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    SECRET_WORDS.iter().any(|w| upper.contains(w))
+    upper
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .any(|w| {
+            SECRET_SUFFIXES.iter().any(|s| w.ends_with(s))
+                || SECRET_INFIXES.iter().any(|s| w.contains(s))
+        })
 }
 
 /// The value to record for variable `name`: [`REDACTED`] for secret names, otherwise `value`
@@ -204,10 +214,25 @@ mod tests {
             "--api-key",
             "--hf-token",
             "WANDB_AUTH",
+            "GITHUB_APIKEY",
+            "DB_PASSWORD_FILE",
+            "GOOGLE_APPLICATION_CREDENTIALS",
         ] {
             assert!(is_secret_name(n), "{n}");
         }
-        for n in ["CUDA_VISIBLE_DEVICES", "HF_HOME", "NCCL_DEBUG", "--port"] {
+        // Serving settings whose names merely contain a secret word.
+        for n in [
+            "CUDA_VISIBLE_DEVICES",
+            "HF_HOME",
+            "NCCL_DEBUG",
+            "--port",
+            "--max-num-batched-tokens",
+            "--max-total-tokens",
+            "--tokenizer",
+            "--tokenizer-mode",
+            "TOKENIZERS_PARALLELISM",
+            "--author",
+        ] {
             assert!(!is_secret_name(n), "{n}");
         }
     }
