@@ -182,16 +182,24 @@ pub fn run(
             return Err(UnknownCode(code.clone()));
         }
     }
-    let mut findings = Vec::new();
-    for def in registry() {
-        if !selection.only.is_empty()
-            && !selection
+    let selected = registry().iter().filter(|def| {
+        selection.only.is_empty()
+            || selection
                 .only
                 .iter()
                 .any(|c| c.eq_ignore_ascii_case(def.code))
-        {
-            continue;
-        }
+    });
+    Ok(run_checks(input, config, selected))
+}
+
+/// Run these checks (the selection is already valid, so this cannot fail).
+fn run_checks<'a>(
+    input: &CheckInput,
+    config: &Config,
+    checks: impl Iterator<Item = &'a CheckDef>,
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for def in checks {
         let over = config.checks.get(def.code);
         if over.is_some_and(|o| o.enabled == Some(false)) {
             continue;
@@ -222,7 +230,7 @@ pub fn run(
             });
         }
     }
-    Ok(findings)
+    findings
 }
 
 /// Every check with default thresholds over a snapshot alone (no plan, no process), as the
@@ -235,8 +243,7 @@ pub fn run_defaults(snapshot: &Snapshot) -> Vec<Finding> {
         process: None,
         thresholds: &thresholds,
     };
-    // An empty selection names no code, so selecting cannot fail.
-    run(&input, &Config::default(), &Selection::default()).unwrap_or_default()
+    run_checks(&input, &Config::default(), registry().iter())
 }
 
 /// True when a failed finding is at or above `level`.

@@ -51,20 +51,6 @@ fn sanitise(rec: &mut Recording) {
                 }
                 *bytes = clean;
             }
-            // Any process's command line: secret flags' values and URL credentials removed.
-            Some((_, "cmdline")) => {
-                let words: Vec<String> = bytes
-                    .split(|&b| b == 0)
-                    .filter(|w| !w.is_empty())
-                    .map(|w| String::from_utf8_lossy(w).into_owned())
-                    .collect();
-                let mut clean = Vec::new();
-                for w in inferscope_model::redact::command(&words) {
-                    clean.extend_from_slice(w.as_bytes());
-                    clean.push(0);
-                }
-                *bytes = clean;
-            }
             // The kernel command line (`proc/cmdline`) and everything else: URL credentials and
             // token-shaped strings, should any appear in text.
             _ => {

@@ -190,6 +190,13 @@ fn secrets_never_reach_snapshot_check_topo_or_gather() {
             seen_kernel_cmdline = true;
             assert!(text.contains("root:<redacted>@10.0.0.1"), "{text}");
         }
+        // Capture never reads a process's command line, so none is archived (only the kernel's).
+        assert!(
+            !(path.ends_with("/cmdline")
+                && path.contains("proc/")
+                && !path.ends_with("proc/cmdline")),
+            "a process command line was archived: {path}"
+        );
         if path.ends_with("proc/self/environ") {
             seen_environ = true;
             assert!(text.contains("HF_TOKEN=<redacted>"), "{text}");
