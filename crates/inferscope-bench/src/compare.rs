@@ -233,6 +233,8 @@ pub struct Comparison {
 fn value(r: &BenchResult, metric: &str) -> Option<f64> {
     let s = &r.stats;
     match metric {
+        // Uncounted tokens are not a throughput of 0.
+        "throughput" if s.token_count_source == "unknown" => None,
         "throughput" => Some(s.output_tokens_per_s),
         "requests_per_s" => Some(s.requests_per_s),
         "goodput" => s.goodput.map(|g| g.requests_per_s),

@@ -89,6 +89,9 @@ pub enum TokenSource {
     Tokenizer,
     /// One token per content chunk.
     Chunks,
+    /// Nothing to count: no usage, no tokenizer and no content chunk (a non-streamed answer
+    /// from a server that sends no usage). The count is 0 only as a placeholder.
+    Unknown,
 }
 
 /// Everything the client saw of one request.
@@ -214,7 +217,7 @@ impl RequestRecord {
     }
 
     /// Output tokens and where the count came from: the server's usage when present, else the
-    /// local tokenizer's count of the generated text, else one per content chunk.
+    /// local tokenizer's count of the generated text, else one per content chunk, else unknown.
     ///
     /// The tokenizer ranks above chunks (the issue listed them the other way round) because a
     /// chunk may carry several tokens and a non-streamed answer is one "chunk": when the user
@@ -223,6 +226,9 @@ impl RequestRecord {
         match (self.usage_output_tokens, self.tokenizer_output_tokens) {
             (Some(n), _) => (n, TokenSource::Usage),
             (None, Some(n)) => (n, TokenSource::Tokenizer),
+            (None, None) if self.chunks.is_empty() && self.chunks_dropped == 0 => {
+                (0, TokenSource::Unknown)
+            }
             (None, None) => {
                 let kept: u64 = self.chunks.iter().map(|c| u64::from(c.1)).sum();
                 (kept + self.chunks_dropped, TokenSource::Chunks)

@@ -289,7 +289,9 @@ pub struct Stats {
     /// Prompt tokens of completed requests (server usage, else the local tokenizer; requests with
     /// neither add nothing).
     pub input_tokens: u64,
-    /// `usage`, `tokenizer`, `chunks`, `mixed` or `none`.
+    /// `usage`, `tokenizer`, `chunks`, `mixed`, `unknown` (no completed request could be
+    /// counted: `output_tokens` and `output_tokens_per_s` are then 0 as placeholders) or `none`
+    /// (no completed request).
     pub token_count_source: String,
     /// How the local tokenizer's output counts agree with the server's usage, over completed
     /// requests that have both (absent without `--tokenizer` or without usage).
@@ -368,7 +370,7 @@ pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
     let mut counts = RequestCounts::default();
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     let (mut out_tokens, mut in_tokens) = (0u64, 0u64);
-    let (mut by_usage, mut by_tokenizer, mut by_chunks) = (0u64, 0u64, 0u64);
+    let (mut by_usage, mut by_tokenizer, mut by_chunks, mut by_unknown) = (0u64, 0u64, 0u64, 0u64);
     let (mut both, mut equal, mut usage_sum, mut diff_sum, mut max_diff) =
         (0u64, 0u64, 0u64, 0i128, 0u64);
     let (mut start, mut end) = (u64::MAX, 0u64);
@@ -414,6 +416,7 @@ pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
             TokenSource::Usage => by_usage += 1,
             TokenSource::Tokenizer => by_tokenizer += 1,
             TokenSource::Chunks => by_chunks += 1,
+            TokenSource::Unknown => by_unknown += 1,
         }
         if let (Some(u), Some(t)) = (r.usage_output_tokens, r.tokenizer_output_tokens) {
             both += 1;
@@ -455,11 +458,14 @@ pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
             0.0
         },
     });
-    let source = match (by_usage, by_tokenizer, by_chunks) {
-        (0, 0, 0) => "none",
-        (_, 0, 0) => "usage",
-        (0, _, 0) => "tokenizer",
-        (0, 0, _) => "chunks",
+    // "unknown" when no completed request could be counted: output tokens and their rate are
+    // then placeholders, not measurements (compare leaves throughput out).
+    let source = match (by_usage, by_tokenizer, by_chunks, by_unknown) {
+        (0, 0, 0, 0) => "none",
+        (0, 0, 0, _) => "unknown",
+        (_, 0, 0, 0) => "usage",
+        (0, _, 0, 0) => "tokenizer",
+        (0, 0, _, 0) => "chunks",
         _ => "mixed",
     };
     let tokenizer_vs_usage = (both > 0).then(|| TokenizerAgreement {

@@ -212,8 +212,15 @@ fn streamed_chunks_with_several_tokens_are_counted_by_the_tokenizer() {
 fn non_streamed_answer_without_usage_is_counted_by_the_tokenizer() {
     let out = run_with(Mode::Whole("Hello world"), false, None);
     assert!(out.records.iter().all(|r| r.is_ok()));
-    // Nothing to count without a tokenizer: the answer is not streamed and has no usage.
-    assert!(out.records.iter().all(|r| r.output_tokens().0 == 0));
+    // Nothing to count without a tokenizer: the answer is not streamed and has no usage. The
+    // count is unknown, not zero.
+    assert!(
+        out.records
+            .iter()
+            .all(|r| r.output_tokens() == (0, TokenSource::Unknown))
+    );
+    let (stats, _) = compute(&out.records, &Slo::default());
+    assert_eq!(stats.token_count_source, "unknown");
     let out = run_with(Mode::Whole("Hello world"), false, Some(tiny()));
     for r in &out.records {
         assert_eq!(r.output_tokens(), (6, TokenSource::Tokenizer));
