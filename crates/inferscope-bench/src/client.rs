@@ -162,11 +162,6 @@ impl Target {
         self
     }
 
-    /// The local tokenizer, if any.
-    pub fn tokenizer(&self) -> Option<&TokenCounter> {
-        self.tokenizer.as_deref()
-    }
-
     /// The request settings.
     pub fn settings(&self) -> &RequestSettings {
         &self.settings
@@ -713,6 +708,7 @@ mod tests {
             text: "hi \"there\"".into(),
             max_tokens: 7,
             len: 2,
+            tokens: None,
         };
         let b: serde_json::Value =
             serde_json::from_slice(&body(&settings(Api::Completions, true), &p)).unwrap();

@@ -119,8 +119,12 @@ pub struct Prompt {
     pub text: String,
     /// `max_tokens` asked for.
     pub max_tokens: u32,
-    /// Length in the dataset's unit (words for random, characters/4 otherwise).
+    /// Length in the dataset's unit (words for random, characters/4 otherwise; tokens for
+    /// random prompts sized with a tokenizer).
     pub len: u32,
+    /// Prompt tokens as a completions server counts them (BOS included), per the local
+    /// tokenizer; counted once when the dataset is built. `None` without `--tokenizer`.
+    pub tokens: Option<u64>,
 }
 
 /// Prompts to cycle through.
@@ -333,6 +337,7 @@ pub fn random(input: u32, output: u32, spread: f64, seed: u64, pool: usize) -> D
                 text,
                 max_tokens: out,
                 len: n,
+                tokens: None,
             }
         })
         .collect();
@@ -406,6 +411,7 @@ pub fn parse_jsonl(input: &mut dyn BufRead, default_out: u32) -> Result<Dataset,
             text,
             max_tokens: e.output_tokens.unwrap_or(default_out).max(1),
             len,
+            tokens: None,
         });
         if prompts.len() >= MAX_ENTRIES {
             break;
@@ -450,6 +456,7 @@ pub fn parse_sharegpt(input: &mut dyn Read, seed: u64) -> Result<Dataset, String
                 text: human.value,
                 max_tokens: out,
                 len,
+                tokens: None,
             })
         })
         .take(MAX_ENTRIES)
@@ -466,7 +473,14 @@ pub fn parse_sharegpt(input: &mut dyn Read, seed: u64) -> Result<Dataset, String
 }
 
 /// Build the dataset: generate, or open the file (the one place that touches the filesystem).
-pub fn load(spec: &DatasetSpec, seed: u64, default_out: u32) -> Result<Dataset, DatasetError> {
+/// With a tokenizer, `random:` prompts are sized in tokens and every prompt's token count is
+/// recorded.
+pub fn load(
+    spec: &DatasetSpec,
+    seed: u64,
+    default_out: u32,
+    tokenizer: Option<&crate::tokenizer::TokenCounter>,
+) -> Result<Dataset, DatasetError> {
     let open = |path: &Path| -> Result<std::io::BufReader<std::fs::File>, DatasetError> {
         let io = |source| DatasetError::Io {
             path: path.to_path_buf(),
@@ -491,10 +505,22 @@ pub fn load(spec: &DatasetSpec, seed: u64, default_out: u32) -> Result<Dataset, 
             input,
             output,
             spread,
-        } => Ok(random(*input, *output, *spread, seed, RANDOM_POOL)),
+        } => Ok(match tokenizer {
+            // With the model's tokenizer, `random:in=N` means N tokens, as in `vllm bench serve`.
+            Some(t) => random_in_tokens(*input, *output, *spread, seed, RANDOM_POOL_TOKENIZED, t),
+            None => random(*input, *output, *spread, seed, RANDOM_POOL),
+        }),
         DatasetSpec::Jsonl(p) => parse_jsonl(&mut open(p)?, default_out).map_err(invalid(p)),
         DatasetSpec::ShareGpt(p) => parse_sharegpt(&mut open(p)?, seed).map_err(invalid(p)),
     }
+    .map(|mut ds| {
+        if let Some(t) = tokenizer {
+            for p in &mut ds.prompts {
+                p.tokens = t.count_prompt(&p.text);
+            }
+        }
+        ds
+    })
 }
 
 #[cfg(test)]

@@ -143,7 +143,7 @@ pub struct RunOutput {
 }
 
 /// One prepared request: body, `max_tokens`, prompt length in the dataset's unit, and the
-/// prompt's token count per the local tokenizer (counted once per prompt, before the run).
+/// prompt's token count per the local tokenizer (counted when the dataset was built).
 type PreparedBody = (Bytes, u32, u32, Option<u64>);
 
 struct Shared {
@@ -287,7 +287,7 @@ pub async fn run(
                 crate::client::body(target.settings(), p),
                 p.max_tokens,
                 p.len,
-                target.tokenizer().and_then(|t| t.count_prompt(&p.text)),
+                p.tokens,
             )
         })
         .collect();

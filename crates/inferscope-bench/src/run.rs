@@ -134,25 +134,12 @@ pub fn execute(
             "give --requests and/or --duration".into(),
         ));
     }
-    let dataset = match (&plan.dataset, &plan.tokenizer) {
-        // With the model's tokenizer, `random:in=N` means N tokens, as in `vllm bench serve`.
-        (
-            DatasetSpec::Random {
-                input,
-                output,
-                spread,
-            },
-            Some(t),
-        ) => crate::dataset::random_in_tokens(
-            *input,
-            *output,
-            *spread,
-            plan.seed,
-            crate::dataset::RANDOM_POOL_TOKENIZED,
-            &t.counter,
-        ),
-        _ => crate::dataset::load(&plan.dataset, plan.seed, plan.default_max_tokens)?,
-    };
+    let dataset = crate::dataset::load(
+        &plan.dataset,
+        plan.seed,
+        plan.default_max_tokens,
+        plan.tokenizer.as_ref().map(|t| &*t.counter),
+    )?;
     // One worker per CPU this process may use (tokio reads the affinity mask, so under
     // `taskset -c 1` it is one). A current-thread runtime measured no cheaper per token.
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -169,14 +169,18 @@ fn run_with(mode: Mode, stream: bool, tokenizer: Option<TokenCounter>) -> RunOut
         };
         let client = http_client(2, Duration::from_secs(2)).unwrap();
         let mut target = Target::new(client, &server.url(), settings(stream));
-        if let Some(t) = tokenizer {
-            target = target.with_tokenizer(Arc::new(t));
-        }
-        let ds = dataset::parse_jsonl(
+        let mut ds = dataset::parse_jsonl(
             &mut &b"{\"prompt\":\"hello there\",\"output_tokens\":11}\n"[..],
             11,
         )
         .unwrap();
+        if let Some(t) = tokenizer {
+            // As `dataset::load` does with a tokenizer: prompt tokens counted once, up front.
+            for p in &mut ds.prompts {
+                p.tokens = t.count_prompt(&p.text);
+            }
+            target = target.with_tokenizer(Arc::new(t));
+        }
         run(&cfg, target, &ds, Arc::new(Progress::default()), None)
             .await
             .unwrap()
