@@ -467,8 +467,8 @@ pub struct TraceEntry {
     pub size: u64,
     /// Stream.
     pub stream: u64,
-    /// Free device memory (on `oom`).
-    pub device_free: u64,
+    /// Free device memory (on `oom`); `None` when the entry does not say.
+    pub device_free: Option<u64>,
     /// Where.
     pub frames: Vec<Frame>,
 }
@@ -798,6 +798,13 @@ impl Conv<'_> {
             _ => 0,
         }
     }
+    /// A non-negative integer field, `None` when missing or of another type.
+    fn opt_uint(&self, d: &[(usize, usize)], key: &str) -> Option<u64> {
+        match self.field(d, key).map(|v| self.get(v)) {
+            Some(Val::Int(i)) => u64::try_from(*i).ok(),
+            _ => None,
+        }
+    }
     fn uint(&self, d: &[(usize, usize)], key: &str) -> u64 {
         u64::try_from(self.int(d, key)).unwrap_or(0)
     }
@@ -890,7 +897,7 @@ impl Conv<'_> {
                                 addr: self.uint(ed, "addr"),
                                 size: self.uint(ed, "size"),
                                 stream: self.uint(ed, "stream"),
-                                device_free: self.uint(ed, "device_free"),
+                                device_free: self.opt_uint(ed, "device_free"),
                                 frames: self.frames(ed)?,
                             })
                         })

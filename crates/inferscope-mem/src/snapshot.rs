@@ -104,8 +104,8 @@ pub struct OomEvent {
     pub device: usize,
     /// Bytes requested.
     pub size: u64,
-    /// Device free memory at the time.
-    pub device_free: u64,
+    /// Device free memory at the time (`None`: the trace does not say).
+    pub device_free: Option<u64>,
 }
 
 /// The whole analysis.
@@ -229,9 +229,10 @@ pub fn analyse(snap: &MemorySnapshot) -> SnapshotAnalysis {
             device_free: e.device_free,
         });
     let reclaimable = large.reserved_bytes.saturating_sub(expandable_live);
+    // Unknown free memory leaves the question open rather than assuming 0 bytes free.
     let oom_would_fit = oom
         .as_ref()
-        .map(|o| o.device_free.saturating_add(reclaimable) >= o.size);
+        .and_then(|o| Some(o.device_free?.saturating_add(reclaimable) >= o.size));
     let summary = match oom_would_fit {
         Some(true) => format!(
             "with expandable segments about {} MiB of cached large-pool memory would be reusable; the recorded OOM ({} MiB) would likely have fit",

@@ -112,7 +112,8 @@ pub fn write_snapshot(
             "Recorded OOM on device {}: {} requested with {} free on the device",
             o.device,
             super::bytes(o.size),
-            super::bytes(o.device_free)
+            o.device_free
+                .map_or("an unknown amount".to_string(), super::bytes)
         )?;
     }
     writeln!(out, "Expandable segments: {}", a.expandable.summary)?;
