@@ -7,7 +7,7 @@
 //!
 //! Why hand-written: the GGUF crates either want the whole file as a slice (a mmap of many
 //! GiB, v3 only, pulling rayon and friends) or bring CLI dependencies into the library
-//! (see `notes/crates.md` §3.5). This reader needs only [`std::io::Read`] and reads the
+//! (see docs/decisions.md, "Dependencies"). This reader needs only [`std::io::Read`] and reads the
 //! header and nothing else.
 //!
 //! Memory is bounded by what the file actually contains, never by a count it declares:

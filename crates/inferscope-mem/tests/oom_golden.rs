@@ -66,19 +66,41 @@ fn every_fixture_matches_its_expected_json() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Every OOM fixture says where it came from: a real message keeps its public source (a URL),
+/// a synthetic one names the PyTorch wording it models (README of fixtures: "generated fixtures
+/// say what real machine or document they model").
 #[test]
-fn every_shared_fixture_has_a_copy_here() {
-    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/oom");
-    let Ok(entries) = fs::read_dir(&shared) else {
-        return; // the shared workspace is not part of a plain checkout
-    };
-    for e in entries.filter_map(|e| e.ok()) {
-        let name = e.file_name();
+fn every_fixture_names_its_source() {
+    let mut checked = 0;
+    for e in fs::read_dir(dir()).unwrap().filter_map(|e| e.ok()) {
+        let path = e.path();
+        if path.extension().is_none_or(|x| x != "txt") {
+            continue;
+        }
+        let text = fs::read_to_string(&path).unwrap();
+        let first = text.lines().next().unwrap_or_default();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let source = first.strip_prefix("# Source: ").unwrap_or_else(|| {
+            panic!("{name}: first line must be `# Source: ...`, found {first:?}")
+        });
+        if name.starts_with("synthetic-") {
+            assert!(
+                source.starts_with("synthetic;") && source.len() > 20,
+                "{name}: a synthetic fixture says `synthetic; <what it models>`"
+            );
+        } else {
+            assert!(
+                source.starts_with("https://"),
+                "{name}: a real fixture names its public source URL, found {source:?}"
+            );
+        }
         assert!(
-            dir().join(&name).is_file(),
-            "{name:?} from ../shared/fixtures/oom has no copy in fixtures/tools/oom"
+            text.lines().any(|l| l == "---"),
+            "{name}: the header ends with a `---` line"
         );
+        checked += 1;
     }
+    assert!(checked >= 20, "only {checked} OOM fixtures found");
 }
 
 const GIB: u64 = 1 << 30;

@@ -1,15 +1,11 @@
 //! End-to-end: the real `inferscope bench` binary against a real llama.cpp `llama-server`
 //! serving a tiny generated model (issue 8 done-when).
 //!
-//! Needs `scripts/setup_llama_server.sh` first (builds llama-server from the llama-cpp-python
-//! sdist on PyPI, ~9 min once, cached in ~/.cache/inferscope-llama) and two variables:
-//!
-//! ```sh
-//! eval "$(scripts/setup_llama_server.sh)"   # exports INFERSCOPE_LLAMA_SERVER and INFERSCOPE_TINY_GGUF
-//! cargo test
-//! ```
-//!
-//! Without them the test fails with these instructions, unless `INFERSCOPE_SKIP_E2E=1`.
+//! `scripts/test` sets the server up (built from the llama-cpp-python sdist on PyPI, ~9 min once,
+//! cached in ~/.cache/inferscope-llama); `common::llama_server` finds it. Without it the test
+//! fails naming that command, unless `INFERSCOPE_SKIP_E2E=1` outside CI.
+
+mod common;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -64,37 +60,6 @@ fn http_get(port: u16, path: &str) -> Option<String> {
     let mut out = String::new();
     s.take(1 << 20).read_to_string(&mut out).ok()?;
     Some(out)
-}
-
-fn env_paths() -> Option<(PathBuf, PathBuf)> {
-    let server = std::env::var_os("INFERSCOPE_LLAMA_SERVER").map(PathBuf::from);
-    let gguf = std::env::var_os("INFERSCOPE_TINY_GGUF").map(PathBuf::from);
-    match (server, gguf) {
-        (Some(s), Some(g)) => {
-            assert!(
-                s.is_file(),
-                "INFERSCOPE_LLAMA_SERVER={} is not a file; rerun scripts/setup_llama_server.sh",
-                s.display()
-            );
-            assert!(
-                g.is_file(),
-                "INFERSCOPE_TINY_GGUF={} is not a file; rerun scripts/setup_llama_server.sh",
-                g.display()
-            );
-            Some((s, g))
-        }
-        _ if std::env::var("INFERSCOPE_SKIP_E2E").as_deref() == Ok("1") => {
-            eprintln!("INFERSCOPE_SKIP_E2E=1: skipping the llama-server end-to-end test");
-            None
-        }
-        _ => panic!(
-            "the bench end-to-end test needs a real llama-server and a tiny model.\n\
-             Set them up once (about 9 minutes on 2 cores, cached in ~/.cache/inferscope-llama):\n\
-             \n    eval \"$(scripts/setup_llama_server.sh)\"\n\n\
-             which exports INFERSCOPE_LLAMA_SERVER and INFERSCOPE_TINY_GGUF; then rerun cargo test.\n\
-             To skip this test deliberately: INFERSCOPE_SKIP_E2E=1 cargo test"
-        ),
-    }
 }
 
 fn start_server(bin: &Path, gguf: &Path, log: &Path) -> (ServerGuard, u16) {
@@ -167,7 +132,7 @@ fn run_bench(args: &[String]) -> (ExitStatus, String, String) {
 
 #[test]
 fn bench_against_a_real_llama_server() {
-    let Some((bin, gguf)) = env_paths() else {
+    let Some((bin, gguf)) = common::llama_server() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

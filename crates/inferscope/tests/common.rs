@@ -118,3 +118,51 @@ impl Drop for Exporter {
         let _ = self.child.wait();
     }
 }
+
+/// The real llama-server and tiny model the end-to-end tests drive, set up by `scripts/test`
+/// (through `scripts/setup_llama_server.sh`). Taken from `INFERSCOPE_LLAMA_SERVER` and
+/// `INFERSCOPE_TINY_GGUF`, else from the `env` file the set-up writes in its cache
+/// (`$INFERSCOPE_LLAMA_DIR`, default `~/.cache/inferscope-llama`), so a plain `cargo test` works
+/// after one `scripts/test`. `None` only when `INFERSCOPE_SKIP_E2E=1` outside CI: under `CI` the
+/// skip switch is refused, so nothing can silently skip an end-to-end test there.
+pub fn llama_server() -> Option<(PathBuf, PathBuf)> {
+    let from_env = |k: &str| std::env::var_os(k).map(PathBuf::from);
+    let mut server = from_env("INFERSCOPE_LLAMA_SERVER");
+    let mut gguf = from_env("INFERSCOPE_TINY_GGUF");
+    if server.is_none() || gguf.is_none() {
+        let dir = from_env("INFERSCOPE_LLAMA_DIR")
+            .or_else(|| from_env("HOME").map(|h| h.join(".cache/inferscope-llama")));
+        let text = dir
+            .map(|d| d.join("env"))
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .unwrap_or_default();
+        for line in text.lines() {
+            let line = line.trim_start_matches("export ");
+            if let Some(v) = line.strip_prefix("INFERSCOPE_LLAMA_SERVER=") {
+                server.get_or_insert_with(|| PathBuf::from(v));
+            } else if let Some(v) = line.strip_prefix("INFERSCOPE_TINY_GGUF=") {
+                gguf.get_or_insert_with(|| PathBuf::from(v));
+            }
+        }
+    }
+    let skip = std::env::var("INFERSCOPE_SKIP_E2E").as_deref() == Ok("1");
+    let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false");
+    assert!(
+        !(skip && in_ci),
+        "INFERSCOPE_SKIP_E2E=1 is refused under CI: end-to-end tests are never skipped there"
+    );
+    match (server, gguf) {
+        (Some(s), Some(g)) if s.is_file() && g.is_file() => Some((s, g)),
+        _ if skip => {
+            eprintln!("INFERSCOPE_SKIP_E2E=1: skipping a llama-server end-to-end test");
+            None
+        }
+        (s, g) => panic!(
+            "this end-to-end test needs a real llama-server and a tiny model (found server: {s:?}, \
+             model: {g:?}).\nRun the project's test command once, which sets them up (about 9 minutes \
+             on 2 cores, cached in ~/.cache/inferscope-llama) and runs every test:\n\n    scripts/test\n\n\
+             After that a plain `cargo test` finds them. To skip deliberately outside CI: \
+             INFERSCOPE_SKIP_E2E=1 cargo test"
+        ),
+    }
+}

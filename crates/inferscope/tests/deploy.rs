@@ -91,7 +91,8 @@ fn run_promtool(args: &[&str], dir: &Path) {
         Ok(o) => o,
         Err(e) => panic!(
             "promtool not found ({e}): install Debian's `prometheus` package \
-             (apt-get install -y prometheus; .ci/run does this) to run this test"
+             (apt-get install -y prometheus), or run the project's test command `scripts/test`, \
+             which installs it"
         ),
     };
     assert!(

@@ -19,7 +19,8 @@ fn promtool_check(text: &str) {
         Ok(c) => c,
         Err(e) => panic!(
             "promtool not found ({e}): install Debian's `prometheus` package \
-             (apt-get install -y prometheus; .ci/run does this) to run this test"
+             (apt-get install -y prometheus), or run the project's test command `scripts/test`, \
+             which installs it"
         ),
     };
     child
