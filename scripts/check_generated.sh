@@ -27,7 +27,9 @@ trap 'rm -rf "$tmp"' EXIT
 (cd "$ROOT" && git ls-files -co --exclude-standard -z |
   tar --null --ignore-failed-read -T - -cf - 2>/dev/null) | tar -xf - -C "$tmp"
 g() { git -C "$tmp" -c user.name=check -c user.email=check@invalid "$@"; }
-g init -q && g add -A && g commit -qm base
+g init -q
+g add -A
+g commit -qm base
 
 run() {
   local name=$1; shift

@@ -43,7 +43,9 @@ KEY="$V-$(printf '%s\n' "${FLAGS[@]}" | sha256sum | cut -c1-12)"
 
 command -v python3 >/dev/null || fail "python3 is not installed (Debian: apt-get install python3 python3-venv)"
 command -v c++ >/dev/null || fail "no C++ compiler (Debian: apt-get install g++)"
-mkdir -p "$W" && cd "$W"
+# (Not `mkdir && cd`: set -e does not stop on the left side of `&&`.)
+mkdir -p "$W" || fail "cannot create the cache folder $W"
+cd "$W" || fail "cannot enter the cache folder $W"
 W=$(pwd)
 if [ ! -x venv/bin/python ]; then
   python3 -m venv venv || fail "python3 -m venv failed (Debian: apt-get install python3-venv)"
@@ -65,7 +67,8 @@ if [ ! -x "$B/bin/llama-server" ]; then
   [ -f "sdist/llama_cpp_python-$V.tar.gz" ] ||
     pip download -q --no-deps --no-binary llama-cpp-python "llama-cpp-python==$V" -d sdist >&2 ||
     fail "pip download llama-cpp-python==$V failed (is PyPI reachable?)"
-  rm -rf src "$B.partial" && mkdir src
+  rm -rf src "$B.partial"
+  mkdir src
   tar xzf "sdist/llama_cpp_python-$V.tar.gz" -C src --strip-components=3 \
       "llama_cpp_python-$V/vendor/llama.cpp" || fail "unpacking the sdist failed"
   cmake -S src -B "$B.partial" -G Ninja "${FLAGS[@]}" >&2 || fail "cmake configure failed"
@@ -82,5 +85,6 @@ if [ ! -f tiny.gguf ] || [ ! -f tok/tokenizer.json ]; then
 fi
 "$B/bin/llama-server" --version 2>&1 | head -1 >&2
 printf 'export INFERSCOPE_LLAMA_SERVER=%s\nexport INFERSCOPE_TINY_GGUF=%s\n' \
-  "$B/bin/llama-server" "$W/tiny.gguf" > env.tmp && mv env.tmp env
+  "$B/bin/llama-server" "$W/tiny.gguf" > env.tmp
+mv env.tmp env
 cat env
