@@ -21,6 +21,7 @@ pub mod gguf_arch;
 pub mod llama_cpp;
 pub mod memory;
 pub mod plan;
+pub mod rules;
 pub mod suggest;
 
 pub use arch::{ModelArch, PlanError, from_hf_config};

@@ -8,8 +8,8 @@ use crate::arch::{AttentionKind, Dtype, ModelArch, Quantization};
 use crate::engine::{Engine, EngineSettings};
 use crate::llama_cpp::{LlamaCppPlan, LlamaCppSettings};
 use crate::memory::{
-    self, EngineVersion, GIB, ProfileShape, Shard, activation_bytes, cuda_graph_bytes, gib2,
-    kv_layout, non_torch_bytes, stage_layers, weights_per_gpu,
+    self, GIB, ProfileShape, Shard, activation_bytes, cuda_graph_bytes, gib2, kv_layout,
+    non_torch_bytes, stage_layers, weights_per_gpu,
 };
 use serde::{Deserialize, Serialize};
 
@@ -69,6 +69,11 @@ pub struct PlanRequest {
     pub concurrency: Option<u32>,
     /// llama-server settings with no vLLM counterpart (used when `engine` is llama.cpp).
     pub llama_cpp: LlamaCppSettings,
+    /// CUDA compute capability of the GPUs, when known (vLLM 0.8–0.9 fall back to V0 below 8.0).
+    pub compute_capability: Option<(u32, u32)>,
+    /// Free memory per GPU when the engine starts, bytes (SGLang sizes from it; default: the
+    /// torch-visible total less the CUDA context).
+    pub free_bytes_at_start: Option<u64>,
 }
 
 impl PlanRequest {
@@ -139,6 +144,8 @@ impl PlanRequest {
             offline: false,
             concurrency: None,
             llama_cpp: LlamaCppSettings::default(),
+            compute_capability: None,
+            free_bytes_at_start: None,
         }
     }
 }
@@ -228,6 +235,13 @@ pub struct Plan {
     /// What llama.cpp allocates (llama-server plans only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llama_cpp: Option<LlamaCppPlan>,
+    /// `modelled`: the engine's own accounting for this release; `approximate`: another
+    /// engine's or release's rules stand in (also said in the first assumptions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accounting: Option<crate::rules::Accounting>,
+    /// The engine rules applied, each with its source (release, file, function).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_rules: Option<crate::rules::EngineRules>,
 }
 
 /// One stage's numbers (bytes).
@@ -253,35 +267,6 @@ pub fn plan(req: &PlanRequest) -> Plan {
     let mut problems: Vec<String> = Vec::new();
     let tp = req.tp.clamp(1, 1024);
     let pp = req.pp.clamp(1, 1024);
-
-    // ---- engine version ----
-    let version = req
-        .engine_version
-        .as_deref()
-        .and_then(EngineVersion::parse)
-        .unwrap_or(EngineVersion::LATEST);
-    if req.engine_version.is_none() {
-        assumptions.push(format!(
-            "engine version not given: vLLM {version} accounting"
-        ));
-    } else if req
-        .engine_version
-        .as_deref()
-        .and_then(EngineVersion::parse)
-        .is_none()
-    {
-        assumptions.push(format!(
-            "engine version {:?} not understood: vLLM {version} accounting",
-            req.engine_version.as_deref().unwrap_or("")
-        ));
-    }
-    if req.engine != Engine::Vllm {
-        assumptions.push(format!(
-            "{:?}: memory follows vLLM's accounting; this engine's own overheads are not modelled",
-            req.engine
-        ));
-    }
-    let v1 = req.v1.unwrap_or(version.v1_default());
 
     // ---- dtypes and quantization ----
     let mut arch_dtype = arch.dtype;
@@ -343,21 +328,65 @@ pub fn plan(req: &PlanRequest) -> Plan {
         arch
     };
 
-    // ---- engine defaults ----
+    // ---- engine rules of this release ----
     // 1 PiB per GPU bounds every byte sum below i64.
     let total = req.gpu.total_bytes.min(1 << 50);
-    let util = req
-        .gpu_memory_utilization
-        .filter(|u| u.is_finite())
-        .unwrap_or(0.9)
-        .clamp(0.0, 1.0);
-    if req.gpu_memory_utilization.is_none() {
-        assumptions.push("gpu_memory_utilization 0.9 (vLLM default)".into());
-    }
     let max_len = req
         .max_model_len
         .unwrap_or(arch.max_position_embeddings)
         .clamp(1, 1 << 40);
+    let kv_fp8 = req
+        .kv_cache_dtype
+        .as_deref()
+        .is_some_and(|k| k.starts_with("fp8"));
+    let rules = crate::rules::vllm(&crate::rules::VllmContext {
+        version: req.engine_version.as_deref(),
+        gpu_total_bytes: total,
+        gpu_name: &req.gpu.name,
+        compute_capability: req.compute_capability,
+        max_model_len: max_len,
+        sliding_window: layout_has_window(arch),
+        multimodal: arch.vision_params > 0,
+        offline: req.offline,
+        v1_forced: req.v1,
+        max_num_batched_tokens: req.max_num_batched_tokens,
+        max_num_seqs: req.max_num_seqs,
+        gpu_memory_utilization: req.gpu_memory_utilization,
+        block_size: req.block_size,
+        kv_fp8,
+        dtype_fp32: arch_dtype == Dtype::F32,
+        enforce_eager: req.enforce_eager,
+    });
+    let mut engine_rules = rules.info.clone();
+    let version = rules.release;
+    let v1 = rules.v1;
+    if req.engine != Engine::Vllm {
+        engine_rules.accounting = crate::rules::Accounting::Approximate;
+        engine_rules.note = Some(format!(
+            "{:?}: not modelled here; vLLM {version} accounting stands in",
+            req.engine
+        ));
+    }
+    // The first lines say when the figures are not the engine's own accounting.
+    if engine_rules.accounting == crate::rules::Accounting::Approximate {
+        assumptions.push(format!(
+            "accounting approximate: {}",
+            engine_rules
+                .note
+                .as_deref()
+                .unwrap_or("rules of another release")
+        ));
+    } else if let Some(n) = &engine_rules.note {
+        assumptions.push(n.clone());
+    }
+    for r in &engine_rules.rules {
+        assumptions.push(format!(
+            "vLLM {version} {}: {} [{}]",
+            r.rule, r.value, r.source
+        ));
+    }
+    let util = rules.utilization;
+    let profiled = rules.non_torch == crate::rules::NonTorch::Increase;
     if req.max_model_len.is_none() {
         assumptions.push(format!(
             "max_model_len {max_len} (model's max_position_embeddings, vLLM default)"
@@ -369,50 +398,9 @@ pub fn plan(req: &PlanRequest) -> Plan {
             arch.max_position_embeddings
         ));
     }
-    let big_gpu = total as f64 >= 70.0 * GIB;
-    let (default_tokens, default_seqs) = if !v1 {
-        (max_len.max(2048), 256)
-    } else if big_gpu {
-        // vLLM ≥ 0.8 `_set_default_args`: ≥ 70 GiB GPUs other than A100
-        if req.offline {
-            (16384, 1024)
-        } else {
-            (8192, 1024)
-        }
-    } else if req.offline {
-        (8192, 256)
-    } else {
-        (2048, 256)
-    };
-    let is_a100 = req.gpu.name.to_ascii_lowercase().contains("a100");
-    let (default_tokens, default_seqs) = if v1 && big_gpu && is_a100 {
-        if req.offline {
-            (8192, 256)
-        } else {
-            (2048, 256)
-        }
-    } else {
-        (default_tokens, default_seqs)
-    };
-    let batched_tokens = req
-        .max_num_batched_tokens
-        .unwrap_or(default_tokens)
-        .clamp(1, 1 << 32);
-    let seqs = u64::from(req.max_num_seqs.unwrap_or(default_seqs).clamp(1, 1 << 20));
-    if req.max_num_batched_tokens.is_none() {
-        assumptions.push(if v1 {
-            format!("profiling batch: max_num_batched_tokens {batched_tokens} (vLLM V1 default for this GPU)")
-        } else {
-            format!("profiling batch: one max_model_len sequence of {batched_tokens} tokens (V0 without chunked prefill)")
-        });
-    }
-    if req.max_num_seqs.is_none() {
-        assumptions.push(format!("max_num_seqs {seqs} (vLLM default for this GPU)"));
-    }
-    let block = u64::from(req.block_size.unwrap_or(16).clamp(1, 4096));
-    if req.block_size.is_none() {
-        assumptions.push("block size 16 tokens (vLLM default; FlashMLA would use 64)".into());
-    }
+    let batched_tokens = rules.batched_tokens;
+    let seqs = rules.seqs;
+    let block = u64::from(rules.block_size);
     if arch.mla.is_some() {
         assumptions.push("MLA: the compressed latent (kv_lora_rank + qk_rope_head_dim) is cached whole on every TP rank".into());
     }
@@ -441,18 +429,18 @@ pub fn plan(req: &PlanRequest) -> Plan {
             req.gpu.count
         ));
     }
-    if req.enforce_eager {
-        assumptions.push("enforce_eager: no CUDA graphs".into());
-    } else {
-        assumptions.push("CUDA graphs captured after KV sizing, outside gpu_memory_utilization (as in vLLM 0.4–0.19 logs); estimate 0.5 GiB + 13 MiB per layer".into());
+    if !req.enforce_eager {
+        assumptions.push(
+            "CUDA-graph memory estimate 0.5 GiB + 13 MiB per layer (rough fit to H100 logs)".into(),
+        );
     }
     assumptions.push(format!(
-        "non-torch memory {:.2} GiB per GPU (calibrated on H100 logs{})",
-        non_torch_bytes(tp, pp, v1) as f64 / GIB,
-        if v1 {
+        "non-torch memory {:.2} GiB per GPU (fitted on the calibration half: H100, NVLink, custom all-reduce{})",
+        non_torch_bytes(tp, pp, profiled) as f64 / GIB,
+        if profiled {
             ""
         } else {
-            "; V0 counts the CUDA context"
+            "; vLLM ≤ 0.6.4 counts everything since the worker started"
         }
     ));
     if arch.vision_params > 0 {
@@ -494,13 +482,13 @@ pub fn plan(req: &PlanRequest) -> Plan {
             expert_parallel: req.expert_parallel,
         };
         let w = weights_per_gpu(arch, quant, shard).total();
-        let nt = non_torch_bytes(tp, pp, v1);
+        let nt = non_torch_bytes(tp, pp, profiled);
         let act = activation_bytes(
             arch,
             ProfileShape {
                 tokens: batched_tokens,
                 seqs,
-                v1,
+                v1: profiled,
                 tp,
             },
         );
@@ -511,7 +499,8 @@ pub fn plan(req: &PlanRequest) -> Plan {
         } else {
             cuda_graph_bytes(layers_here, tp)
         };
-        let kv = usable as i64 - (w + nt + act) as i64;
+        let in_budget = if rules.cuda_graph_in_budget { graph } else { 0 };
+        let kv = usable as i64 - (w + nt + act + in_budget) as i64;
         let layout = kv_layout(arch, range, tp, kv_dtype, block);
         let blocks = if kv <= 0 {
             0
@@ -520,7 +509,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
         } else {
             kv as u64 / (layout.bytes_per_token * block).max(1)
         };
-        let free_after = total as i64 - usable as i64 - graph as i64;
+        let free_after = total as i64 - usable as i64 - (graph - in_budget) as i64;
         if kv <= 0 {
             all_fit_weights = false;
         }
@@ -636,5 +625,17 @@ pub fn plan(req: &PlanRequest) -> Plan {
         },
         assumptions,
         llama_cpp: None,
+        accounting: Some(engine_rules.accounting),
+        engine_rules: Some(engine_rules),
     }
+}
+
+/// The model has sliding-window or chunked-local layers.
+fn layout_has_window(arch: &ModelArch) -> bool {
+    arch.layers.iter().any(|l| {
+        matches!(
+            l.kind,
+            AttentionKind::Sliding(_) | AttentionKind::ChunkedLocal(_)
+        )
+    })
 }
