@@ -22,7 +22,9 @@ pub mod llama_cpp;
 pub mod memory;
 pub mod plan;
 pub mod rules;
+pub mod sglang;
 pub mod suggest;
+pub mod tgi;
 
 pub use arch::{ModelArch, PlanError, from_hf_config};
 pub use memory::EngineVersion;

@@ -360,30 +360,9 @@ pub fn plan(req: &PlanRequest) -> Plan {
     let mut engine_rules = rules.info.clone();
     let version = rules.release;
     let v1 = rules.v1;
-    if req.engine != Engine::Vllm {
-        engine_rules.accounting = crate::rules::Accounting::Approximate;
-        engine_rules.note = Some(format!(
-            "{:?}: not modelled here; vLLM {version} accounting stands in",
-            req.engine
-        ));
-    }
-    // The first lines say when the figures are not the engine's own accounting.
-    if engine_rules.accounting == crate::rules::Accounting::Approximate {
-        assumptions.push(format!(
-            "accounting approximate: {}",
-            engine_rules
-                .note
-                .as_deref()
-                .unwrap_or("rules of another release")
-        ));
-    } else if let Some(n) = &engine_rules.note {
-        assumptions.push(n.clone());
-    }
-    for r in &engine_rules.rules {
-        assumptions.push(format!(
-            "vLLM {version} {}: {} [{}]",
-            r.rule, r.value, r.source
-        ));
+    let vllm = req.engine == Engine::Vllm;
+    if vllm {
+        push_rules(&mut assumptions, &engine_rules, &format!("vLLM {version}"));
     }
     let util = rules.utilization;
     let profiled = rules.non_torch == crate::rules::NonTorch::Increase;
@@ -464,6 +443,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
 
     // ---- per stage ----
     let usable = (util * total as f64) as u64;
+    let mut usable_out = usable;
     let mut first = Stage::default();
     let mut min_blocks = u64::MAX;
     let mut layout0 = None;
@@ -584,6 +564,108 @@ pub fn plan(req: &PlanRequest) -> Plan {
         problems
             .push("CUDA graphs do not fit in the memory gpu_memory_utilization leaves free".into());
     }
+    // ---- SGLang and TGI size the KV cache their own way ----
+    let mut kv_tokens = kv_tokens;
+    let mut max_conc = max_conc;
+    let mut blocks = blocks;
+    let mut block_out = block as u32;
+    if !vllm && layout.bytes_per_token > 0 {
+        let cell = layout.bytes_per_token;
+        let (tokens, kv_bytes, budget, outside, rules_out) = match req.engine {
+            Engine::Sglang => {
+                // SGLang sizes from the free memory at start; default: all but the CUDA context
+                let free = req.free_bytes_at_start.unwrap_or_else(|| {
+                    assumptions.push("SGLang: free memory at start = torch-visible total − 0.25 GiB CUDA context (pass the real figure on a shared GPU)".into());
+                    total.saturating_sub(non_torch_bytes(1, 1, true))
+                });
+                let r = crate::sglang::kv(&crate::sglang::SglangInputs {
+                    version: req.engine_version.as_deref(),
+                    gpu_mem_mib: total as f64 / f64::from(1u32 << 20),
+                    free_at_start: free,
+                    weights: first.weights,
+                    cell_size: cell,
+                    tp,
+                    pp,
+                    mem_fraction_static: req.gpu_memory_utilization,
+                    chunked_prefill_size: req.max_num_batched_tokens,
+                    cuda_graph_max_bs: None,
+                    disable_piecewise_cuda_graph: false,
+                    mla: arch.mla.is_some(),
+                    multimodal: arch.vision_params > 0,
+                });
+                let f = r.mem_fraction_static;
+                // activations and CUDA graphs live outside mem_fraction_static
+                first.activation = 0;
+                first.non_torch = 0;
+                first.cuda_graph = 0;
+                block_out = 1; // page_size 1 by default
+                (
+                    r.tokens,
+                    r.rest,
+                    f * free as f64,
+                    (1.0 - f) * free as f64,
+                    r.info,
+                )
+            }
+            _ => {
+                let prefill = req.max_num_batched_tokens.unwrap_or_else(|| {
+                    assumptions.push("TGI: --max-batch-prefill-tokens 4096 assumed (3.x launchers derive it from --max-input-tokens)".into());
+                    4096
+                });
+                let act = crate::tgi::warmup_activation(arch, prefill, tp);
+                first.activation = act;
+                let r = crate::tgi::kv(&crate::tgi::TgiInputs {
+                    version: req.engine_version.as_deref(),
+                    total,
+                    weights: first.weights,
+                    non_torch: first.non_torch,
+                    warmup_activation: act,
+                    bytes_per_token: cell,
+                    prefill_tokens: prefill,
+                    cuda_memory_fraction: req.gpu_memory_utilization,
+                    block_size: req.block_size,
+                });
+                block_out = r.block_size;
+                let f = req.gpu_memory_utilization.unwrap_or(1.0);
+                (
+                    r.tokens,
+                    r.kv,
+                    f * total as f64,
+                    (1.0 - f) * total as f64,
+                    r.info,
+                )
+            }
+        };
+        engine_rules = rules_out;
+        let name = format!("{} {}", engine_rules.engine, engine_rules.rules_of);
+        push_rules(&mut assumptions, &engine_rules, &name);
+        problems.retain(|p| {
+            !p.contains("KV cache") && !p.contains("exceed") && !p.contains("CUDA graphs")
+        });
+        kv_tokens = tokens;
+        blocks = tokens / u64::from(block_out.max(1));
+        max_conc = tokens as f64 / max_len as f64;
+        first.kv = kv_bytes;
+        first.free_after = outside as i64;
+        usable_out = budget as u64;
+        if kv_bytes <= 0 {
+            problems.push(format!(
+                "weights {:.2} GiB leave no KV cache in {}'s budget",
+                first.weights as f64 / GIB,
+                engine_rules.engine
+            ));
+        } else if max_conc < 1.0 {
+            let msg = format!(
+                "KV cache holds {kv_tokens} tokens, less than one max_model_len {max_len} request"
+            );
+            if req.engine == Engine::Sglang {
+                // SGLang starts anyway; long requests wait or are cut
+                assumptions.push(format!("{msg} (SGLang starts anyway)"));
+            } else {
+                problems.push(msg);
+            }
+        }
+    }
     let fits = problems.is_empty();
     let meets = req.concurrency.map(|c| fits && max_conc >= f64::from(c));
 
@@ -591,7 +673,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
         fits,
         problems,
         per_gpu: PerGpu {
-            total_gib: gib2(usable as f64),
+            total_gib: gib2(usable_out as f64),
             gpu_total_gib: gib2(total as f64),
             weights_gib: gib2(first.weights as f64),
             non_torch_gib: gib2(first.non_torch as f64),
@@ -613,20 +695,38 @@ pub fn plan(req: &PlanRequest) -> Plan {
         numa_nodes: Vec::new(),
         kv_bytes_per_token: layout.bytes_per_token,
         blocks,
-        block_size: block as u32,
+        block_size: block_out,
         kv_cache_groups: groups,
         kv_cache_dtype: kv_dtype,
         model: req.model_name.clone(),
         gpu: req.gpu.name.clone(),
         engine: EngineInfo {
             name: req.engine,
-            version: version.to_string(),
+            version: engine_rules.rules_of.clone(),
             v1,
         },
         assumptions,
         llama_cpp: None,
         accounting: Some(engine_rules.accounting),
         engine_rules: Some(engine_rules),
+    }
+}
+
+/// Say the rules first: an approximate accounting in the first line, then each rule.
+fn push_rules(assumptions: &mut Vec<String>, rules: &crate::rules::EngineRules, name: &str) {
+    if rules.accounting == crate::rules::Accounting::Approximate {
+        assumptions.insert(
+            0,
+            format!(
+                "accounting approximate: {}",
+                rules.note.as_deref().unwrap_or("rules of another release")
+            ),
+        );
+    } else if let Some(n) = &rules.note {
+        assumptions.push(n.clone());
+    }
+    for r in &rules.rules {
+        assumptions.push(format!("{name} {}: {} [{}]", r.rule, r.value, r.source));
     }
 }
 

@@ -164,7 +164,11 @@ fn write_vllm_memory(p: &Plan, out: &mut dyn Write) -> io::Result<()> {
         "Engine: {:?} {} ({}), TP {} × PP {}, max_model_len {}, KV {:?}, block {}",
         p.engine.name,
         p.engine.version,
-        if p.engine.v1 { "V1" } else { "V0" },
+        match p.engine.name {
+            inferscope_plan::engine::Engine::Vllm if p.engine.v1 => "V1",
+            inferscope_plan::engine::Engine::Vllm => "V0",
+            _ => "own accounting",
+        },
         p.tensor_parallel_size.unwrap_or(1),
         p.pipeline_parallel_size,
         p.max_model_len.map_or("?".into(), |m| m.to_string()),
