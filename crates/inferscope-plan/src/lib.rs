@@ -15,6 +15,7 @@
 
 pub mod arch;
 pub mod catalog;
+pub mod checkpoint;
 pub mod engine;
 pub mod find;
 pub mod gguf_arch;

@@ -473,6 +473,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
         pipeline_parallel_size: 1,
         gpus_used: 1,
         weights_bytes_total: Some(weights),
+        weights_bytes_per_gpu: w_gpu,
         gpus: Vec::new(),
         numa_nodes: Vec::new(),
         kv_bytes_per_token,

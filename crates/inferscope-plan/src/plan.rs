@@ -74,6 +74,9 @@ pub struct PlanRequest {
     /// Free memory per GPU when the engine starts, bytes (SGLang sizes from it; default: the
     /// torch-visible total less the CUDA context).
     pub free_bytes_at_start: Option<u64>,
+    /// Exact tensor bytes of a local checkpoint (from its safetensors headers): per-GPU
+    /// weights are sharded from these instead of the architecture formula.
+    pub checkpoint: Option<crate::checkpoint::CheckpointWeights>,
 }
 
 impl PlanRequest {
@@ -146,6 +149,7 @@ impl PlanRequest {
             llama_cpp: LlamaCppSettings::default(),
             compute_capability: None,
             free_bytes_at_start: None,
+            checkpoint: None,
         }
     }
 }
@@ -210,6 +214,9 @@ pub struct Plan {
     pub gpus_used: u32,
     /// Checkpoint bytes the host reads while loading.
     pub weights_bytes_total: Option<u64>,
+    /// Weights on one GPU (pipeline stage 0), bytes: exact when checkpoint headers were read.
+    #[serde(default)]
+    pub weights_bytes_per_gpu: u64,
     /// GPUs by PCI address (filled by the caller when it knows them).
     pub gpus: Vec<inferscope_model::ids::PciBusId>,
     /// NUMA nodes (filled by the caller).
@@ -441,6 +448,31 @@ pub fn plan(req: &PlanRequest) -> Plan {
         );
     }
 
+    if let Some(c) = req.checkpoint.as_ref().filter(|c| c.tensors > 0) {
+        if flag_quant.is_some() {
+            assumptions.push("weights: --quantization changes the checkpoint's dtype: formula used, not the headers".into());
+        } else {
+            let mut f = weights_per_gpu(arch, quant, Shard::SINGLE);
+            f.rope_cache = 0;
+            f.runtime = 0;
+            let (h, fb) = (c.loaded_bytes() as f64, f.total() as f64);
+            assumptions.push(format!(
+                "weights: exact bytes from {} checkpoint tensors ({:.2} GiB loaded{}), sharded by TP/PP as vLLM does",
+                c.tensors,
+                h / GIB,
+                if c.skipped > 0 { format!("; {:.2} GiB of MTP layers not loaded", c.skipped as f64 / GIB) } else { String::new() }
+            ));
+            if fb > 0.0 && ((h - fb) / fb).abs() > 0.02 {
+                assumptions.push(format!(
+                    "warning: the architecture formula gives {:.2} GiB but the checkpoint headers {:.2} GiB ({:+.1} %): the headers are used",
+                    fb / GIB,
+                    h / GIB,
+                    (h - fb) / fb * 100.0
+                ));
+            }
+        }
+    }
+
     // ---- per stage ----
     let usable = (util * total as f64) as u64;
     let mut usable_out = usable;
@@ -461,7 +493,16 @@ pub fn plan(req: &PlanRequest) -> Plan {
             stage: s,
             expert_parallel: req.expert_parallel,
         };
-        let w = weights_per_gpu(arch, quant, shard).total();
+        let formula = weights_per_gpu(arch, quant, shard);
+        let w = match (&req.checkpoint, &flag_quant) {
+            // the headers hold what is loaded; add what the engine allocates beside it
+            (Some(c), None) if c.tensors > 0 => {
+                c.per_gpu(shard, arch.num_kv_heads, arch.tie_word_embeddings)
+                    + formula.rope_cache
+                    + formula.runtime
+            }
+            _ => formula.total(),
+        };
         let nt = non_torch_bytes(tp, pp, profiled);
         let act = activation_bytes(
             arch,
@@ -691,6 +732,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
         pipeline_parallel_size: pp,
         gpus_used,
         weights_bytes_total: Some(memory::checkpoint_bytes(arch)),
+        weights_bytes_per_gpu: first.weights,
         gpus: Vec::new(),
         numa_nodes: Vec::new(),
         kv_bytes_per_token: layout.bytes_per_token,
