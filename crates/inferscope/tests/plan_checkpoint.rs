@@ -126,5 +126,27 @@ fn hf_cache_checkpoint_gives_exact_sharded_weights() {
         err.contains("models--nobody--nothing") && err.contains("revision main"),
         "{err}"
     );
+
+    // a snapshot whose safetensors header is cut short: one error naming the file, exit 2
+    snapshot(
+        &hub,
+        "tiny/llama",
+        "bad",
+        "3333333333333333333333333333333333333333",
+        64,
+    );
+    let snap = hub.join("models--tiny--llama/snapshots/3333333333333333333333333333333333333333");
+    std::fs::copy(
+        common::repo().join("fixtures/tools/safetensors/bad-truncated-in-header.safetensors"),
+        snap.join("model.safetensors"),
+    )
+    .unwrap();
+    let (code, _out, err) = run(&hub, &["--model", "tiny/llama", "--revision", "bad"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("3333333333") && err.contains("model.safetensors"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
     let _ = std::fs::remove_dir_all(&tmp);
 }
