@@ -650,8 +650,16 @@ pub fn plan(req: &PlanRequest) -> Plan {
             }
             _ => {
                 let prefill = req.max_num_batched_tokens.unwrap_or_else(|| {
-                    assumptions.push("TGI: --max-batch-prefill-tokens 4096 assumed (3.x launchers derive it from --max-input-tokens)".into());
-                    4096
+                    let (d, src) = crate::tgi::default_prefill_tokens(
+                        req.engine_version.as_deref(),
+                        &arch.model_type,
+                        arch.vision_params > 0,
+                        arch.max_position_embeddings,
+                    );
+                    assumptions.push(format!(
+                        "TGI --max-batch-prefill-tokens {d} (default) [{src}]"
+                    ));
+                    d
                 });
                 let act = crate::tgi::warmup_activation(arch, prefill, tp);
                 first.activation = act;

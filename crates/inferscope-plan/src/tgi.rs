@@ -189,3 +189,40 @@ pub fn warmup_activation(arch: &ModelArch, tokens: u64, tp: u32) -> u64 {
         .saturating_mul(arch.dtype.bytes());
     base.saturating_add(logits)
 }
+
+/// TGI's default `--max-batch-prefill-tokens` when not given, and where it comes from.
+/// `model_type` is the text model's `model_type` (`multimodal`: the checkpoint has a vision
+/// tower, so the top-level type the launcher reads is `gemma3` for `gemma3_text`); `max_pos`
+/// its `max_position_embeddings`. 3.x first tries a compute-optimal size for cards in the
+/// launcher's FLOPS table (`compute_optimal`), which this does not model (said in the source).
+pub fn default_prefill_tokens(
+    version: Option<&str>,
+    model_type: &str,
+    multimodal: bool,
+    max_pos: u64,
+) -> (u64, String) {
+    let major = version
+        .and_then(EngineVersion::parse)
+        .map_or(3, |v| v.major);
+    match major {
+        0 | 1 => (
+            4096,
+            "v1.0.0 launcher/src/main.rs: --max-batch-prefill-tokens default 4096".into(),
+        ),
+        2 => (
+            max_pos.clamp(1, 4096) - 1 + 50,
+            "v2.0.4 launcher/src/main.rs: max_input_tokens (min(max_position_embeddings, 4096) − 1) + 50".into(),
+        ),
+        _ => {
+            let d = match (model_type, multimodal) {
+                ("qwen2_vl" | "qwen2_5_vl", _) => 10_000,
+                ("gemma3", _) | ("gemma3_text", true) => 8000,
+                _ => 4096,
+            };
+            (
+                d.min(max_pos.max(1)),
+                format!("v3.3.7 launcher/src/main.rs: {d} for model_type {model_type:?}, at most max_position_embeddings (the compute-optimal size for known cards is not modelled)"),
+            )
+        }
+    }
+}

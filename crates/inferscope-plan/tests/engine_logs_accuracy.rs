@@ -205,26 +205,26 @@ fn sglang_negative_budget_fails() {
 /// other two are a single pasted line (issue 832) and a SageMaker JumpStart container whose
 /// environment (MAX_BATCH_PREFILL_TOKENS, CUDA_MEMORY_FRACTION, ...) is not in the log; their
 /// figures are printed, not asserted.
-const TGI: &[(&str, &str, f64, u64, bool)] = &[
+const TGI: &[(&str, &str, f64, Option<u64>, bool)] = &[
     (
         "tgi-gemma3-27b-it-2xa6000-flashinfer",
         "3.3.0",
         47.54,
-        8000,
+        Some(8000),
         true,
     ),
     (
         "tgi-i832-llama2-70b-4xa100-80gb-tgi1.0",
         "1.0.0",
         79.15,
-        4096,
+        None,
         false,
     ),
     (
         "tgi-hyperpod-mistral7b-instruct-g5.8xlarge",
         "2.0.4",
         22.2,
-        4096,
+        None,
         false,
     ),
 ];
@@ -243,7 +243,17 @@ fn tgi_total_tokens() {
         // chat and base Llama 2 share the architecture (the case's `inferred.model_id`)
         let model = c["model_id"].as_str().unwrap().replace("-chat-hf", "-hf");
         let (arch, weights, per_token) = shape(&model, tp);
-        let act = tgi::warmup_activation(&arch, *prefill, tp);
+        // the launcher's default where the log does not print it
+        let prefill = prefill.unwrap_or_else(|| {
+            tgi::default_prefill_tokens(
+                Some(version),
+                &arch.model_type,
+                arch.vision_params > 0,
+                arch.max_position_embeddings,
+            )
+            .0
+        });
+        let act = tgi::warmup_activation(&arch, prefill, tp);
         let r = tgi::kv(&tgi::TgiInputs {
             version: Some(version),
             total: (total_gib * GIB) as u64,
@@ -251,7 +261,7 @@ fn tgi_total_tokens() {
             non_torch: memory::non_torch_bytes(tp, 1, true),
             warmup_activation: act,
             bytes_per_token: per_token,
-            prefill_tokens: *prefill,
+            prefill_tokens: prefill,
             cuda_memory_fraction: c["settings"]["cuda_memory_fraction"].as_f64(),
             block_size: m["kv_block_size"].as_u64().map(|b| b as u32),
         });
