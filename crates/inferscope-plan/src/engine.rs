@@ -263,7 +263,8 @@ fn meaning(engine: Engine, flag: &str) -> Option<Meaning> {
         (Engine::Tgi, "--max-total-tokens") => MaxLen,
         (Engine::Tgi, "--cuda-memory-fraction") => GpuUtil,
         (Engine::Tgi, "--kv-cache-dtype") => KvDtype,
-        (Engine::Tgi, "--max-concurrent-requests") => MaxSeqs,
+        // a router queue limit, not a batch size: no memory effect (launcher/src/main.rs)
+        (Engine::Tgi, "--max-concurrent-requests") => Inert,
         (Engine::Tgi, "--max-batch-prefill-tokens") => BatchedTokens,
         (Engine::Tgi, "--quantize") => Quant,
         (Engine::Tgi, "--dtype") => Dtype,

@@ -86,6 +86,9 @@ pub struct GpuSpec {
     /// Which link (`NVLink 4 (18 links)`, `NVLink bridge (pairs)`, `Infinity Fabric ...`).
     #[serde(default)]
     pub gpu_link: Option<String>,
+    /// CUDA compute capability (`"8.0"`), NVIDIA only; vLLM 0.8-0.9 falls back to V0 below 8.0.
+    #[serde(default)]
+    pub compute_capability: Option<String>,
     /// Host link where it is not PCIe (Grace NVLink-C2C), GB/s bidirectional.
     #[serde(default)]
     pub host_link_gbps: Option<f64>,
@@ -447,6 +450,7 @@ pub fn custom(total_gib: f64) -> Result<GpuSpec, GpuLookupError> {
         int8_tops: None,
         gpu_link_gbps: None,
         gpu_link: None,
+        compute_capability: None,
         host_link_gbps: None,
         pcie_gen: None,
         pcie_lanes: None,

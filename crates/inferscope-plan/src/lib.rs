@@ -15,13 +15,17 @@
 
 pub mod arch;
 pub mod catalog;
+pub mod checkpoint;
 pub mod engine;
 pub mod find;
 pub mod gguf_arch;
 pub mod llama_cpp;
 pub mod memory;
 pub mod plan;
+pub mod rules;
+pub mod sglang;
 pub mod suggest;
+pub mod tgi;
 
 pub use arch::{ModelArch, PlanError, from_hf_config};
 pub use memory::EngineVersion;

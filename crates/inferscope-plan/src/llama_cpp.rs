@@ -473,6 +473,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
         pipeline_parallel_size: 1,
         gpus_used: 1,
         weights_bytes_total: Some(weights),
+        weights_bytes_per_gpu: w_gpu,
         gpus: Vec::new(),
         numa_nodes: Vec::new(),
         kv_bytes_per_token,
@@ -491,6 +492,19 @@ pub fn plan(req: &PlanRequest) -> Plan {
             v1: false,
         },
         assumptions,
+        accounting: Some(crate::rules::Accounting::Modelled),
+        engine_rules: Some(crate::rules::EngineRules {
+            engine: "llama.cpp".into(),
+            requested_version: req.engine_version.clone(),
+            rules_of: "llama.cpp vendored in llama-cpp-python 0.3.36".into(),
+            note: None,
+            accounting: crate::rules::Accounting::Modelled,
+            rules: vec![crate::rules::Rule {
+                rule: "kv_cache".into(),
+                value: "n_ctx cells per stream, no share of free memory".into(),
+                source: "llama-cpp-python 0.3.36 vendor/llama.cpp src/llama-context.cpp, src/llama-kv-cache.cpp, tools/server/server.cpp".into(),
+            }],
+        }),
         llama_cpp: Some(LlamaCppPlan {
             n_ctx,
             n_ctx_seq,

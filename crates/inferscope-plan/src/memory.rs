@@ -32,7 +32,7 @@ impl EngineVersion {
     /// The newest accounting this planner models (used for `main`, `latest`, or no version).
     pub const LATEST: EngineVersion = EngineVersion {
         major: 0,
-        minor: 19,
+        minor: 34,
         patch: 0,
     };
 
@@ -356,21 +356,55 @@ pub fn kv_bytes_per_token_layer(
     mats * kv_rank * u64::from(layer.head_dim) * kv.bytes()
 }
 
-/// Non-torch memory (CUDA context growth, NCCL and custom all-reduce buffers) per GPU.
+/// Fitted constants (GiB unless said): least squares over the **calibration half** of
+/// `fixtures/tools/vllm-logs/cases.jsonl` only (cases whose FNV-1a 64 hash of the id is even);
+/// `tests/vllm_logs_accuracy.rs` re-runs the fit and fails if these drift from it.
+pub mod fitted {
+    /// V1 non-torch at TP 1 (median of the calibration rows with TP 1, PP 1).
+    pub const NON_TORCH_TP1_GIB: f64 = 0.25;
+    /// V1 non-torch with TP > 1: intercept of `a + b × tp` (NCCL and custom all-reduce buffers).
+    pub const NON_TORCH_TP_BASE_GIB: f64 = 1.99;
+    /// V1 non-torch with TP > 1: slope per rank.
+    pub const NON_TORCH_TP_PER_RANK_GIB: f64 = 0.045;
+    /// V1 non-torch with PP only (one calibration row).
+    pub const NON_TORCH_PP_GIB: f64 = 0.07;
+    /// V0 ≤ 0.6.4: everything beyond weights and the derived activation (CUDA context growth,
+    /// torch's cache), fitted on the calibration A6000 rows of vLLM 0.4.
+    pub const V0_OVERHEAD_GIB: f64 = 0.984;
+    /// Bytes per logit of the dummy sampler run (fp32 logits, sorted copy, int64 indices).
+    pub const SAMPLER_BYTES_PER_LOGIT: f64 = 13.54;
+    /// Fixed buffers of the V1 profile run.
+    pub const V1_FIXED_GIB: f64 = 0.17;
+    /// A vision encoder's profile run (one calibration row: Llama 4 Scout).
+    pub const VISION_PROFILE_GIB: f64 = 0.223;
+}
+
+/// Non-torch memory (NCCL and custom all-reduce buffers, cuBLAS workspaces) per GPU, as
+/// `memory_profiling` measures it from vLLM 0.6.6 on (see [`crate::rules::NonTorch`]).
 ///
-/// Calibrated on H100 start-ups of vLLM 0.19 (llm-d sweep): 0.24–0.27 GiB with TP=1,
-/// 2.07–2.10 GiB with TP=2, 2.13–2.21 GiB with TP=4, 0.07 GiB with PP=2/TP=1. V0 releases
-/// measured `total − free` after profiling, which also counts the CUDA context: 0.67 GiB fits
-/// the RTX A6000 logs of vLLM 0.4.
-pub fn non_torch_bytes(tp: u32, pp: u32, v1: bool) -> u64 {
-    let gib = if !v1 {
-        0.67 + if tp > 1 { 0.3 } else { 0.0 }
+/// Fitted on the calibration half ([`fitted`]): H100 with NVLink and custom all-reduce; PCIe
+/// machines without custom all-reduce are not in the data (said in the plan's assumptions).
+/// Releases ≤ 0.6.4 measured differently; their overhead is [`fitted::V0_OVERHEAD_GIB`].
+///
+/// `profiled` is true where `memory_profiling` measures the increase (vLLM ≥ 0.6.6, V0 or V1).
+/// Older V0 releases counted everything since the worker started: [`fitted::V0_OVERHEAD_GIB`],
+/// plus under TP the same NCCL/all-reduce increment the profiled releases measure.
+pub fn non_torch_bytes(tp: u32, pp: u32, profiled: bool) -> u64 {
+    let tp_extra =
+        fitted::NON_TORCH_TP_BASE_GIB + fitted::NON_TORCH_TP_PER_RANK_GIB * f64::from(tp.min(64));
+    let gib = if !profiled {
+        fitted::V0_OVERHEAD_GIB
+            + if tp > 1 {
+                tp_extra - fitted::NON_TORCH_TP1_GIB
+            } else {
+                0.0
+            }
     } else if tp > 1 {
-        2.0 + 0.04 * f64::from(tp.min(64))
+        tp_extra
     } else if pp > 1 {
-        0.1
+        fitted::NON_TORCH_PP_GIB
     } else {
-        0.25
+        fitted::NON_TORCH_TP1_GIB
     };
     (gib * GIB) as u64
 }
@@ -382,41 +416,86 @@ pub struct ProfileShape {
     pub tokens: u64,
     /// Sequences whose logits the dummy sampler run computes.
     pub seqs: u64,
-    /// V1 engine.
+    /// `memory_profiling` era (vLLM ≥ 0.6.6, V0 or V1): the fixed buffers count as activation;
+    /// before, they are inside [`fitted::V0_OVERHEAD_GIB`].
     pub v1: bool,
     /// Tensor-parallel size.
     pub tp: u32,
 }
 
-/// Peak torch memory of the profiling run beyond the weights.
-///
-/// V1 (calibrated on 14 H100 start-ups, 8192 tokens, 1024 sequences): the dummy sampler run
-/// dominates at ≈ 14.4 bytes × max_num_seqs × vocab (fp32 logits, sorted copy and int64
-/// indices), plus 2 bytes × tokens × hidden of hidden states, 0.07 GiB of fixed buffers, the
-/// fused-MoE workspaces (tokens × top-k × (max(2·I, H) + I) × 2 bytes), and 0.25 GiB for a
-/// vision encoder's profile. V0 profiles a whole max_model_len sequence: ≈ 8 bytes × tokens ×
-/// intermediate/TP of MLP activations plus 8 bytes × 256 × vocab of sampler state.
-pub fn activation_bytes(arch: &ModelArch, p: ProfileShape) -> u64 {
-    let tp = u64::from(p.tp.max(1));
+/// The derived (not fitted) parts of the profile run's peak, bytes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ActivationTerms {
+    /// Largest transient of one layer's forward pass at `tokens`: the MLP's gate/up output
+    /// (2·I/tp) with the activation output (I/tp), or attention's q/k/v and output, plus the
+    /// layer input, in the model dtype.
+    pub forward: f64,
+    /// Kept while the sampler runs: the hidden states (tokens × hidden) and the fused-MoE
+    /// workspaces (tokens × top-k × (max(2·I/tp, H) + I/tp), vLLM caches them).
+    pub persistent: f64,
+    /// Logits of the dummy sampler run: `seqs × vocab`.
+    pub logits: f64,
+    /// The model has a vision encoder that the profile runs.
+    pub vision: bool,
+}
+
+/// Shape terms of the profiling run (see [`activation_bytes`]).
+pub fn activation_terms(arch: &ModelArch, p: ProfileShape) -> ActivationTerms {
+    let tp = p.tp.max(1) as f64;
+    let dt = arch.dtype.bytes() as f64;
     let h = arch.hidden_size as f64;
-    let v = arch.vocab_size as f64;
     let t = p.tokens as f64;
+    let inter = arch
+        .moe
+        .as_ref()
+        .filter(|_| arch.intermediate_size == 0)
+        .map_or(arch.intermediate_size as f64, |m| {
+            m.expert_intermediate as f64
+        });
+    let mlp = 3.0 * (inter / tp).ceil();
+    let hd = arch.head_dim as f64;
+    let heads = (f64::from(arch.num_attention_heads) / tp).ceil();
+    let kv = (f64::from(arch.num_kv_heads) / tp).ceil().max(1.0);
+    let attn = (2.0 * heads + 2.0 * kv) * hd;
+    let forward = t * dt * (mlp.max(attn) + h);
     let moe_ws = arch.moe.as_ref().map_or(0.0, |m| {
-        let ei = (m.expert_intermediate as f64 / tp as f64).ceil();
+        let ei = (m.expert_intermediate as f64 / tp).ceil();
         t * f64::from(m.experts_per_token) * ((2.0 * ei).max(h) + ei) * 2.0
     });
-    let vision = if arch.vision_params > 0 {
-        0.25 * GIB
+    ActivationTerms {
+        forward,
+        persistent: t * h * dt + moe_ws,
+        logits: p.seqs as f64 * arch.vocab_size as f64,
+        vision: arch.vision_params > 0,
+    }
+}
+
+/// Peak torch memory of the profiling run beyond the weights:
+///
+/// ```text
+/// fixed + persistent + max(forward, SAMPLER_BYTES_PER_LOGIT × seqs × vocab) (+ vision encoder)
+/// ```
+///
+/// The forward pass ends before the sampler runs, so the peak is the larger of the two over
+/// what both keep (hidden states, MoE workspaces). The shape terms are derived
+/// ([`activation_terms`]); the sampler's bytes per logit and the fixed part are fitted
+/// ([`fitted`]). V0 without chunked prefill profiles a whole `max_model_len` sequence, so its
+/// forward term grows with the context; its fixed part is inside [`fitted::V0_OVERHEAD_GIB`].
+/// It does not shrink with TP: the logits are gathered on every rank.
+pub fn activation_bytes(arch: &ModelArch, p: ProfileShape) -> u64 {
+    let a = activation_terms(arch, p);
+    let sampler = fitted::SAMPLER_BYTES_PER_LOGIT * a.logits;
+    let vision = if a.vision {
+        fitted::VISION_PROFILE_GIB * GIB
     } else {
         0.0
     };
-    let bytes = if p.v1 {
-        14.4 * p.seqs as f64 * v + 2.0 * t * h + 0.07 * GIB + moe_ws + vision
+    let fixed = if p.v1 {
+        fitted::V1_FIXED_GIB * GIB
     } else {
-        let inter = arch.intermediate_size as f64 / tp as f64;
-        8.0 * t * inter + 8.0 * p.seqs as f64 * v + moe_ws + vision
+        0.0
     };
-    bytes as u64
+    (fixed + a.persistent + a.forward.max(sampler) + vision) as u64
 }
 
 /// CUDA-graph memory when graphs are captured (not with `--enforce-eager`).

@@ -8,8 +8,8 @@ use crate::arch::{AttentionKind, Dtype, ModelArch, Quantization};
 use crate::engine::{Engine, EngineSettings};
 use crate::llama_cpp::{LlamaCppPlan, LlamaCppSettings};
 use crate::memory::{
-    self, EngineVersion, GIB, ProfileShape, Shard, activation_bytes, cuda_graph_bytes, gib2,
-    kv_layout, non_torch_bytes, stage_layers, weights_per_gpu,
+    self, GIB, ProfileShape, Shard, activation_bytes, cuda_graph_bytes, gib2, kv_layout,
+    non_torch_bytes, stage_layers, weights_per_gpu,
 };
 use serde::{Deserialize, Serialize};
 
@@ -69,6 +69,14 @@ pub struct PlanRequest {
     pub concurrency: Option<u32>,
     /// llama-server settings with no vLLM counterpart (used when `engine` is llama.cpp).
     pub llama_cpp: LlamaCppSettings,
+    /// CUDA compute capability of the GPUs, when known (vLLM 0.8–0.9 fall back to V0 below 8.0).
+    pub compute_capability: Option<(u32, u32)>,
+    /// Free memory per GPU when the engine starts, bytes (SGLang sizes from it; default: the
+    /// torch-visible total less the CUDA context).
+    pub free_bytes_at_start: Option<u64>,
+    /// Exact tensor bytes of a local checkpoint (from its safetensors headers): per-GPU
+    /// weights are sharded from these instead of the architecture formula.
+    pub checkpoint: Option<crate::checkpoint::CheckpointWeights>,
 }
 
 impl PlanRequest {
@@ -139,6 +147,9 @@ impl PlanRequest {
             offline: false,
             concurrency: None,
             llama_cpp: LlamaCppSettings::default(),
+            compute_capability: None,
+            free_bytes_at_start: None,
+            checkpoint: None,
         }
     }
 }
@@ -203,6 +214,9 @@ pub struct Plan {
     pub gpus_used: u32,
     /// Checkpoint bytes the host reads while loading.
     pub weights_bytes_total: Option<u64>,
+    /// Weights on one GPU (pipeline stage 0), bytes: exact when checkpoint headers were read.
+    #[serde(default)]
+    pub weights_bytes_per_gpu: u64,
     /// GPUs by PCI address (filled by the caller when it knows them).
     pub gpus: Vec<inferscope_model::ids::PciBusId>,
     /// NUMA nodes (filled by the caller).
@@ -228,6 +242,13 @@ pub struct Plan {
     /// What llama.cpp allocates (llama-server plans only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llama_cpp: Option<LlamaCppPlan>,
+    /// `modelled`: the engine's own accounting for this release; `approximate`: another
+    /// engine's or release's rules stand in (also said in the first assumptions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accounting: Option<crate::rules::Accounting>,
+    /// The engine rules applied, each with its source (release, file, function).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_rules: Option<crate::rules::EngineRules>,
 }
 
 /// One stage's numbers (bytes).
@@ -253,35 +274,6 @@ pub fn plan(req: &PlanRequest) -> Plan {
     let mut problems: Vec<String> = Vec::new();
     let tp = req.tp.clamp(1, 1024);
     let pp = req.pp.clamp(1, 1024);
-
-    // ---- engine version ----
-    let version = req
-        .engine_version
-        .as_deref()
-        .and_then(EngineVersion::parse)
-        .unwrap_or(EngineVersion::LATEST);
-    if req.engine_version.is_none() {
-        assumptions.push(format!(
-            "engine version not given: vLLM {version} accounting"
-        ));
-    } else if req
-        .engine_version
-        .as_deref()
-        .and_then(EngineVersion::parse)
-        .is_none()
-    {
-        assumptions.push(format!(
-            "engine version {:?} not understood: vLLM {version} accounting",
-            req.engine_version.as_deref().unwrap_or("")
-        ));
-    }
-    if req.engine != Engine::Vllm {
-        assumptions.push(format!(
-            "{:?}: memory follows vLLM's accounting; this engine's own overheads are not modelled",
-            req.engine
-        ));
-    }
-    let v1 = req.v1.unwrap_or(version.v1_default());
 
     // ---- dtypes and quantization ----
     let mut arch_dtype = arch.dtype;
@@ -343,21 +335,44 @@ pub fn plan(req: &PlanRequest) -> Plan {
         arch
     };
 
-    // ---- engine defaults ----
+    // ---- engine rules of this release ----
     // 1 PiB per GPU bounds every byte sum below i64.
     let total = req.gpu.total_bytes.min(1 << 50);
-    let util = req
-        .gpu_memory_utilization
-        .filter(|u| u.is_finite())
-        .unwrap_or(0.9)
-        .clamp(0.0, 1.0);
-    if req.gpu_memory_utilization.is_none() {
-        assumptions.push("gpu_memory_utilization 0.9 (vLLM default)".into());
-    }
     let max_len = req
         .max_model_len
         .unwrap_or(arch.max_position_embeddings)
         .clamp(1, 1 << 40);
+    let kv_fp8 = req
+        .kv_cache_dtype
+        .as_deref()
+        .is_some_and(|k| k.starts_with("fp8"));
+    let rules = crate::rules::vllm(&crate::rules::VllmContext {
+        version: req.engine_version.as_deref(),
+        gpu_total_bytes: total,
+        gpu_name: &req.gpu.name,
+        compute_capability: req.compute_capability,
+        max_model_len: max_len,
+        sliding_window: layout_has_window(arch),
+        multimodal: arch.vision_params > 0,
+        offline: req.offline,
+        v1_forced: req.v1,
+        max_num_batched_tokens: req.max_num_batched_tokens,
+        max_num_seqs: req.max_num_seqs,
+        gpu_memory_utilization: req.gpu_memory_utilization,
+        block_size: req.block_size,
+        kv_fp8,
+        dtype_fp32: arch_dtype == Dtype::F32,
+        enforce_eager: req.enforce_eager,
+    });
+    let mut engine_rules = rules.info.clone();
+    let version = rules.release;
+    let v1 = rules.v1;
+    let vllm = req.engine == Engine::Vllm;
+    if vllm {
+        push_rules(&mut assumptions, &engine_rules, &format!("vLLM {version}"));
+    }
+    let util = rules.utilization;
+    let profiled = rules.non_torch == crate::rules::NonTorch::Increase;
     if req.max_model_len.is_none() {
         assumptions.push(format!(
             "max_model_len {max_len} (model's max_position_embeddings, vLLM default)"
@@ -369,50 +384,9 @@ pub fn plan(req: &PlanRequest) -> Plan {
             arch.max_position_embeddings
         ));
     }
-    let big_gpu = total as f64 >= 70.0 * GIB;
-    let (default_tokens, default_seqs) = if !v1 {
-        (max_len.max(2048), 256)
-    } else if big_gpu {
-        // vLLM ≥ 0.8 `_set_default_args`: ≥ 70 GiB GPUs other than A100
-        if req.offline {
-            (16384, 1024)
-        } else {
-            (8192, 1024)
-        }
-    } else if req.offline {
-        (8192, 256)
-    } else {
-        (2048, 256)
-    };
-    let is_a100 = req.gpu.name.to_ascii_lowercase().contains("a100");
-    let (default_tokens, default_seqs) = if v1 && big_gpu && is_a100 {
-        if req.offline {
-            (8192, 256)
-        } else {
-            (2048, 256)
-        }
-    } else {
-        (default_tokens, default_seqs)
-    };
-    let batched_tokens = req
-        .max_num_batched_tokens
-        .unwrap_or(default_tokens)
-        .clamp(1, 1 << 32);
-    let seqs = u64::from(req.max_num_seqs.unwrap_or(default_seqs).clamp(1, 1 << 20));
-    if req.max_num_batched_tokens.is_none() {
-        assumptions.push(if v1 {
-            format!("profiling batch: max_num_batched_tokens {batched_tokens} (vLLM V1 default for this GPU)")
-        } else {
-            format!("profiling batch: one max_model_len sequence of {batched_tokens} tokens (V0 without chunked prefill)")
-        });
-    }
-    if req.max_num_seqs.is_none() {
-        assumptions.push(format!("max_num_seqs {seqs} (vLLM default for this GPU)"));
-    }
-    let block = u64::from(req.block_size.unwrap_or(16).clamp(1, 4096));
-    if req.block_size.is_none() {
-        assumptions.push("block size 16 tokens (vLLM default; FlashMLA would use 64)".into());
-    }
+    let batched_tokens = rules.batched_tokens;
+    let seqs = rules.seqs;
+    let block = u64::from(rules.block_size);
     if arch.mla.is_some() {
         assumptions.push("MLA: the compressed latent (kv_lora_rank + qk_rope_head_dim) is cached whole on every TP rank".into());
     }
@@ -441,18 +415,18 @@ pub fn plan(req: &PlanRequest) -> Plan {
             req.gpu.count
         ));
     }
-    if req.enforce_eager {
-        assumptions.push("enforce_eager: no CUDA graphs".into());
-    } else {
-        assumptions.push("CUDA graphs captured after KV sizing, outside gpu_memory_utilization (as in vLLM 0.4–0.19 logs); estimate 0.5 GiB + 13 MiB per layer".into());
+    if !req.enforce_eager {
+        assumptions.push(
+            "CUDA-graph memory estimate 0.5 GiB + 13 MiB per layer (rough fit to H100 logs)".into(),
+        );
     }
     assumptions.push(format!(
-        "non-torch memory {:.2} GiB per GPU (calibrated on H100 logs{})",
-        non_torch_bytes(tp, pp, v1) as f64 / GIB,
-        if v1 {
+        "non-torch memory {:.2} GiB per GPU (fitted on the calibration half: H100, NVLink, custom all-reduce{})",
+        non_torch_bytes(tp, pp, profiled) as f64 / GIB,
+        if profiled {
             ""
         } else {
-            "; V0 counts the CUDA context"
+            "; vLLM ≤ 0.6.4 counts everything since the worker started"
         }
     ));
     if arch.vision_params > 0 {
@@ -474,8 +448,34 @@ pub fn plan(req: &PlanRequest) -> Plan {
         );
     }
 
+    if let Some(c) = req.checkpoint.as_ref().filter(|c| c.tensors > 0) {
+        if flag_quant.is_some() {
+            assumptions.push("weights: --quantization changes the checkpoint's dtype: formula used, not the headers".into());
+        } else {
+            let mut f = weights_per_gpu(arch, quant, Shard::SINGLE);
+            f.rope_cache = 0;
+            f.runtime = 0;
+            let (h, fb) = (c.loaded_bytes() as f64, f.total() as f64);
+            assumptions.push(format!(
+                "weights: exact bytes from {} checkpoint tensors ({:.2} GiB loaded{}), sharded by TP/PP as vLLM does",
+                c.tensors,
+                h / GIB,
+                if c.skipped > 0 { format!("; {:.2} GiB of MTP layers not loaded", c.skipped as f64 / GIB) } else { String::new() }
+            ));
+            if fb > 0.0 && ((h - fb) / fb).abs() > 0.02 {
+                assumptions.push(format!(
+                    "warning: the architecture formula gives {:.2} GiB but the checkpoint headers {:.2} GiB ({:+.1} %): the headers are used",
+                    fb / GIB,
+                    h / GIB,
+                    (h - fb) / fb * 100.0
+                ));
+            }
+        }
+    }
+
     // ---- per stage ----
     let usable = (util * total as f64) as u64;
+    let mut usable_out = usable;
     let mut first = Stage::default();
     let mut min_blocks = u64::MAX;
     let mut layout0 = None;
@@ -493,14 +493,23 @@ pub fn plan(req: &PlanRequest) -> Plan {
             stage: s,
             expert_parallel: req.expert_parallel,
         };
-        let w = weights_per_gpu(arch, quant, shard).total();
-        let nt = non_torch_bytes(tp, pp, v1);
+        let formula = weights_per_gpu(arch, quant, shard);
+        let w = match (&req.checkpoint, &flag_quant) {
+            // the headers hold what is loaded; add what the engine allocates beside it
+            (Some(c), None) if c.tensors > 0 => {
+                c.per_gpu(shard, arch.num_kv_heads, arch.tie_word_embeddings)
+                    + formula.rope_cache
+                    + formula.runtime
+            }
+            _ => formula.total(),
+        };
+        let nt = non_torch_bytes(tp, pp, profiled);
         let act = activation_bytes(
             arch,
             ProfileShape {
                 tokens: batched_tokens,
                 seqs,
-                v1,
+                v1: profiled,
                 tp,
             },
         );
@@ -511,7 +520,8 @@ pub fn plan(req: &PlanRequest) -> Plan {
         } else {
             cuda_graph_bytes(layers_here, tp)
         };
-        let kv = usable as i64 - (w + nt + act) as i64;
+        let in_budget = if rules.cuda_graph_in_budget { graph } else { 0 };
+        let kv = usable as i64 - (w + nt + act + in_budget) as i64;
         let layout = kv_layout(arch, range, tp, kv_dtype, block);
         let blocks = if kv <= 0 {
             0
@@ -520,7 +530,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
         } else {
             kv as u64 / (layout.bytes_per_token * block).max(1)
         };
-        let free_after = total as i64 - usable as i64 - graph as i64;
+        let free_after = total as i64 - usable as i64 - (graph - in_budget) as i64;
         if kv <= 0 {
             all_fit_weights = false;
         }
@@ -595,6 +605,116 @@ pub fn plan(req: &PlanRequest) -> Plan {
         problems
             .push("CUDA graphs do not fit in the memory gpu_memory_utilization leaves free".into());
     }
+    // ---- SGLang and TGI size the KV cache their own way ----
+    let mut kv_tokens = kv_tokens;
+    let mut max_conc = max_conc;
+    let mut blocks = blocks;
+    let mut block_out = block as u32;
+    if !vllm && layout.bytes_per_token > 0 {
+        let cell = layout.bytes_per_token;
+        let (tokens, kv_bytes, budget, outside, rules_out) = match req.engine {
+            Engine::Sglang => {
+                // SGLang sizes from the free memory at start; default: all but the CUDA context
+                let free = req.free_bytes_at_start.unwrap_or_else(|| {
+                    assumptions.push("SGLang: free memory at start = torch-visible total − 0.25 GiB CUDA context (pass the real figure on a shared GPU)".into());
+                    total.saturating_sub(non_torch_bytes(1, 1, true))
+                });
+                let r = crate::sglang::kv(&crate::sglang::SglangInputs {
+                    version: req.engine_version.as_deref(),
+                    gpu_mem_mib: total as f64 / f64::from(1u32 << 20),
+                    free_at_start: free,
+                    weights: first.weights,
+                    cell_size: cell,
+                    tp,
+                    pp,
+                    mem_fraction_static: req.gpu_memory_utilization,
+                    chunked_prefill_size: req.max_num_batched_tokens,
+                    cuda_graph_max_bs: None,
+                    disable_piecewise_cuda_graph: false,
+                    mla: arch.mla.is_some(),
+                    multimodal: arch.vision_params > 0,
+                });
+                let f = r.mem_fraction_static;
+                // activations and CUDA graphs live outside mem_fraction_static
+                first.activation = 0;
+                first.non_torch = 0;
+                first.cuda_graph = 0;
+                block_out = 1; // page_size 1 by default
+                (
+                    r.tokens,
+                    r.rest,
+                    f * free as f64,
+                    (1.0 - f) * free as f64,
+                    r.info,
+                )
+            }
+            _ => {
+                let prefill = req.max_num_batched_tokens.unwrap_or_else(|| {
+                    let (d, src) = crate::tgi::default_prefill_tokens(
+                        req.engine_version.as_deref(),
+                        &arch.model_type,
+                        arch.vision_params > 0,
+                        arch.max_position_embeddings,
+                    );
+                    assumptions.push(format!(
+                        "TGI --max-batch-prefill-tokens {d} (default) [{src}]"
+                    ));
+                    d
+                });
+                let act = crate::tgi::warmup_activation(arch, prefill, tp);
+                first.activation = act;
+                let r = crate::tgi::kv(&crate::tgi::TgiInputs {
+                    version: req.engine_version.as_deref(),
+                    total,
+                    weights: first.weights,
+                    non_torch: first.non_torch,
+                    warmup_activation: act,
+                    bytes_per_token: cell,
+                    prefill_tokens: prefill,
+                    cuda_memory_fraction: req.gpu_memory_utilization,
+                    block_size: req.block_size,
+                });
+                block_out = r.block_size;
+                let f = req.gpu_memory_utilization.unwrap_or(1.0);
+                (
+                    r.tokens,
+                    r.kv,
+                    f * total as f64,
+                    (1.0 - f) * total as f64,
+                    r.info,
+                )
+            }
+        };
+        engine_rules = rules_out;
+        let name = format!("{} {}", engine_rules.engine, engine_rules.rules_of);
+        push_rules(&mut assumptions, &engine_rules, &name);
+        problems.retain(|p| {
+            !p.contains("KV cache") && !p.contains("exceed") && !p.contains("CUDA graphs")
+        });
+        kv_tokens = tokens;
+        blocks = tokens / u64::from(block_out.max(1));
+        max_conc = tokens as f64 / max_len as f64;
+        first.kv = kv_bytes;
+        first.free_after = outside as i64;
+        usable_out = budget as u64;
+        if kv_bytes <= 0 {
+            problems.push(format!(
+                "weights {:.2} GiB leave no KV cache in {}'s budget",
+                first.weights as f64 / GIB,
+                engine_rules.engine
+            ));
+        } else if max_conc < 1.0 {
+            let msg = format!(
+                "KV cache holds {kv_tokens} tokens, less than one max_model_len {max_len} request"
+            );
+            if req.engine == Engine::Sglang {
+                // SGLang starts anyway; long requests wait or are cut
+                assumptions.push(format!("{msg} (SGLang starts anyway)"));
+            } else {
+                problems.push(msg);
+            }
+        }
+    }
     let fits = problems.is_empty();
     let meets = req.concurrency.map(|c| fits && max_conc >= f64::from(c));
 
@@ -602,7 +722,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
         fits,
         problems,
         per_gpu: PerGpu {
-            total_gib: gib2(usable as f64),
+            total_gib: gib2(usable_out as f64),
             gpu_total_gib: gib2(total as f64),
             weights_gib: gib2(first.weights as f64),
             non_torch_gib: gib2(first.non_torch as f64),
@@ -620,21 +740,52 @@ pub fn plan(req: &PlanRequest) -> Plan {
         pipeline_parallel_size: pp,
         gpus_used,
         weights_bytes_total: Some(memory::checkpoint_bytes(arch)),
+        weights_bytes_per_gpu: first.weights,
         gpus: Vec::new(),
         numa_nodes: Vec::new(),
         kv_bytes_per_token: layout.bytes_per_token,
         blocks,
-        block_size: block as u32,
+        block_size: block_out,
         kv_cache_groups: groups,
         kv_cache_dtype: kv_dtype,
         model: req.model_name.clone(),
         gpu: req.gpu.name.clone(),
         engine: EngineInfo {
             name: req.engine,
-            version: version.to_string(),
+            version: engine_rules.rules_of.clone(),
             v1,
         },
         assumptions,
         llama_cpp: None,
+        accounting: Some(engine_rules.accounting),
+        engine_rules: Some(engine_rules),
     }
+}
+
+/// Say the rules first: an approximate accounting in the first line, then each rule.
+fn push_rules(assumptions: &mut Vec<String>, rules: &crate::rules::EngineRules, name: &str) {
+    if rules.accounting == crate::rules::Accounting::Approximate {
+        assumptions.insert(
+            0,
+            format!(
+                "accounting approximate: {}",
+                rules.note.as_deref().unwrap_or("rules of another release")
+            ),
+        );
+    } else if let Some(n) = &rules.note {
+        assumptions.push(n.clone());
+    }
+    for r in &rules.rules {
+        assumptions.push(format!("{name} {}: {} [{}]", r.rule, r.value, r.source));
+    }
+}
+
+/// The model has sliding-window or chunked-local layers.
+fn layout_has_window(arch: &ModelArch) -> bool {
+    arch.layers.iter().any(|l| {
+        matches!(
+            l.kind,
+            AttentionKind::Sliding(_) | AttentionKind::ChunkedLocal(_)
+        )
+    })
 }

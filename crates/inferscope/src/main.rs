@@ -76,7 +76,7 @@ enum Command {
     },
     /// Will this model and these flags fit, how many users, how fast. Paste the serving command
     /// after `--` (vllm serve, sglang, text-generation-launcher, llama-server).
-    Plan(PlanCli),
+    Plan(Box<PlanCli>),
     /// Explain a check code: what it detects, why it matters, how to fix and silence it.
     Explain {
         /// Check code, e.g. MEM006.
@@ -185,9 +185,12 @@ struct PlanCli {
     /// No CUDA graphs.
     #[arg(long)]
     enforce_eager: bool,
-    /// Engine version whose memory accounting to use (e.g. 0.6.4, 0.11.0).
+    /// Engine release whose rules to apply (e.g. 0.6.4, 0.20.0; default: newest modelled).
     #[arg(long, value_name = "VERSION")]
     engine_version: Option<String>,
+    /// Hugging Face cache snapshot of --model ORG/NAME: branch, tag or commit (default main).
+    #[arg(long, value_name = "REV")]
+    revision: Option<String>,
     /// Concurrent requests of max_model_len the deployment must serve.
     #[arg(long, value_name = "N")]
     concurrency: Option<u32>,
@@ -232,6 +235,7 @@ impl PlanCli {
                 enforce_eager: self.enforce_eager,
             },
             engine_version: self.engine_version,
+            revision: self.revision,
             concurrency: self.concurrency,
             find: self.find,
             min_tokens_per_s: self.min_tokens_per_s,

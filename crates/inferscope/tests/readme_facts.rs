@@ -11,22 +11,18 @@ fn read(rel: &str) -> String {
     fs::read_to_string(common::repo().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
-/// The number written just before `marker`'s closing parenthesis (`"catalog (97)"`) or just
-/// before a word (`"39 checks"`).
-fn number_before(text: &str, marker: &str) -> usize {
+/// The number written just after `marker` (`"catalog ("` in `"catalog (97)"`).
+fn number_after(text: &str, marker: &str) -> usize {
     let at = text
         .find(marker)
         .unwrap_or_else(|| panic!("README no longer says {marker:?}"));
-    let digits: String = text[..at]
+    let digits: String = text[at + marker.len()..]
         .chars()
-        .rev()
-        .skip_while(|c| !c.is_ascii_digit())
         .take_while(char::is_ascii_digit)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
         .collect();
-    digits.parse().unwrap()
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("no number after {marker:?} in README"))
 }
 
 #[test]
@@ -36,17 +32,17 @@ fn readme_counts_match_the_catalogs() {
     let gpus = inferscope_plan::gpus::all().unwrap().len();
     let checks = inferscope_check::registry().len();
     assert_eq!(
-        number_before(&readme, "), a local Hugging Face folder"),
+        number_after(&readme, "the embedded catalog ("),
         models,
         "model catalog count"
     );
     assert_eq!(
-        number_before(&readme, "), this machine or a snapshot"),
+        number_after(&readme, "GPUs from the catalog ("),
         gpus,
         "GPU catalog count"
     );
     assert_eq!(
-        number_before(&readme, " checks of GPU placement"),
+        number_after(&readme, "the preflight: "),
         checks,
         "check count"
     );

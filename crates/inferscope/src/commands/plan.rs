@@ -38,6 +38,8 @@ pub struct PlanArgs {
     pub flags: EngineFlags,
     /// `--engine-version`.
     pub engine_version: Option<String>,
+    /// `--revision`: the Hugging Face cache snapshot (branch, tag or commit; default `main`).
+    pub revision: Option<String>,
     /// `--concurrency N`.
     pub concurrency: Option<u32>,
     /// `--find`.
@@ -92,8 +94,8 @@ fn read_bounded(path: &Path) -> anyhow::Result<String> {
     Ok(s)
 }
 
-/// Exact tensor bytes of a safetensors file from its header (tensor data is never read).
-fn safetensors_bytes(path: &Path) -> anyhow::Result<u64> {
+/// Tensors of a safetensors file from its header (tensor data is never read).
+fn safetensors_tensors(path: &Path) -> anyhow::Result<safetensors::SafetensorsHeader> {
     let mut f =
         std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let len = f.metadata()?.len();
@@ -107,32 +109,108 @@ fn safetensors_bytes(path: &Path) -> anyhow::Result<u64> {
         .take(header_len)
         .read_to_end(&mut buf)
         .with_context(|| format!("cannot read {}", path.display()))?;
-    let h = safetensors::parse_header(&buf, len)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    Ok(h.total_bytes)
+    safetensors::parse_header(&buf, len).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
-/// A model from a path or the catalog; the second value says where it came from.
-pub fn resolve_model(spec: &str) -> anyhow::Result<(ModelArch, String)> {
+/// A model resolved from a folder, the Hugging Face cache or the catalog.
+pub struct ResolvedModel {
+    /// Architecture.
+    pub arch: ModelArch,
+    /// Where it came from, for output.
+    pub source: String,
+    /// Exact tensor bytes when a local checkpoint has safetensors files.
+    pub checkpoint: Option<inferscope_plan::checkpoint::CheckpointWeights>,
+}
+
+/// Hugging Face hub cache folders, in the order `huggingface_hub` uses them: `HF_HUB_CACHE`,
+/// `HF_HOME/hub`, `XDG_CACHE_HOME/huggingface/hub`, `~/.cache/huggingface/hub`.
+fn hf_cache_dirs() -> Vec<PathBuf> {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(d) = env("HF_HUB_CACHE") {
+        return vec![d];
+    }
+    if let Some(d) = env("HF_HOME") {
+        return vec![d.join("hub")];
+    }
+    if let Some(d) = env("XDG_CACHE_HOME") {
+        return vec![d.join("huggingface").join("hub")];
+    }
+    env("HOME")
+        .map(|h| vec![h.join(".cache").join("huggingface").join("hub")])
+        .unwrap_or_default()
+}
+
+/// `ORG/NAME` in the hub cache: `models--ORG--NAME/snapshots/<refs/REVISION>`, or a snapshot
+/// named by a commit given as `--revision`. Returns the folder and where it looked.
+fn hf_snapshot(spec: &str, revision: Option<&str>) -> (Option<PathBuf>, Vec<String>) {
+    let mut looked = Vec::new();
+    let Some((org, name)) = spec.split_once('/') else {
+        return (None, looked);
+    };
+    if org.is_empty() || name.is_empty() || name.contains('/') || org.starts_with('.') {
+        return (None, looked);
+    }
+    let rev = revision.unwrap_or("main");
+    for cache in hf_cache_dirs() {
+        let repo = cache.join(format!("models--{org}--{name}"));
+        let by_ref = std::fs::read_to_string(repo.join("refs").join(rev))
+            .ok()
+            .map(|h| repo.join("snapshots").join(h.trim()));
+        let snap = by_ref.unwrap_or_else(|| repo.join("snapshots").join(rev));
+        looked.push(snap.display().to_string());
+        if snap.join("config.json").is_file() {
+            return (Some(snap), looked);
+        }
+    }
+    (None, looked)
+}
+
+/// A model from a path, the Hugging Face cache or the catalog.
+pub fn resolve_model(spec: &str, revision: Option<&str>) -> anyhow::Result<ResolvedModel> {
     let path = Path::new(spec);
+    let (snapshot, looked) = if path.exists() {
+        (None, Vec::new())
+    } else {
+        hf_snapshot(spec, revision)
+    };
+    let from_cache = snapshot.is_some();
+    let path = snapshot.as_deref().unwrap_or(path);
     if path.is_dir() {
         let cfg = path.join("config.json");
         let text = read_bounded(&cfg)?;
         let mut arch = inferscope_plan::from_hf_config(&text)
             .map_err(|e| anyhow::anyhow!("{}: {e}", cfg.display()))?;
-        let mut shards: Vec<PathBuf> = std::fs::read_dir(path)?
+        let mut shards: Vec<PathBuf> = std::fs::read_dir(path)
+            .with_context(|| format!("cannot list {}", path.display()))?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
             .collect();
         shards.sort();
+        let mut checkpoint = None;
         if !shards.is_empty() {
             let mut total = 0u64;
+            let mut tensors = Vec::new();
             for s in &shards {
-                total = total.saturating_add(safetensors_bytes(s)?);
+                let h = safetensors_tensors(s)?;
+                total = total.saturating_add(h.total_bytes);
+                tensors.extend(h.tensors.into_iter().map(|t| {
+                    inferscope_plan::checkpoint::TensorInfo {
+                        name: t.name,
+                        bytes: t.bytes,
+                    }
+                }));
             }
             arch.checkpoint_bytes = Some(total);
+            checkpoint = Some(inferscope_plan::checkpoint::summarize(
+                &tensors,
+                arch.num_layers,
+            ));
         }
-        let how = format!(
+        let source = format!(
             "{} ({}; {})",
             cfg.display(),
             if shards.is_empty() {
@@ -143,9 +221,17 @@ pub fn resolve_model(spec: &str) -> anyhow::Result<(ModelArch, String)> {
                     shards.len()
                 )
             },
-            "local folder"
+            if from_cache {
+                "Hugging Face cache"
+            } else {
+                "local folder"
+            }
         );
-        return Ok((arch, how));
+        return Ok(ResolvedModel {
+            arch,
+            source,
+            checkpoint,
+        });
     }
     if path.is_file() {
         let mut f = std::fs::File::open(path)?;
@@ -158,21 +244,48 @@ pub fn resolve_model(spec: &str) -> anyhow::Result<(ModelArch, String)> {
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             let arch = inferscope_plan::gguf_arch::from_gguf(&h)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-            return Ok((
+            return Ok(ResolvedModel {
                 arch,
-                format!("{} (GGUF: exact tensor bytes)", path.display()),
-            ));
+                source: format!("{} (GGUF: exact tensor bytes)", path.display()),
+                checkpoint: None,
+            });
         }
         let text = read_bounded(path)?;
         let arch = inferscope_plan::from_hf_config(&text)
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        return Ok((
+        return Ok(ResolvedModel {
             arch,
-            format!("{} (config.json: weights estimated)", path.display()),
-        ));
+            source: format!("{} (config.json: weights estimated)", path.display()),
+            checkpoint: None,
+        });
     }
-    let arch = inferscope_plan::catalog::lookup(spec).map_err(anyhow::Error::msg)?;
-    Ok((arch, format!("{spec} (embedded catalog)")))
+    match inferscope_plan::catalog::lookup(spec) {
+        Ok(arch) => Ok(ResolvedModel {
+            arch,
+            source: format!(
+                "{spec} (embedded catalog{})",
+                if looked.is_empty() {
+                    String::new()
+                } else {
+                    "; not in the Hugging Face cache".to_string()
+                }
+            ),
+            checkpoint: None,
+        }),
+        Err(e) => {
+            let mut msg = format!("{e}");
+            if looked.is_empty() {
+                msg.push_str(&format!("; {spec} is not a file or folder"));
+            } else {
+                msg.push_str(&format!(
+                    "; looked in the Hugging Face cache at {} (revision {}; set HF_HUB_CACHE or HF_HOME, or pass a folder)",
+                    looked.join(", "),
+                    revision.unwrap_or("main")
+                ));
+            }
+            bail!(msg)
+        }
+    }
 }
 
 /// GPUs from the machine or a snapshot: the most common NVIDIA model, its count, and the
@@ -335,7 +448,11 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         .ok_or_else(|| {
             anyhow::anyhow!("no model: pass --model ID|PATH or a serving command after `--`")
         })?;
-    let (arch, model_source) = resolve_model(&model_spec)?;
+    let ResolvedModel {
+        arch,
+        source: model_source,
+        checkpoint,
+    } = resolve_model(&model_spec, args.revision.as_deref())?;
 
     if args.find {
         let max_model_len = args
@@ -406,12 +523,21 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     };
 
     let mut req = PlanRequest::new(arch.clone(), model_spec.clone(), gpu.clone());
+    req.checkpoint = checkpoint;
     if let Some(s) = &settings {
         req.apply_engine(s);
     }
     apply_flags(&mut req, &args.flags);
     req.engine_version = args.engine_version.clone();
     req.concurrency = args.concurrency;
+    // vLLM 0.8–0.9 fall back to V0 below compute capability 8.0 (the catalog knows it)
+    req.compute_capability = gpus::lookup(&gpu.name)
+        .ok()
+        .and_then(|g| g.compute_capability.as_deref())
+        .and_then(|cc| {
+            let (a, b) = cc.split_once('.')?;
+            Some((a.parse().ok()?, b.parse().ok()?))
+        });
     if req.tp.saturating_mul(req.pp) > gpu.count {
         bail!(
             "tensor-parallel {} × pipeline-parallel {} needs {} GPUs; {} has {}",

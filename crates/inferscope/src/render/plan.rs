@@ -133,21 +133,56 @@ fn write_llama_cpp(
 }
 
 /// The memory of a plan in vLLM's accounting.
+/// Whether the figures are the engine's own accounting for this release, said first.
+fn write_accounting(p: &Plan, out: &mut dyn Write) -> io::Result<()> {
+    let Some(r) = &p.engine_rules else {
+        return Ok(());
+    };
+    match r.accounting {
+        inferscope_plan::rules::Accounting::Modelled => writeln!(
+            out,
+            "Accounting: modelled: {} rules of release {}{} (sources under Assumptions)",
+            r.engine,
+            r.rules_of,
+            r.note
+                .as_deref()
+                .map_or(String::new(), |n| format!("; {n}"))
+        ),
+        inferscope_plan::rules::Accounting::Approximate => writeln!(
+            out,
+            "Accounting: APPROXIMATE: {}",
+            r.note
+                .as_deref()
+                .unwrap_or("rules of another engine or release")
+        ),
+    }
+}
+
 fn write_vllm_memory(p: &Plan, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "Engine: {:?} {} ({}), TP {} × PP {}, max_model_len {}, KV {:?}, block {}",
         p.engine.name,
         p.engine.version,
-        if p.engine.v1 { "V1" } else { "V0" },
+        match p.engine.name {
+            inferscope_plan::engine::Engine::Vllm if p.engine.v1 => "V1",
+            inferscope_plan::engine::Engine::Vllm => "V0",
+            _ => "own accounting",
+        },
         p.tensor_parallel_size.unwrap_or(1),
         p.pipeline_parallel_size,
         p.max_model_len.map_or("?".into(), |m| m.to_string()),
         p.kv_cache_dtype,
         p.block_size
     )?;
+    write_accounting(p, out)?;
     writeln!(out)?;
     let g = &p.per_gpu;
+    let graphs_in_budget = p.engine_rules.as_ref().is_some_and(|r| {
+        r.rules
+            .iter()
+            .any(|x| x.rule == "cuda_graphs" && x.value.starts_with("estimated"))
+    });
     writeln!(out, "Per GPU (GiB)                       ")?;
     for (label, v) in [
         ("GPU memory (torch-visible)", g.gpu_total_gib),
@@ -156,7 +191,14 @@ fn write_vllm_memory(p: &Plan, out: &mut dyn Write) -> io::Result<()> {
         ("  non-torch (CUDA ctx, NCCL)", g.non_torch_gib),
         ("  activation peak (profiling)", g.activation_gib),
         ("  KV cache", g.kv_cache_gib),
-        ("CUDA graphs", g.cuda_graph_gib),
+        (
+            if graphs_in_budget {
+                "  CUDA graphs (in budget)"
+            } else {
+                "CUDA graphs"
+            },
+            g.cuda_graph_gib,
+        ),
         ("left free on the GPU", g.free_after_kv_gib),
     ] {
         writeln!(out, "  {label:<34} {v:>9.2}")?;
