@@ -201,3 +201,47 @@ fn keep_alive_snapshot_and_healthz() {
     assert_eq!(snap["host"]["hostname"]["value"], "xe9680-gpu07");
     assert_eq!(snap["gpus"].as_array().unwrap().len(), 8);
 }
+
+#[test]
+fn nfd_feature_file_holds_the_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("inferscope");
+    let e = common::Exporter::start(
+        &["--root", ROOT, "--nfd-features", file.to_str().unwrap()],
+        &[NO_NVML],
+    );
+    let t = Instant::now();
+    while !file.exists() && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let written = std::fs::read_to_string(&file).unwrap();
+    drop(e);
+    // The same labels `inferscope labels` prints for that root, under a comment header.
+    let (code, kv, err) = common::inferscope(&["labels", "--root", ROOT, "--format", "kv"]);
+    assert_eq!(code, 0, "{err}");
+    let body: String = written
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(body, kv);
+    assert!(written.starts_with("# Node Feature Discovery local features written by"));
+    assert!(kv.contains("inferscope-gpu.count=8\n"), "{kv}");
+    // Only the file itself is left in the directory.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn nfd_feature_file_in_a_missing_directory_is_a_usage_error() {
+    let (code, _, err) = common::inferscope(&[
+        "serve",
+        "--metrics",
+        "--nfd-features",
+        "/nonexistent-dir/inferscope",
+    ]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        err,
+        "inferscope: error: --nfd-features /nonexistent-dir/inferscope: no such directory /nonexistent-dir\n"
+    );
+}

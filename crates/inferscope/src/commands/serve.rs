@@ -59,6 +59,16 @@ pub struct ServeArgs {
     /// this machine: NVML is still asked, and it always describes the machine serve runs on.
     #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: std::path::PathBuf,
+    /// Also write Node Feature Discovery's local feature file (what `inferscope labels`
+    /// prints) to FILE, at start and every --nfd-interval seconds: for the DaemonSet, FILE in
+    /// the host's /etc/kubernetes/node-feature-discovery/features.d/. Written as `.NAME.tmp`
+    /// beside it, then renamed.
+    #[arg(long, value_name = "FILE")]
+    pub nfd_features: Option<std::path::PathBuf>,
+    /// Seconds between rewrites of --nfd-features.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300,
+          value_parser = clap::value_parser!(u64).range(10..=86400))]
+    pub nfd_interval: u64,
 }
 
 /// One scrape's body, reading the host under `fs`; `all` adds NVML's GPU processes to `pids`.
@@ -77,6 +87,50 @@ pub fn scrape_under(fs: &FsRoot, sampler: &mut Sampler, pids: &[u32], all: bool)
         .map(|p| sampler.sample_process(*p, gpu_procs.get(p)))
         .collect();
     crate::render::metrics::write_metrics(&snap, &findings, &gpus, &procs)
+}
+
+/// The NFD feature file's text for the node under `fs`: the same labels and header as
+/// `inferscope labels --root`.
+fn nfd_text(fs: &FsRoot) -> String {
+    let snap = inferscope_probe::capture(fs, &super::capture_options());
+    let findings = inferscope_check::run_defaults(&snap);
+    let labels = crate::fleet::labels::labels(&snap, &findings);
+    let header = format!(
+        "Node Feature Discovery local features written by {} (serve --nfd-features) from \
+         --root {}\n(docs/fleet.md; checks with the default thresholds)",
+        crate::tool_name(),
+        fs.root().display()
+    );
+    crate::fleet::labels::render(&labels, Some(&header))
+}
+
+/// Write `text` to `path` whole: a temporary file beside it, then a rename.
+fn write_whole(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Rewrite the NFD feature file every `every`, one capture at a time with the scrapes.
+async fn nfd_loop(path: std::path::PathBuf, every: Duration, node: Arc<tokio::sync::Mutex<Node>>) {
+    loop {
+        let guard = node.clone().lock_owned().await;
+        let p = path.clone();
+        let done = tokio::task::spawn_blocking(move || write_whole(&p, &nfd_text(&guard.fs))).await;
+        match done {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!(
+                "inferscope: note: cannot write --nfd-features {}: {e}",
+                path.display()
+            ),
+            Err(e) => eprintln!("inferscope: note: labels failed: {e}"),
+        }
+        tokio::time::sleep(every).await;
+    }
 }
 
 /// What a request may ask for; shared by every connection, used one capture at a time.
@@ -224,6 +278,20 @@ pub fn run(args: ServeArgs, _out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if !args.root.is_dir() {
         bail!("--root {}: not a directory", args.root.display());
     }
+    if let Some(f) = &args.nfd_features {
+        let dir = match f.parent() {
+            Some(d) if d.as_os_str().is_empty() => std::path::Path::new("."),
+            Some(d) => d,
+            None => bail!("--nfd-features {}: not a file path", f.display()),
+        };
+        if f.file_name().is_none() || !dir.is_dir() {
+            bail!(
+                "--nfd-features {}: no such directory {}",
+                f.display(),
+                dir.display()
+            );
+        }
+    }
     let listener = std::net::TcpListener::bind(&args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     listener.set_nonblocking(true)?;
@@ -236,13 +304,17 @@ pub fn run(args: ServeArgs, _out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let node = Node {
         sampler: Sampler::new(FsRoot::host_mount(&args.root), lib.as_deref()),
         fs: FsRoot::host_mount(&args.root),
-        pids: args.pids,
+        pids: args.pids.clone(),
         all: args.all,
     };
     let node = Arc::new(tokio::sync::Mutex::new(node));
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         eprintln!("inferscope: serving metrics on http://{addr}/metrics");
+        if let Some(f) = args.nfd_features {
+            let every = Duration::from_secs(args.nfd_interval);
+            tokio::spawn(nfd_loop(f, every, node.clone()));
+        }
         accept_loop(listener, node).await
     })
 }
