@@ -5,7 +5,9 @@
 //! (up to [`MAX_CONNECTIONS`]; past that, new ones wait in the kernel's backlog), request heads
 //! capped at 8 KiB and 32 headers, a 5 s limit to send a request head (which also closes idle
 //! keep-alive connections), and a 10 s limit on a write that makes no progress. Captures run
-//! one at a time on a blocking thread, so a slow NVML call never stalls the accept loop.
+//! one at a time on a blocking thread, so a slow NVML call never stalls the accept loop, and
+//! requests that queued behind one capture share the next one (never an older one), so a burst
+//! of requests costs two captures, not one each.
 //! Paths: `GET /metrics`, `GET /snapshot` (the node's Snapshot JSON, redacted like every
 //! snapshot), `GET /healthz`; everything else is 404 and closes the connection.
 
@@ -22,7 +24,7 @@ use std::convert::Infallible;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Connections served at once; more wait in the listen backlog until one closes. Sized so that
 /// a few hundred idle or slow clients still leave room for scrapes (an idle connection costs
@@ -139,6 +141,47 @@ struct Node {
     sampler: Sampler,
     pids: Vec<u32>,
     all: bool,
+    // The last body of each kind and when its capture started. Handed only to requests that
+    // arrived before that start, so nothing is stale: a burst of requests queued behind one
+    // capture is answered by the next, instead of each waiting for its own.
+    last_metrics: Option<(Instant, Bytes)>,
+    last_snapshot: Option<(Instant, Bytes)>,
+}
+
+impl Node {
+    /// The body for `route` from a capture that started at or after `arrived`.
+    fn body(&mut self, route: &Route, arrived: Instant) -> Result<Bytes, serde_json::Error> {
+        let cached = match route {
+            Route::Snapshot => &self.last_snapshot,
+            _ => &self.last_metrics,
+        };
+        if let Some((started, body)) = cached
+            && *started >= arrived
+        {
+            return Ok(body.clone());
+        }
+        let started = Instant::now();
+        let body = match route {
+            Route::Snapshot => {
+                let snap = inferscope_probe::capture(&self.fs, &super::capture_options());
+                let mut v = serde_json::to_vec_pretty(&snap)?;
+                v.push(b'\n');
+                Bytes::from(v)
+            }
+            _ => Bytes::from(scrape_under(
+                &self.fs,
+                &mut self.sampler,
+                &self.pids,
+                self.all,
+            )),
+        };
+        let slot = match route {
+            Route::Snapshot => &mut self.last_snapshot,
+            _ => &mut self.last_metrics,
+        };
+        *slot = Some((started, body.clone()));
+        Ok(body)
+    }
 }
 
 enum Route {
@@ -147,8 +190,13 @@ enum Route {
     Healthz,
 }
 
-fn response(status: StatusCode, ctype: &str, body: Vec<u8>, close: bool) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body)));
+fn response(
+    status: StatusCode,
+    ctype: &str,
+    body: impl Into<Bytes>,
+    close: bool,
+) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(body.into()));
     *r.status_mut() = status;
     if let Ok(v) = hyper::header::HeaderValue::from_str(ctype) {
         r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
@@ -176,37 +224,24 @@ async fn respond(
             return Ok(response(
                 StatusCode::NOT_FOUND,
                 "text/plain",
-                b"not found\n".to_vec(),
+                &b"not found\n"[..],
                 true,
             ));
         }
     };
     if let Route::Healthz = route {
-        return Ok(response(
-            StatusCode::OK,
-            "text/plain",
-            b"ok\n".to_vec(),
-            false,
-        ));
+        return Ok(response(StatusCode::OK, "text/plain", &b"ok\n"[..], false));
     }
+    let arrived = Instant::now();
     // One capture at a time, waited for here rather than on a blocking thread each.
     let guard = node.lock_owned().await;
+    let ctype = match route {
+        Route::Snapshot => "application/json",
+        _ => "text/plain; version=0.0.4; charset=utf-8",
+    };
     let work = tokio::task::spawn_blocking(move || {
         let mut n = guard;
-        let n = &mut *n;
-        match route {
-            Route::Snapshot => {
-                let snap = inferscope_probe::capture(&n.fs, &super::capture_options());
-                serde_json::to_vec_pretty(&snap).map(|mut v| {
-                    v.push(b'\n');
-                    ("application/json", v)
-                })
-            }
-            _ => Ok((
-                "text/plain; version=0.0.4; charset=utf-8",
-                scrape_under(&n.fs, &mut n.sampler, &n.pids, n.all).into_bytes(),
-            )),
-        }
+        n.body(&route, arrived).map(|b| (ctype, b))
     });
     Ok(match work.await {
         Ok(Ok((ctype, body))) => response(StatusCode::OK, ctype, body, false),
@@ -215,7 +250,7 @@ async fn respond(
             response(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "text/plain",
-                b"capture failed\n".to_vec(),
+                &b"capture failed\n"[..],
                 true,
             )
         }
@@ -224,7 +259,7 @@ async fn respond(
             response(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "text/plain",
-                b"capture failed\n".to_vec(),
+                &b"capture failed\n"[..],
                 true,
             )
         }
@@ -306,6 +341,8 @@ pub fn run(args: ServeArgs, _out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         fs: FsRoot::host_mount(&args.root),
         pids: args.pids.clone(),
         all: args.all,
+        last_metrics: None,
+        last_snapshot: None,
     };
     let node = Arc::new(tokio::sync::Mutex::new(node));
     runtime.block_on(async move {
