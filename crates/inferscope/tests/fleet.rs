@@ -350,3 +350,74 @@ fn diff_of_urls_needs_two_answers() {
         "{err}"
     );
 }
+
+/// A fake node answering every connection with the bytes of `file`, then closing.
+fn fake_node(file: std::path::PathBuf) -> String {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let answer = std::fs::read(file).unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let mut head = Vec::new();
+            let mut b = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
+                match s.read(&mut b) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&b[..n]),
+                }
+            }
+            let _ = s.write_all(&answer);
+        }
+    });
+    addr
+}
+
+/// Every answer in fixtures/bad/exporter-answers makes `diff` report that node with the message
+/// in its EXPECTED.md row and compare the others (exit 1), never fail or hang.
+#[test]
+fn bad_exporter_answers_are_reported_per_node() {
+    let dir = common::repo().join("fixtures/bad/exporter-answers");
+    let expected = std::fs::read_to_string(dir.join("EXPECTED.md")).unwrap();
+    let rows: Vec<(String, String)> = expected
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .map(|l| {
+            let (file, rest) = l.split_once("` | ").unwrap();
+            (
+                file.to_string(),
+                rest.strip_suffix(" |").unwrap().to_string(),
+            )
+        })
+        .collect();
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "EXPECTED.md")
+        .collect();
+    files.sort();
+    let mut listed: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
+    listed.sort();
+    assert_eq!(listed, files, "every bad answer has a row in EXPECTED.md");
+    let mut wrong = Vec::new();
+    for (file, message) in &rows {
+        let addr = fake_node(dir.join(file));
+        let url = format!("http://{addr}");
+        let (code, out, err) = common::inferscope(&[
+            "diff",
+            &url,
+            "fixtures/fleet/node-a.json",
+            "fixtures/fleet/node-c.json",
+            "--timeout",
+            "5",
+        ]);
+        let want = format!("not compared: {addr} ({url}/snapshot: {message})\n");
+        if code != 1 || !out.ends_with(&want) {
+            wrong.push(format!(
+                "{file}: exit {code}\n  want {want}  got  {out}{err}"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

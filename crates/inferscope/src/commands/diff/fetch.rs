@@ -53,15 +53,33 @@ pub fn short_name(arg: &str) -> String {
 
 async fn fetch_one(client: &reqwest::Client, arg: &str) -> Result<Snapshot, String> {
     let url = snapshot_url(arg)?;
-    let mut resp = client
-        .get(url.clone())
-        .send()
-        .await
-        .map_err(|e| format!("{url}: no answer: {}", chain(&e)))?;
+    let mut resp = client.get(url.clone()).send().await.map_err(|e| {
+        let what = if e.is_connect() || e.is_timeout() {
+            "no answer"
+        } else {
+            "not an HTTP answer"
+        };
+        format!("{url}: {what}: {}", chain(&e))
+    })?;
+    if resp.status().is_redirection() {
+        return Err(format!(
+            "{url}: HTTP {} (redirects are not followed)",
+            resp.status()
+        ));
+    }
     if !resp.status().is_success() {
         return Err(format!("{url}: HTTP {}", resp.status()));
     }
     let cap = crate::load::MAX_SNAPSHOT_BYTES;
+    let too_big = || {
+        format!(
+            "{url}: larger than {} MiB; not a snapshot written by inferscope",
+            cap >> 20
+        )
+    };
+    if resp.content_length().is_some_and(|n| n > cap) {
+        return Err(too_big());
+    }
     let mut body = Vec::new();
     while let Some(chunk) = resp
         .chunk()
@@ -69,10 +87,7 @@ async fn fetch_one(client: &reqwest::Client, arg: &str) -> Result<Snapshot, Stri
         .map_err(|e| format!("{url}: answer cut short: {}", chain(&e)))?
     {
         if (body.len() + chunk.len()) as u64 > cap {
-            return Err(format!(
-                "{url}: larger than {} MiB; not a snapshot written by inferscope",
-                cap >> 20
-            ));
+            return Err(too_big());
         }
         body.extend_from_slice(&chunk);
     }
