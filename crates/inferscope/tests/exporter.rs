@@ -244,6 +244,20 @@ fn nfd_feature_file_in_a_missing_directory_is_a_usage_error() {
         err,
         "inferscope: error: --nfd-features /nonexistent-dir/inferscope: no such directory /nonexistent-dir\n"
     );
+    // An interval without a file, or below 10 s, is refused by the parser.
+    let (code, _, err) = common::inferscope(&["serve", "--metrics", "--nfd-interval", "60"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--nfd-features <FILE>"), "{err}");
+    let (code, _, err) = common::inferscope(&[
+        "serve",
+        "--metrics",
+        "--nfd-features",
+        "/tmp/x",
+        "--nfd-interval",
+        "5",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("5 is not in 10..=86400"), "{err}");
 }
 
 #[test]

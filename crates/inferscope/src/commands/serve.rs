@@ -68,7 +68,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub nfd_features: Option<std::path::PathBuf>,
     /// Seconds between rewrites of --nfd-features.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300,
+    #[arg(long, value_name = "SECONDS", default_value_t = 300, requires = "nfd_features",
           value_parser = clap::value_parser!(u64).range(10..=86400))]
     pub nfd_interval: u64,
 }

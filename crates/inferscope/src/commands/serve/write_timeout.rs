@@ -91,3 +91,37 @@ impl AsyncWrite for WriteTimeout {
         self.check(cx, r)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_to_a_client_that_never_reads_fails_after_the_limit() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            // Connected, and never read from.
+            let client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            let (server, _) = l.accept().await.unwrap();
+            let limit = Duration::from_millis(300);
+            let mut w = WriteTimeout::new(server, limit);
+            let buf = vec![0u8; 1 << 16];
+            let mut written = 0usize;
+            let err = loop {
+                let r = std::future::poll_fn(|cx| Pin::new(&mut w).poll_write(cx, &buf)).await;
+                match r {
+                    Ok(n) => written += n,
+                    Err(e) => break e,
+                }
+            };
+            assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+            // The kernel's buffers took something first: only the stall counted.
+            assert!(written > 0);
+            drop(client);
+        });
+    }
+}
