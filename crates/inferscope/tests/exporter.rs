@@ -292,3 +292,17 @@ fn a_burst_of_requests_is_answered_by_shared_captures() {
         during * 1000.0
     );
 }
+
+#[test]
+fn snapshot_endpoint_redacts_secrets() {
+    // This fixture's proc/self/environ holds HF_TOKEN=hf_FAKE... (a planted, fake token).
+    let root = "fixtures/hosts/rtx5090-2gpu-workstation/root";
+    let environ = std::fs::read(common::repo().join(root).join("proc/self/environ")).unwrap();
+    assert!(String::from_utf8_lossy(&environ).contains("HF_TOKEN=hf_FAKE"));
+    let e = common::Exporter::start(&["--root", root], &[NO_NVML]);
+    let r = e.get("/snapshot");
+    assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
+    assert!(r.contains("content-type: application/json\r\n"), "{r}");
+    assert!(r.contains("\"HF_TOKEN\""), "{r}");
+    assert!(!r.contains("hf_FAKE"), "secret value served");
+}
