@@ -1,5 +1,6 @@
 //! `inferscope serve --metrics`: a Prometheus endpoint. Each scrape captures the host, runs the
-//! checks and samples GPUs and the watched processes; no state is kept between scrapes.
+//! checks and samples GPUs and the watched processes; nothing from one scrape is served to a
+//! request that arrived after that scrape's capture started.
 //!
 //! HTTP is hyper's HTTP/1 server on a single-threaded tokio runtime: many connections at once
 //! (up to [`MAX_CONNECTIONS`]; past that, new ones wait in the kernel's backlog), request heads
@@ -7,7 +8,7 @@
 //! keep-alive connections), and a 10 s limit on a write that makes no progress. Captures run
 //! one at a time on a blocking thread, so a slow NVML call never stalls the accept loop, and
 //! requests that queued behind one capture share the next one (never an older one), so a burst
-//! of requests costs two captures, not one each.
+//! of requests costs at most two captures per path, not one each.
 //! Paths: `GET /metrics`, `GET /snapshot` (the node's Snapshot JSON, redacted like every
 //! snapshot), `GET /healthz`; everything else is 404 and closes the connection.
 
