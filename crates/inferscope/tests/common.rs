@@ -106,9 +106,16 @@ impl Exporter {
         resp
     }
 
-    /// `GET path`; the whole response.
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `GET path` on a connection the server closes after answering; the whole response.
     pub fn get(&self, path: &str) -> String {
-        self.request(&format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n"))
+        self.request(&format!(
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        ))
     }
 }
 

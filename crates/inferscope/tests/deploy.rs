@@ -402,3 +402,134 @@ fn serve_refuses_a_missing_root() {
         "inferscope: error: --root /nonexistent-root: not a directory\n"
     );
 }
+
+/// `kubectl kustomize DIR` (Debian's `kubernetes-client`; its kustomize 2.0 is the oldest the
+/// manifests support), as one YAML value per object.
+fn kustomize(dir: &str) -> Vec<Value> {
+    use serde::Deserialize;
+    let out = match Command::new("kubectl")
+        .args(["kustomize", dir])
+        .current_dir(common::repo())
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => panic!(
+            "kubectl not found ({e}): install Debian's `kubernetes-client` package \
+             (apt-get install -y kubernetes-client; .ci/run does this) to run this test"
+        ),
+    };
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {dir} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    serde_norway::Deserializer::from_str(&text)
+        .map(|d| Value::deserialize(d).unwrap())
+        .collect()
+}
+
+/// `args` of a container, and that each `--flag` is in `inferscope SUBCOMMAND --help`.
+fn assert_real_flags(c: &Value) -> Vec<String> {
+    let args: Vec<String> = c["args"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    let (code, help, _) = common::inferscope(&[&args[0], "--help"]);
+    assert_eq!(code, 0, "{}", args[0]);
+    for flag in args.iter().filter(|a| a.starts_with("--")) {
+        assert!(
+            help.contains(&format!("{flag} ")) || help.contains(&format!("{flag}\n")),
+            "{flag} not in `{} --help`",
+            args[0]
+        );
+    }
+    // And the whole command line parses: `serve` refuses a missing --root before listening.
+    let mut probe = args.clone();
+    if let Some(i) = probe.iter().position(|a| a == "--root") {
+        probe[i + 1] = "/nonexistent-root".into();
+    }
+    let probe: Vec<&str> = probe.iter().map(String::as_str).collect();
+    let (code, _, err) = common::inferscope(&probe);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--root /nonexistent-root: not a directory"),
+        "{err}"
+    );
+    args
+}
+
+#[test]
+fn kustomize_renders_the_built_image_and_real_flags() {
+    let out = Command::new(common::repo().join("scripts/build-image.sh"))
+        .arg("--print-name")
+        .output()
+        .unwrap();
+    let image = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert_eq!(
+        image,
+        format!("localhost/inferscope:{}", env!("CARGO_PKG_VERSION"))
+    );
+    for dir in ["deploy/kubernetes", "deploy/kubernetes-nfd"] {
+        let objects = kustomize(dir);
+        let kinds: Vec<&str> = objects
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["Service", "DaemonSet", "ServiceMonitor"], "{dir}");
+        for o in &objects {
+            assert_eq!(
+                get(o, &["metadata", "labels", "app.kubernetes.io/part-of"]).as_str(),
+                Some("inferscope")
+            );
+        }
+        let pod = get(&objects[1], &["spec", "template", "spec"]);
+        let c = get(pod, &["containers", "0"]);
+        assert_eq!(c["image"].as_str(), Some(image.as_str()), "{dir}");
+        assert_eq!(
+            get(c, &["livenessProbe", "httpGet", "path"]).as_str(),
+            Some("/healthz")
+        );
+        let args = assert_real_flags(c);
+        let nfd = args.iter().position(|a| a == "--nfd-features");
+        assert_eq!(nfd.is_some(), dir.ends_with("-nfd"), "{dir}: {args:?}");
+        if let Some(i) = nfd {
+            // The feature file lands in NFD's host directory, through the one writable mount.
+            let file = &args[i + 1];
+            let mount = c["volumeMounts"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .find(|m| m["readOnly"].as_bool() != Some(true))
+                .unwrap();
+            let at = mount["mountPath"].as_str().unwrap();
+            assert_eq!(file.rsplit_once('/').unwrap().0, at);
+            let vol = pod["volumes"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .find(|v| v["name"] == mount["name"])
+                .unwrap();
+            assert_eq!(
+                vol["hostPath"]["path"].as_str(),
+                Some("/etc/kubernetes/node-feature-discovery/features.d")
+            );
+            assert_eq!(
+                get(pod, &["securityContext", "runAsUser"]).as_i64(),
+                Some(0)
+            );
+            let sc = &c["securityContext"];
+            assert_eq!(sc["allowPrivilegeEscalation"].as_bool(), Some(false));
+            assert_eq!(
+                get(sc, &["capabilities", "drop", "0"]).as_str(),
+                Some("ALL")
+            );
+        } else {
+            for m in c["volumeMounts"].as_sequence().unwrap() {
+                assert_eq!(m["readOnly"].as_bool(), Some(true), "{m:?}");
+            }
+        }
+    }
+}

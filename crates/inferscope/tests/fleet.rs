@@ -221,3 +221,203 @@ fn completions_and_man_page() {
     let page = std::fs::read_to_string(dir.path().join("inferscope-serve.1")).unwrap();
     assert!(page.contains("\\-\\-listen"), "{page}");
 }
+
+/// A copy of the H100 fixture root with node-b's planted differences
+/// (`fixtures/fleet/node-b-root-overlay/`: THP always, swappiness 100, GPU3 at x8) laid over it.
+fn node_b_root(dir: &std::path::Path) -> std::path::PathBuf {
+    let root = dir.join("node-b");
+    let repo = common::repo();
+    for (from, to) in [
+        ("fixtures/hosts/h100-sxm8-2s-switch-12nic/root/.", &root),
+        ("fixtures/fleet/node-b-root-overlay/.", &root),
+    ] {
+        std::fs::create_dir_all(to).unwrap();
+        let st = std::process::Command::new("cp")
+            .args([
+                "-a",
+                repo.join(from).to_str().unwrap(),
+                to.to_str().unwrap(),
+            ])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    root
+}
+
+#[test]
+fn diff_of_exporters_and_a_file_names_the_planted_node() {
+    let no_nvml = ("INFERSCOPE_NVML_LIB", "/nonexistent/libnvidia-ml.so.1");
+    let base = "fixtures/hosts/h100-sxm8-2s-switch-12nic/root";
+    let dir = tempfile::tempdir().unwrap();
+    let b_root = node_b_root(dir.path());
+    let a = common::Exporter::start(&["--root", base], &[no_nvml]);
+    let b = common::Exporter::start(&["--root", b_root.to_str().unwrap()], &[no_nvml]);
+    // The third node is a file: the same machine as node a, captured by `snapshot`.
+    let (code, json, err) = common::inferscope(&["snapshot", "--root", base]);
+    assert_eq!(code, 0, "{err}");
+    let file = dir.path().join("node-c.json");
+    std::fs::write(&file, json).unwrap();
+    // A node that accepts connections and never answers, and one that answers with metrics
+    // instead of a snapshot: both reported, neither fatal.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("http://{}", silent.local_addr().unwrap());
+    let (url_a, url_b) = (format!("http://{}", a.addr), format!("http://{}", b.addr));
+    let not_snapshot = format!("http://{}/metrics", a.addr);
+    let args = [
+        "diff",
+        &url_a,
+        &url_b,
+        file.to_str().unwrap(),
+        &silent_url,
+        &not_snapshot,
+        "--timeout",
+        "2",
+    ];
+    let (code, out, err) = common::inferscope(&args);
+    assert_eq!(code, 1, "{err}");
+    let first = out.lines().next().unwrap();
+    assert!(
+        first.starts_with(&format!(
+            "3 nodes, 53 facts compared, 3 differ; odd one out: {} (differs from the majority on 3 of 3)",
+            b.addr
+        )),
+        "{out}"
+    );
+    for row in [
+        "gpu3.pcie       x8 of x16, Gen5 max *",
+        "vm.thp_enabled  always *",
+        "vm.swappiness   100 *",
+    ] {
+        assert!(out.contains(row), "{row}\n{out}");
+    }
+    assert!(out.contains(" node-c\n"), "{out}");
+    let silent_name = silent_url.trim_start_matches("http://");
+    assert!(
+        out.contains(&format!(
+            "not compared: {silent_name} ({silent_url}/snapshot: no answer: "
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "not compared: {}/metrics ({not_snapshot}: the answer is not JSON; an inferscope \
+             exporter serves its snapshot on /snapshot)",
+            a.addr
+        )),
+        "{out}"
+    );
+
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let (code, out, _) = common::inferscope(&json_args);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["nodes"][0]["name"], b.addr.as_str());
+    assert_eq!(v["nodes"][0]["hostname"], "xe9680-gpu07");
+    let fields: Vec<&str> = v["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["gpu3.pcie", "vm.thp_enabled", "vm.swappiness"]);
+    let unreachable = v["unreachable"].as_array().unwrap();
+    assert_eq!(unreachable.len(), 2, "{out}");
+    assert_eq!(unreachable[0]["source"], silent_url.as_str());
+    drop((a, b, silent));
+}
+
+#[test]
+fn diff_of_urls_needs_two_answers() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", dead.local_addr().unwrap());
+    drop(dead);
+    let (code, out, err) = common::inferscope(&["diff", &url, "fixtures/fleet/node-a.json"]);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        err.starts_with(
+            "inferscope: error: only 1 of 2 nodes gave a snapshot; need two to compare ("
+        ),
+        "{err}"
+    );
+    assert!(err.contains("Connection refused"), "{err}");
+    let (code, _, err) =
+        common::inferscope(&["diff", "https://node:9400", "fixtures/fleet/node-a.json"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("https://node:9400: only http:// is supported"),
+        "{err}"
+    );
+}
+
+/// A fake node answering every connection with the bytes of `file`, then closing.
+fn fake_node(file: std::path::PathBuf) -> String {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let answer = std::fs::read(file).unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let mut head = Vec::new();
+            let mut b = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
+                match s.read(&mut b) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&b[..n]),
+                }
+            }
+            let _ = s.write_all(&answer);
+        }
+    });
+    addr
+}
+
+/// Every answer in fixtures/bad/exporter-answers makes `diff` report that node with the message
+/// in its EXPECTED.md row and compare the others (exit 1), never fail or hang.
+#[test]
+fn bad_exporter_answers_are_reported_per_node() {
+    let dir = common::repo().join("fixtures/bad/exporter-answers");
+    let expected = std::fs::read_to_string(dir.join("EXPECTED.md")).unwrap();
+    let rows: Vec<(String, String)> = expected
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .map(|l| {
+            let (file, rest) = l.split_once("` | ").unwrap();
+            (
+                file.to_string(),
+                rest.strip_suffix(" |").unwrap().to_string(),
+            )
+        })
+        .collect();
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "EXPECTED.md")
+        .collect();
+    files.sort();
+    let mut listed: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
+    listed.sort();
+    assert_eq!(listed, files, "every bad answer has a row in EXPECTED.md");
+    let mut wrong = Vec::new();
+    for (file, message) in &rows {
+        let addr = fake_node(dir.join(file));
+        let url = format!("http://{addr}");
+        let (code, out, err) = common::inferscope(&[
+            "diff",
+            &url,
+            "fixtures/fleet/node-a.json",
+            "fixtures/fleet/node-c.json",
+            "--timeout",
+            "5",
+        ]);
+        let want = format!("not compared: {addr} ({url}/snapshot: {message})\n");
+        if code != 1 || !out.ends_with(&want) {
+            wrong.push(format!(
+                "{file}: exit {code}\n  want {want}  got  {out}{err}"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

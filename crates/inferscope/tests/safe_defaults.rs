@@ -1,5 +1,5 @@
 //! Safe defaults (issue 10): the metrics exporter listens on loopback unless told otherwise and
-//! serves nothing but `GET /metrics`. (`run` refusing to bind from a snapshot or another root is
+//! serves nothing but `GET /metrics`, `/snapshot` and `/healthz`. (`run` refusing to bind from a snapshot or another root is
 //! tested in tests/run.rs: `bad_inputs_exit_2_with_one_line_and_run_nothing`,
 //! `snapshots_and_roots_plan_for_other_machines`.)
 
@@ -28,10 +28,17 @@ fn metrics_exporter_serves_only_get_metrics() {
         "GET /debug HTTP/1.1\r\n\r\n",
         "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
         "DELETE /metrics HTTP/1.1\r\n\r\n",
-        "garbage\r\n\r\n",
     ]
     .map(|r| exporter.request(r));
+    // Not HTTP at all, or a head past 8 KiB: hyper refuses it and closes.
+    let garbage = exporter.request("garbage\r\n\r\n");
+    let huge = exporter.request(&format!(
+        "GET /metrics HTTP/1.1\r\nX-A: {}\r\n\r\n",
+        "a".repeat(9000)
+    ));
     drop(exporter);
+    assert!(garbage.starts_with("HTTP/1.1 400 "), "{garbage}");
+    assert!(huge.starts_with("HTTP/1.1 431 "), "{huge}");
     assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
     for (i, r) in others.iter().enumerate() {
         assert!(r.starts_with("HTTP/1.1 404"), "request {i}: {r}");

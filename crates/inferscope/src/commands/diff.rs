@@ -1,5 +1,9 @@
 //! `inferscope diff A.json B.json [C.json ...]`: what differs between nodes, odd one out first.
-//! Exit 0 when every compared fact is equal, 1 when some differ (like diff(1)), 2 on errors.
+//! Each argument is a snapshot file or an exporter's URL (`http://node:9400`, whose `/snapshot`
+//! is fetched). Exit 0 when every compared fact is equal, 1 when some differ (like diff(1)) or a
+//! node did not answer, 2 on errors (a file that does not load, fewer than two snapshots).
+
+mod fetch;
 
 use crate::fleet::diff;
 use std::io::Write;
@@ -9,12 +13,21 @@ use std::process::ExitCode;
 /// `inferscope diff` arguments.
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
-    /// Snapshot files written by `inferscope snapshot`, one per node (at least two).
+    /// Snapshot files written by `inferscope snapshot`, or exporters' URLs
+    /// (`http://node:9400`: its /snapshot is fetched), one per node (at least two).
     #[arg(value_name = "SNAPSHOT", num_args = 2.., required = true)]
     pub files: Vec<PathBuf>,
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Seconds allowed for each URL's whole fetch; a node that takes longer is reported as not
+    /// answering.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: u64,
+}
+
+fn url_arg(f: &std::path::Path) -> Option<&str> {
+    f.to_str().filter(|s| fetch::is_url(s))
 }
 
 /// Column names: file stems, or whole paths when two stems collide.
@@ -22,6 +35,9 @@ fn names(files: &[PathBuf]) -> Vec<String> {
     let stems: Vec<String> = files
         .iter()
         .map(|f| {
+            if let Some(u) = url_arg(f) {
+                return fetch::short_name(u);
+            }
             f.file_name()
                 .map(|n| n.to_string_lossy())
                 .map(|n| n.strip_suffix(".json").unwrap_or(&n).to_string())
@@ -42,13 +58,47 @@ fn names(files: &[PathBuf]) -> Vec<String> {
 
 /// Compare and print.
 pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let snaps = args
+    // URLs first, all at once; a file that does not load is an error, a node that does not
+    // answer is reported beside the comparison.
+    let urls: Vec<String> = args
         .files
         .iter()
-        .map(|f| crate::load::snapshot_file(f))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .filter_map(|f| url_arg(f).map(str::to_string))
+        .collect();
+    let mut fetched = if urls.is_empty() {
+        Vec::new()
+    } else {
+        fetch::fetch_all(&urls, std::time::Duration::from_secs(args.timeout))?
+    }
+    .into_iter();
+    let mut snaps = Vec::new();
+    let mut missing = Vec::new();
+    for (f, name) in args.files.iter().zip(names(&args.files)) {
+        match url_arg(f) {
+            Some(u) => match fetched.next() {
+                Some(Ok(s)) => snaps.push((name, s)),
+                Some(Err(error)) => missing.push(serde_json::json!({
+                    "name": name, "source": u, "error": error,
+                })),
+                None => anyhow::bail!("{u}: not fetched"),
+            },
+            None => snaps.push((name, crate::load::snapshot_file(f)?)),
+        }
+    }
+    if snaps.len() < 2 {
+        let why: Vec<String> = missing
+            .iter()
+            .map(|m| m["error"].as_str().unwrap_or_default().to_string())
+            .collect();
+        anyhow::bail!(
+            "only {} of {} nodes gave a snapshot; need two to compare ({})",
+            snaps.len(),
+            args.files.len(),
+            why.join("; ")
+        );
+    }
     let named: Vec<(String, &inferscope_model::Snapshot)> =
-        names(&args.files).into_iter().zip(snaps.iter()).collect();
+        snaps.iter().map(|(n, s)| (n.clone(), s)).collect();
     let d = diff::diff(&named);
     if args.json {
         let v = serde_json::json!({
@@ -57,13 +107,23 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             "nodes": d.nodes,
             "compared_fields": d.compared_fields,
             "differences": d.differences,
+            "unreachable": missing,
         });
         serde_json::to_writer_pretty(&mut *out, &v)?;
         writeln!(out)?;
     } else {
         out.write_all(diff::render_text(&d).as_bytes())?;
+        for m in &missing {
+            writeln!(
+                out,
+                "not compared: {} ({})",
+                m["name"].as_str().unwrap_or_default(),
+                m["error"].as_str().unwrap_or_default()
+            )?;
+        }
     }
-    Ok(if d.identical() {
+    // A node that did not answer leaves the fleet unconfirmed: not "identical".
+    Ok(if d.identical() && missing.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
