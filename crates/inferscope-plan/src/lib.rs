@@ -18,6 +18,7 @@ pub mod catalog;
 pub mod engine;
 pub mod find;
 pub mod gguf_arch;
+pub mod gguf_quant;
 pub mod llama_cpp;
 pub mod memory;
 pub mod plan;
