@@ -156,6 +156,10 @@ pub struct GgufWeights {
     pub non_layer_bytes: u64,
     /// Routed-expert bytes (MoE), all layers.
     pub routed_expert_bytes: u64,
+    /// Parameters of the repeating layers' 2-D weights (what the memory planner quantizes).
+    pub layer_matrix_params: u64,
+    /// Bytes of those weights.
+    pub layer_matrix_bytes: u64,
     /// Parameters counted.
     pub params: u64,
     /// Bytes × 8 / params.
@@ -205,6 +209,7 @@ pub fn size(arch: &ModelArch, ft: GgufFileType) -> GgufWeights {
     let mut total = 0u64;
     let mut layer_total = 0u64;
     let mut experts_total = 0u64;
+    let mut matrix = (0u64, 0u64);
     let mut add = |t: GgmlType, rows: u64, cols: u64, layer: bool, expert: bool| {
         let t = fits(t, cols);
         let b = bytes(t, rows, cols);
@@ -212,6 +217,10 @@ pub fn size(arch: &ModelArch, ft: GgufFileType) -> GgufWeights {
         total += b;
         if layer {
             layer_total += b;
+            if t != GgmlType::F32 {
+                matrix.0 += rows * cols;
+                matrix.1 += b;
+            }
         }
         if expert {
             experts_total += b;
@@ -324,6 +333,8 @@ pub fn size(arch: &ModelArch, ft: GgufFileType) -> GgufWeights {
         layer_bytes: layer_total,
         non_layer_bytes: total - layer_total,
         routed_expert_bytes: experts_total,
+        layer_matrix_params: matrix.0,
+        layer_matrix_bytes: matrix.1,
         params,
         bits_per_weight: if params > 0 {
             total as f64 * 8.0 / params as f64
@@ -332,6 +343,36 @@ pub fn size(arch: &ModelArch, ft: GgufFileType) -> GgufWeights {
         },
         mix,
     }
+}
+
+/// The hook the memory planner uses: `arch` with the file type's weights. Its quantization
+/// carries the layer weights' mean bytes per weight (`gguf:<TYPE>:<bytes>`, read by
+/// [`crate::arch::Quantization::bytes_per_weight`]) and its checkpoint the exact file bytes
+/// (which llama.cpp plans scale to); embeddings in vLLM-style plans stay in the model dtype.
+pub fn apply(arch: &ModelArch, ft: GgufFileType) -> (ModelArch, GgufWeights) {
+    let g = size(arch, ft);
+    let per_weight = if g.layer_matrix_params > 0 {
+        g.layer_matrix_bytes as f64 / g.layer_matrix_params as f64
+    } else {
+        2.0
+    };
+    let base = ft.default_type();
+    let mut a = arch.clone();
+    a.quantization = base.is_quantized().then(|| crate::arch::Quantization {
+        method: format!("gguf:{ft:?}:{per_weight:.5}"),
+        bits: (base.bits_per_weight().floor() as u32).max(1),
+        group_size: 0,
+        float: false,
+        attention_unquantized: false,
+        dense_mlp_unquantized: false,
+        lm_head_quantized: true,
+        kv_cache_fp8: false,
+    });
+    if !base.is_quantized() {
+        a.dtype = crate::arch::Dtype::F16;
+    }
+    a.checkpoint_bytes = Some(g.total_bytes);
+    (a, g)
 }
 
 #[cfg(test)]
@@ -379,6 +420,27 @@ mod tests {
         let f = size(&arch("meta-llama/Llama-2-7b-hf"), GgufFileType::F16);
         assert!((f.bits_per_weight - 16.0).abs() < 0.01);
         assert!(l7.bits_per_weight > 4.5 && l7.bits_per_weight < 4.7);
+    }
+
+    #[test]
+    fn memory_planner_sees_the_same_bytes() {
+        // Llama-3-8B Q4_K_M through the planner hook: the quantized layers cost the mix's mean
+        // bytes per weight, and the checkpoint is the file's exact size.
+        let a = arch("meta-llama/Meta-Llama-3-8B");
+        let (q, g) = apply(&a, GgufFileType::Q4_K_M);
+        assert_eq!(crate::memory::checkpoint_bytes(&q), g.total_bytes);
+        let bpw = q
+            .quantization
+            .as_ref()
+            .map_or(0.0, |x| x.bytes_per_weight());
+        assert!((bpw * 8.0 - 4.89).abs() < 0.1, "{}", bpw * 8.0);
+        let w = crate::memory::weights_per_gpu(
+            &q,
+            q.quantization.as_ref(),
+            crate::memory::Shard::SINGLE,
+        );
+        let layers = (w.attention + w.mlp) as f64;
+        assert!((layers - g.layer_matrix_bytes as f64).abs() / layers < 0.01);
     }
 
     #[test]

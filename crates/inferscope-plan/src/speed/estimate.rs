@@ -201,6 +201,14 @@ pub struct Figures {
     pub compute_time_s: f64,
     pub communication_time_s: f64,
     pub launch_floor_s: f64,
+    /// Bytes one decode step reads: weights (experts touched) and KV cache, all GPUs.
+    pub weight_bytes_read_per_step: f64,
+    pub kv_bytes_read_per_step: f64,
+    /// Prefill parts for one prompt: FLOPs on all GPUs, compute and weight-read time.
+    pub prefill_flops: f64,
+    pub prefill_compute_time_s: f64,
+    pub prefill_memory_time_s: f64,
+    pub prefill_communication_time_s: f64,
 }
 
 /// Roofline and expected figures.
@@ -304,7 +312,8 @@ fn figures(s: &Scenario<'_>, r: &Rates, eff: Option<&EngineEfficiency>) -> Figur
         Split::Layers => 1.0,
     };
     let (kv_seq, attended) = kv_at(m, s.decode_context);
-    let bytes = weights_read(m, b) + kv_seq * b as f64;
+    let w_read = weights_read(m, b);
+    let bytes = w_read + kv_seq * b as f64;
     let memory_time_s = bytes / (par * r.bw);
     let flops = b as f64 * (2.0 * m.active_params + 4.0 * attended * m.attention_dim as f64);
     let compute_time_s = flops / (par * r.flops);
@@ -371,6 +380,12 @@ fn figures(s: &Scenario<'_>, r: &Rates, eff: Option<&EngineEfficiency>) -> Figur
         compute_time_s: compute_time_s / comp_e,
         communication_time_s: comm_step,
         launch_floor_s: floor,
+        weight_bytes_read_per_step: w_read,
+        kv_bytes_read_per_step: kv_seq * b as f64,
+        prefill_flops: pf_flops,
+        prefill_compute_time_s: pf_compute / comp_e,
+        prefill_memory_time_s: pf_memory / mem_e,
+        prefill_communication_time_s: comm_prefill,
     }
 }
 

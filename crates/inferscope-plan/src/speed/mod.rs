@@ -12,6 +12,7 @@ use crate::gpus::GpuSpec;
 
 pub mod engines;
 pub mod estimate;
+pub mod report;
 
 /// Efficiency factors: the share of each peak a real server achieves.
 #[derive(Debug, Clone, Copy, PartialEq)]
