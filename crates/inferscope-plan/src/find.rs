@@ -206,6 +206,7 @@ pub fn find(arch: &ModelArch, model_name: &str, w: &Workload, gpus: &[CatalogGpu
                             decode_context: w.max_model_len,
                             prompt_tokens: w.max_model_len.min(1024),
                             eager: false,
+                            pipeline_stages: 1,
                         },
                         &w.engine.efficiency(),
                     )

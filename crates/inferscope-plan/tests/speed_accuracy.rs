@@ -9,8 +9,8 @@ use inferscope_plan::gguf_quant::GgufFileType;
 use inferscope_plan::plan::GpuSpec as PlanGpu;
 use inferscope_plan::speed::engines::{EngineEfficiency, SpeedEngine, all_engine_fit};
 use inferscope_plan::speed::estimate::{
-    ModelNumbers, Scenario, Split, Weights, batch_throughput, estimate, fit_efficiency,
-    model_numbers,
+    Figures, ModelNumbers, Scenario, Split, Weights, batch_throughput, estimate_figures,
+    fit_efficiency, model_numbers,
 };
 use inferscope_plan::{PlanRequest, catalog, gpus, plan};
 use serde_json::Value;
@@ -180,6 +180,8 @@ struct Case {
     split: Split,
     arch: ModelArch,
     eager: bool,
+    /// Sequences the engine runs when every request is queued at once (KV capacity).
+    cap: u64,
     kv_fp8: bool,
     /// `--quantization` for the memory planner (None: the checkpoint's own).
     quant_flag: Option<String>,
@@ -235,7 +237,8 @@ fn load(raw: Value) -> Case {
         }
         _ => None,
     };
-    Case {
+    let mut case = Case {
+        cap: 1,
         kv_fp8: kv == Dtype::Fp8,
         quant_flag,
         eager,
@@ -248,7 +251,12 @@ fn load(raw: Value) -> Case {
         split,
         arch,
         raw,
-    }
+    };
+    let wl = &case.raw["workload"];
+    let input = uint(&wl["input_tokens"]).unwrap_or(SHAREGPT_INPUT);
+    let output = uint(&wl["output_tokens"]).unwrap_or(SHAREGPT_OUTPUT);
+    case.cap = max_load_batch(&case, input, output);
+    case
 }
 
 fn scenario<'a>(c: &'a Case, batch: u64, ctx: u64, prompt: u64) -> Scenario<'a> {
@@ -261,6 +269,7 @@ fn scenario<'a>(c: &'a Case, batch: u64, ctx: u64, prompt: u64) -> Scenario<'a> 
         decode_context: ctx,
         prompt_tokens: prompt,
         eager: c.eager,
+        pipeline_stages: 1,
     }
 }
 
@@ -311,6 +320,11 @@ fn max_load_batch(c: &Case, input: u64, output: u64) -> u64 {
     (tokens / (input + output) as f64).clamp(1.0, cap) as u64
 }
 
+struct Pair {
+    roofline: Figures,
+    expected: Figures,
+}
+
 fn figs(c: &Case, eff: &EngineEfficiency) -> Vec<Fig> {
     let r = &c.raw;
     let wl = &r["workload"];
@@ -319,7 +333,11 @@ fn figs(c: &Case, eff: &EngineEfficiency) -> Vec<Fig> {
     let input = uint(&wl["input_tokens"]).unwrap_or(SHAREGPT_INPUT);
     let output = uint(&wl["output_tokens"]).unwrap_or(SHAREGPT_OUTPUT);
     let llama_bench = wl["mode"].as_str().unwrap_or("").contains("llama-bench");
-    let est = |s: &Scenario<'_>| estimate(s, eff).unwrap_or_else(|e| panic!("{}: {e}", c.id));
+    let est = |s: &Scenario<'_>| {
+        let (roofline, expected) =
+            estimate_figures(s, eff).unwrap_or_else(|e| panic!("{}: {e}", c.id));
+        Pair { roofline, expected }
+    };
     let mut out = Vec::new();
     let decode_ctx = if llama_bench {
         output / 2
@@ -370,7 +388,7 @@ fn figs(c: &Case, eff: &EngineEfficiency) -> Vec<Fig> {
         | "aggregate_throughput_at_batch_cap"
         | "e2e_latency_static_batch"
         | "aggregate_throughput_max_load" => {
-            let cap = max_load_batch(c, input, output);
+            let cap = c.cap;
             let b = match uint(&wl["batch"]) {
                 Some(b) => b,
                 None if kind == "aggregate_throughput_at_batch_cap" => 32,
@@ -410,7 +428,8 @@ fn figs(c: &Case, eff: &EngineEfficiency) -> Vec<Fig> {
             let mut b = 1u64;
             let mut tpot = (0.0, 0.0);
             let mut roof_ttft = 0.0;
-            for _ in 0..50 {
+            // converges in a few rounds; stop when the batch repeats
+            for _ in 0..30 {
                 let e = est(&scenario(c, b, input + output / 2, input));
                 let busy = (rate * e.expected.ttft_s).min(0.9);
                 tpot = (
@@ -419,6 +438,9 @@ fn figs(c: &Case, eff: &EngineEfficiency) -> Vec<Fig> {
                 );
                 roof_ttft = e.roofline.ttft_s;
                 let next = (rate * (e.expected.ttft_s + output as f64 * tpot.1)).round() as u64;
+                if next.max(1) == b {
+                    break;
+                }
                 b = next.max(1);
             }
             if let Some(t) = num(&m["tpot_ms"]) {

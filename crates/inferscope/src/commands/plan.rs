@@ -538,6 +538,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                     .as_deref()
                     .is_some_and(|k| k.starts_with("fp8")),
                 eager: req.enforce_eager,
+                pipeline_stages: req.pp.max(1),
                 sequences: running,
                 prompt_tokens: prompt,
                 disk_gbps: disk,
