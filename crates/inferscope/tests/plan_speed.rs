@@ -154,3 +154,26 @@ fn find_ranks_on_expected_and_shows_the_roofline() {
     );
     assert!(out.contains("expected for vllm"), "{out}");
 }
+
+#[test]
+fn pasted_llama_server_command_picks_the_llama_cpp_efficiency() {
+    let v = json(&[
+        "plan",
+        "--gpu",
+        "RTX 4090",
+        "--gpus",
+        "1",
+        "--json",
+        "--",
+        "llama-server",
+        "-m",
+        "fixtures/tools/gguf/tiny-llama-v2-patched.gguf",
+        "-c",
+        "2048",
+    ]);
+    assert_eq!(v["speed"]["engine"], "llama.cpp");
+    assert_eq!(v["speed"]["decode"]["efficiency"]["engine"], "llama.cpp");
+    let roof = f(&v, "/speed/decode/roofline_tokens_per_s_per_sequence");
+    let exp = f(&v, "/speed/decode/expected_tokens_per_s_per_sequence");
+    assert!(roof > exp && exp > 0.0);
+}
