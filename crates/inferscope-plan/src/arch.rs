@@ -164,6 +164,15 @@ pub struct Quantization {
 impl Quantization {
     /// Bytes one quantized weight costs in GPU memory, scales and zero points included.
     pub fn bytes_per_weight(&self) -> f64 {
+        // GGUF file types carry their tensor mix's mean (crate::gguf_quant::apply)
+        if let Some(b) = self
+            .method
+            .strip_prefix("gguf:")
+            .and_then(|m| m.rsplit(':').next())
+            .and_then(|b| b.parse::<f64>().ok())
+        {
+            return b;
+        }
         let base = f64::from(self.bits) / 8.0;
         if self.group_size == 0 {
             return base;

@@ -2,14 +2,17 @@
 //! workload — the table users build by hand from spec sheets and trial OOMs.
 //!
 //! Every candidate is a full [`plan`] run (so it carries the same memory accounting and
-//! assumptions), followed by the decode roofline from [`crate::speed`] when a tokens/s target is
-//! given. Candidates that meet the workload are ranked by GPU count, then by the smallest GPU
-//! memory that works, then by decode speed.
+//! assumptions), followed by the decode speed from [`crate::speed::estimate`]: the expected
+//! figure for the chosen engine (what a tokens/s target is judged on and what ranks) with the
+//! roofline beside it. Candidates that meet the workload are ranked by GPU count, then by the
+//! smallest GPU memory that works, then by expected decode speed.
 
-use crate::arch::{ModelArch, Quantization};
+use crate::arch::{Dtype, ModelArch, Quantization};
 use crate::gpus::GpuSpec as CatalogGpu;
 use crate::memory::{GIB, parameter_count};
 use crate::plan::{GpuSpec, Plan, PlanRequest, plan};
+use crate::speed::engines::SpeedEngine;
+use crate::speed::estimate::{Scenario, Split, Weights, estimate, model_numbers};
 use crate::speed::{self, ComputeDtype, Efficiency, Link, SpeedInputs};
 use serde::Serialize;
 
@@ -20,8 +23,10 @@ pub struct Workload {
     pub max_model_len: u64,
     /// Requests of `max_model_len` that must fit at once.
     pub concurrency: u32,
-    /// Decode tokens/s each sequence must get at that concurrency (roofline bound), if required.
+    /// Decode tokens/s each sequence must get at that concurrency (expected figure), if required.
     pub min_tokens_per_s_per_sequence: Option<f64>,
+    /// Engine whose expected speed ranks the candidates.
+    pub engine: SpeedEngine,
 }
 
 /// One deployment option.
@@ -41,9 +46,14 @@ pub struct Candidate {
     pub kv_cache_gib_per_gpu: f64,
     /// Sequences of `max_model_len` that fit at once.
     pub max_concurrency: f64,
-    /// Decode upper bound per sequence at the workload's concurrency (None: GPU bandwidth unknown).
+    /// Expected decode tokens/s per sequence for the engine at the workload's concurrency
+    /// (None: GPU figures unknown).
+    pub expected_tokens_per_s_per_sequence: Option<f64>,
+    /// Roofline (no real run is faster) per sequence.
+    pub roofline_tokens_per_s_per_sequence: Option<f64>,
+    /// Alias of `expected_tokens_per_s_per_sequence` (older key).
     pub decode_tokens_per_s_per_sequence: Option<f64>,
-    /// Aggregate decode upper bound at that concurrency.
+    /// Expected aggregate decode tokens/s at that concurrency (older key, now the expected).
     pub decode_tokens_per_s_aggregate: Option<f64>,
     /// Meets memory, concurrency and (if asked) speed.
     pub meets: bool,
@@ -179,16 +189,31 @@ pub fn find(arch: &ModelArch, model_name: &str, w: &Workload, gpus: &[CatalogGpu
                     if !p.fits || p.max_concurrency < f64::from(w.concurrency) {
                         continue;
                     }
-                    let d = decode_bound(
-                        &a,
-                        &p,
-                        gpu,
-                        count,
-                        weights == "fp8",
-                        w.max_model_len,
-                        w.concurrency,
-                    );
-                    let per_seq = d.as_ref().map(|d| d.tokens_per_s_per_sequence);
+                    let kv_dtype = if kv == "fp8" { Dtype::Fp8 } else { a.dtype };
+                    let numbers =
+                        model_numbers(&a, &Weights::Checkpoint(a.quantization.as_ref()), kv_dtype);
+                    let est = estimate(
+                        &Scenario {
+                            model: &numbers,
+                            gpu,
+                            gpus: count,
+                            split: if w.engine.splits_layers() {
+                                Split::Layers
+                            } else {
+                                Split::Tensor
+                            },
+                            batch: u64::from(w.concurrency.max(1)),
+                            decode_context: w.max_model_len,
+                            prompt_tokens: w.max_model_len.min(1024),
+                            eager: false,
+                            pipeline_stages: 1,
+                        },
+                        &w.engine.efficiency(),
+                    )
+                    .ok();
+                    let per_seq = est
+                        .as_ref()
+                        .map(|e| e.expected.decode_tokens_per_s_per_sequence);
                     let meets = match (w.min_tokens_per_s_per_sequence, per_seq) {
                         (Some(min), Some(got)) => got >= min,
                         (Some(_), None) => false,
@@ -205,8 +230,14 @@ pub fn find(arch: &ModelArch, model_name: &str, w: &Workload, gpus: &[CatalogGpu
                         weights_gib_per_gpu: p.per_gpu.weights_gib,
                         kv_cache_gib_per_gpu: p.per_gpu.kv_cache_gib,
                         max_concurrency: p.max_concurrency,
+                        expected_tokens_per_s_per_sequence: per_seq,
+                        roofline_tokens_per_s_per_sequence: est
+                            .as_ref()
+                            .map(|e| e.roofline.decode_tokens_per_s_per_sequence),
                         decode_tokens_per_s_per_sequence: per_seq,
-                        decode_tokens_per_s_aggregate: d.map(|d| d.tokens_per_s_aggregate),
+                        decode_tokens_per_s_aggregate: est
+                            .as_ref()
+                            .map(|e| e.expected.decode_tokens_per_s_aggregate),
                         meets,
                     });
                     // More GPUs of the same kind only add cost once this count works.
@@ -239,8 +270,8 @@ pub fn find(arch: &ModelArch, model_name: &str, w: &Workload, gpus: &[CatalogGpu
             "weights tried: the checkpoint as published, fp8 and 4-bit AWQ/GPTQ-style (only for unquantized checkpoints)".into(),
             "KV cache dtypes tried: auto (model dtype) and fp8".into(),
             "for each GPU × weights × KV dtype only the smallest count that meets the workload is listed".into(),
-            "decode speed is a memory-bandwidth roofline upper bound at full context for every sequence (speed.rs efficiency defaults)".into(),
-            "ranked by GPU count, then the smallest GPU memory that works, then decode speed".into(),
+            format!("decode speed at full context for every sequence: expected for {} (fitted efficiency, docs/speed.md), roofline beside it (no real run is faster)", w.engine.as_str()),
+            "ranked by GPU count, then the smallest GPU memory that works, then expected decode speed".into(),
         ],
     }
 }

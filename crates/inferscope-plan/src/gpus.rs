@@ -80,6 +80,9 @@ pub struct GpuSpec {
     /// Dense INT8 tensor TOPS.
     #[serde(default)]
     pub int8_tops: Option<f64>,
+    /// Dense FP4 tensor TFLOPS (NVFP4/MXFP4); `None` where there is no FP4 path.
+    #[serde(default)]
+    pub fp4_tflops: Option<f64>,
     /// GPU-to-GPU link per GPU, GB/s bidirectional as the vendor quotes it; `None` = PCIe only.
     #[serde(default)]
     pub gpu_link_gbps: Option<f64>,
@@ -188,12 +191,27 @@ fn suggest(s: &[String]) -> String {
 #[serde(deny_unknown_fields)]
 struct CatalogFile {
     gpu: Vec<GpuSpec>,
+    #[serde(default)]
+    link_latency: Vec<LinkLatency>,
+}
+
+/// Measured latency of one small all-reduce (a decode step's message) over a kind of link.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkLatency {
+    /// `nvlink`, `pcie` or `infinity_fabric`.
+    pub link: String,
+    /// Microseconds per all-reduce of a few KiB (decode), as measured.
+    pub allreduce_us: f64,
+    /// Where it was measured.
+    pub source: String,
 }
 
 /// The parsed catalog with its name index.
 #[derive(Debug)]
 pub struct Catalog {
     gpus: Vec<GpuSpec>,
+    link_latency: Vec<LinkLatency>,
     /// normalized name or alias -> entry indices (more than one only when the catalog is wrong).
     keys: BTreeMap<String, Vec<usize>>,
 }
@@ -226,14 +244,25 @@ impl Catalog {
                 names.join(", ")
             ));
         }
+        for l in &file.link_latency {
+            if !(l.allreduce_us.is_finite() && l.allreduce_us > 0.0) {
+                return Err(format!("link_latency {}: allreduce_us must be > 0", l.link));
+            }
+        }
         Ok(Catalog {
             gpus: file.gpu,
+            link_latency: file.link_latency,
             keys,
         })
     }
 
     pub fn all(&self) -> &[GpuSpec] {
         &self.gpus
+    }
+
+    /// Measured small all-reduce latency over `link` (`nvlink`, `pcie`, `infinity_fabric`).
+    pub fn link_latency(&self, link: &str) -> Option<&LinkLatency> {
+        self.link_latency.iter().find(|l| l.link == link)
     }
 
     /// Resolves a name (see the module documentation for the rules).
@@ -448,6 +477,7 @@ pub fn custom(total_gib: f64) -> Result<GpuSpec, GpuLookupError> {
         fp16_tflops: None,
         fp8_tflops: None,
         int8_tops: None,
+        fp4_tflops: None,
         gpu_link_gbps: None,
         gpu_link: None,
         compute_capability: None,
@@ -752,7 +782,8 @@ mod tests {
 
     #[test]
     fn every_entry_is_sourced_positive_and_consistent() {
-        const FIELDS: [&str; 14] = [
+        const FIELDS: [&str; 15] = [
+            "fp4_tflops",
             "pci_device_ids",
             "memory_gb",
             "torch_total_gib",

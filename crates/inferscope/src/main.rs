@@ -173,7 +173,8 @@ struct PlanCli {
     /// KV cache dtype (auto, fp8).
     #[arg(long, value_name = "DTYPE")]
     kv_cache_dtype: Option<String>,
-    /// Weight quantization (awq, gptq, fp8, ...), for a checkpoint described as its base model.
+    /// Weight quantization (awq, gptq, fp8, ...), for a checkpoint described as its base model;
+    /// or a GGUF file type (Q4_K_M, Q4_0, Q5_K_M, Q8_0, F16, ...) sized tensor by tensor.
     #[arg(long, value_name = "METHOD")]
     quantization: Option<String>,
     /// Maximum concurrent sequences.
@@ -197,7 +198,7 @@ struct PlanCli {
     /// Rank GPU type × count × quantization × KV dtype from the catalog for this workload.
     #[arg(long)]
     find: bool,
-    /// With --find: decode tokens/s each sequence must get (roofline bound).
+    /// With --find: decode tokens/s each sequence must get (the engine's expected figure).
     #[arg(long, value_name = "TOKENS_PER_S", requires = "find")]
     min_tokens_per_s: Option<f64>,
     /// Prompt tokens for the time-to-first-token bound (default min(1024, max_model_len)).
@@ -206,6 +207,10 @@ struct PlanCli {
     /// Disk read speed for the model-load bound, GB/s (default 2).
     #[arg(long, value_name = "GBPS")]
     disk_gbps: Option<f64>,
+    /// Engine of the expected speed figures: vllm, sglang, tgi, trtllm, llama.cpp, mlc (default:
+    /// the pasted command's engine, else vllm).
+    #[arg(long, value_name = "ENGINE")]
+    engine: Option<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -242,6 +247,7 @@ impl PlanCli {
             json: self.json,
             input_len: self.input_len,
             disk_gbps: self.disk_gbps,
+            engine: self.engine,
             command: self.command,
         }
     }
@@ -281,7 +287,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             commands::check::run(&args, out)
         }
         Command::Explain { code } => commands::check::explain(&code, out),
-        Command::Plan(p) => commands::plan::run(&p.into_args(), out),
+        Command::Plan(p) => commands::plan::run(&(*p).into_args(), out),
         Command::Run(args) => commands::run::run(args, out),
         Command::Bench(args) => commands::bench::run(*args, out),
         Command::Compare(args) => commands::compare::run(args, out),

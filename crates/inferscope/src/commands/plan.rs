@@ -10,8 +10,10 @@ use inferscope_formats::{gguf, safetensors};
 use inferscope_model::{GpuVendor, Snapshot};
 use inferscope_plan::engine::{self, EngineSettings};
 use inferscope_plan::find::{self, Workload};
+use inferscope_plan::gguf_quant::GgufFileType;
 use inferscope_plan::gpus;
 use inferscope_plan::memory::GIB;
+use inferscope_plan::speed::engines::{ENGINE_NAMES, SpeedEngine};
 use inferscope_plan::suggest;
 use inferscope_plan::{ModelArch, PlanRequest};
 use serde::Serialize;
@@ -52,6 +54,9 @@ pub struct PlanArgs {
     pub input_len: Option<u64>,
     /// `--disk-gbps`: disk read speed for the load-time bound (default 2 GB/s).
     pub disk_gbps: Option<f64>,
+    /// `--engine`: whose expected speed (vllm, sglang, tgi, trtllm, llama.cpp, mlc); default the
+    /// pasted command's engine, else vllm.
+    pub engine: Option<String>,
     /// Words after `--`.
     pub command: Vec<String>,
 }
@@ -448,11 +453,37 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         .ok_or_else(|| {
             anyhow::anyhow!("no model: pass --model ID|PATH or a serving command after `--`")
         })?;
+    let speed_engine = match (&args.engine, &settings) {
+        (Some(e), _) => SpeedEngine::parse(e).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--engine {e}: unknown engine (one of {})",
+                ENGINE_NAMES.join(", ")
+            )
+        })?,
+        (None, Some(s)) => SpeedEngine::from_engine(s.engine),
+        (None, None) => SpeedEngine::Vllm,
+    };
     let ResolvedModel {
         arch,
         source: model_source,
         checkpoint,
     } = resolve_model(&model_spec, args.revision.as_deref())?;
+    // A GGUF file type (`--quantization Q4_K_M`) sizes the weights tensor by tensor, for the
+    // memory planner and the speed figures alike.
+    let quant_name = args
+        .flags
+        .quantization
+        .clone()
+        .or_else(|| settings.as_ref().and_then(|s| s.quantization.clone()));
+    let gguf = quant_name.as_deref().and_then(GgufFileType::parse);
+    let mut flags = args.flags.clone();
+    let arch = match gguf {
+        Some(ft) => {
+            flags.quantization = None;
+            inferscope_plan::gguf_quant::apply(&arch, ft).0
+        }
+        None => arch,
+    };
 
     if args.find {
         let max_model_len = args
@@ -464,6 +495,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             max_model_len,
             concurrency: args.concurrency.unwrap_or(1),
             min_tokens_per_s_per_sequence: args.min_tokens_per_s,
+            engine: speed_engine,
         };
         let catalog = gpus::all().map_err(anyhow::Error::msg)?;
         let r = find::find(&arch, &model_spec, &w, catalog);
@@ -527,7 +559,20 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if let Some(s) = &settings {
         req.apply_engine(s);
     }
-    apply_flags(&mut req, &args.flags);
+    apply_flags(&mut req, &flags);
+    if settings.is_none() {
+        // --engine without a pasted command: the memory accounting follows it where modelled
+        match speed_engine {
+            SpeedEngine::LlamaCpp => req.engine = engine::Engine::LlamaCpp,
+            SpeedEngine::Sglang => req.engine = engine::Engine::Sglang,
+            SpeedEngine::Tgi => req.engine = engine::Engine::Tgi,
+            _ => {}
+        }
+    }
+    if gguf.is_some() {
+        // the file type already sized the weights (gguf_quant::apply)
+        req.quantization = None;
+    }
     req.engine_version = args.engine_version.clone();
     req.concurrency = args.concurrency;
     // vLLM 0.8–0.9 fall back to V0 below compute capability 8.0 (the catalog knows it)
@@ -589,16 +634,50 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         .input_len
         .unwrap_or_else(|| p.max_model_len.unwrap_or(1024).min(1024));
     let disk = args.disk_gbps.unwrap_or(2.0);
+    // the weights' effective quantization (a --quantization flag over the checkpoint's own)
+    let speed_arch = match req
+        .quantization
+        .as_deref()
+        .and_then(inferscope_plan::arch::Quantization::from_method)
+    {
+        Some(q) if arch.quantization.is_none() => ModelArch {
+            quantization: Some(q),
+            ..arch.clone()
+        },
+        _ => arch.clone(),
+    };
     let speed = match gpus::lookup(&gpu.name) {
-        Ok(spec) => {
-            crate::render::plan::speed_bounds(&arch, &p, spec, req.tp, running, prompt, disk)
-        }
-        Err(_) => crate::render::plan::SpeedBounds {
+        Ok(spec) => crate::render::plan::speed_bounds(
+            &speed_arch,
+            &p,
+            &crate::render::plan::SpeedSetup {
+                gpu: spec,
+                gpus: if speed_engine.splits_layers() {
+                    gpu.count.max(1)
+                } else {
+                    req.tp.saturating_mul(req.pp).max(1)
+                },
+                engine: speed_engine,
+                gguf,
+                kv_fp8: req
+                    .kv_cache_dtype
+                    .as_deref()
+                    .is_some_and(|k| k.starts_with("fp8")),
+                eager: req.enforce_eager,
+                pipeline_stages: req.pp.max(1),
+                sequences: running,
+                prompt_tokens: prompt,
+                disk_gbps: disk,
+            },
+        ),
+        Err(e) => crate::render::plan::SpeedBounds {
             decode: None,
             prefill: None,
             load: None,
             sequences: running,
             disk_gbps: disk,
+            engine: speed_engine,
+            unavailable: Some(e.to_string()),
         },
     };
     if args.json {

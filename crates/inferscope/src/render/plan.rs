@@ -3,60 +3,128 @@
 
 use inferscope_plan::engine::EngineSettings;
 use inferscope_plan::find::{FindResult, Workload};
-use inferscope_plan::speed::DecodeBound;
+use inferscope_plan::gguf_quant::GgufFileType;
+use inferscope_plan::speed::engines::SpeedEngine;
+use inferscope_plan::speed::estimate::{Scenario, Split, Weights, model_numbers};
+use inferscope_plan::speed::report::{DecodeSpeed, PrefillSpeed};
 use inferscope_plan::suggest::Suggestion;
 use inferscope_plan::{ModelArch, Plan};
 use std::io::{self, Write};
 
-/// Speed bounds of a plan: decode at full context, prefill of one prompt, model load.
+/// Speed of a plan: decode at full context and prefill of one prompt, each as a roofline and an
+/// engine's expected figure (inferscope_plan::speed::report), plus the model-load bound.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SpeedBounds {
-    /// Decode roofline for the running sequences.
-    pub decode: Option<DecodeBound>,
-    /// Time to first token lower bound for `prompt_tokens`.
-    pub prefill: Option<inferscope_plan::speed::PrefillBound>,
-    /// Model load time lower bound and host RAM for loading.
-    pub load: Option<inferscope_plan::speed::LoadBound>,
-    /// Sequences the decode bound assumes (the requested concurrency, capped by the KV cache).
+    /// Decode for the running sequences.
+    pub decode: Option<DecodeSpeed>,
+    /// Time to first token for `prompt_tokens`.
+    pub prefill: Option<PrefillSpeed>,
+    /// Model load time and host RAM for loading.
+    pub load: Option<LoadSpeed>,
+    /// Sequences the decode figures assume (the requested concurrency, capped by the KV cache).
     pub sequences: u32,
     /// Disk read speed assumed for the load bound, GB/s.
     pub disk_gbps: f64,
+    /// Engine of the expected figures.
+    pub engine: SpeedEngine,
+    /// Why decode/prefill are missing, when they are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
 }
 
-/// Compute the speed bounds (each `None` when the catalog lacks the GPU's figures).
-pub fn speed_bounds(
-    arch: &ModelArch,
-    p: &Plan,
-    gpu: &inferscope_plan::gpus::GpuSpec,
-    tp: u32,
-    sequences: u32,
-    prompt_tokens: u64,
-    disk_gbps: f64,
-) -> SpeedBounds {
+/// Model load: the older keys (`load_time_s`, ...) at the default link efficiency, plus the
+/// roofline (disk and host link at 100 %) and expected figures named as such.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LoadSpeed {
+    #[serde(flatten)]
+    pub bound: inferscope_plan::speed::LoadBound,
+    /// Disk and host link at 100 %: no load is faster.
+    pub roofline_load_time_s: f64,
+    /// Host link at the default efficiency (0.8, a judgement; no published load times to fit).
+    pub expected_load_time_s: f64,
+}
+
+/// What the speed figures are computed for.
+pub struct SpeedSetup<'a> {
+    pub gpu: &'a inferscope_plan::gpus::GpuSpec,
+    /// GPUs the model is spread over.
+    pub gpus: u32,
+    pub engine: SpeedEngine,
+    /// The GGUF file type, when `--quantization` named one.
+    pub gguf: Option<GgufFileType>,
+    /// `--kv-cache-dtype fp8`.
+    pub kv_fp8: bool,
+    pub eager: bool,
+    /// Pipeline-parallel stages (`--pipeline-parallel-size`).
+    pub pipeline_stages: u32,
+    pub sequences: u32,
+    pub prompt_tokens: u64,
+    pub disk_gbps: f64,
+}
+
+/// Compute the speed figures (each `None` when the catalog lacks the GPU's figures).
+pub fn speed_bounds(arch: &ModelArch, p: &Plan, s: &SpeedSetup<'_>) -> SpeedBounds {
     use inferscope_plan::speed;
-    let fp8 = arch
-        .quantization
-        .as_ref()
-        .is_some_and(|q| q.float && q.bits == 8);
     let context = p.max_model_len.unwrap_or(arch.max_position_embeddings);
-    let inputs = inferscope_plan::find::speed_inputs(arch, p, gpu, tp, fp8, context, sequences);
+    let weights = match s.gguf {
+        Some(ft) => Weights::Gguf(ft),
+        None => Weights::Checkpoint(arch.quantization.as_ref()),
+    };
+    let kv = if s.kv_fp8 {
+        inferscope_plan::arch::Dtype::Fp8
+    } else {
+        arch.dtype
+    };
+    let numbers = model_numbers(arch, &weights, kv);
+    let scenario = Scenario {
+        model: &numbers,
+        gpu: s.gpu,
+        gpus: s.gpus.max(1),
+        split: if s.engine.splits_layers() {
+            Split::Layers
+        } else {
+            Split::Tensor
+        },
+        batch: u64::from(s.sequences.max(1)),
+        decode_context: context,
+        prompt_tokens: s.prompt_tokens,
+        eager: s.eager,
+        pipeline_stages: s.pipeline_stages,
+    };
+    let (decode, prefill, unavailable) = match speed::report::speed(&scenario, s.engine) {
+        Ok((d, f)) => (Some(d), Some(f), None),
+        Err(e) => (None, None, Some(e.to_string())),
+    };
     let weights_per_gpu = p.per_gpu.weights_gib * inferscope_plan::memory::GIB;
     SpeedBounds {
-        decode: speed::decode_bound(&inputs).ok(),
-        prefill: speed::prefill_bound(&inputs, prompt_tokens).ok(),
-        load: speed::load_bound(&speed::LoadInputs {
-            gpu,
-            checkpoint_bytes: p.weights_bytes_total.unwrap_or(0) as f64,
-            weights_bytes_per_gpu: weights_per_gpu,
-            largest_file_bytes: None,
-            disk_gbps,
-            host_ram_free_bytes: None,
-            numa_free_bytes: Vec::new(),
-            efficiency: speed::Efficiency::default(),
-        })
-        .ok(),
-        sequences,
-        disk_gbps,
+        decode,
+        prefill,
+        load: p.weights_bytes_total.and_then(|total| {
+            let at = |efficiency| {
+                speed::load_bound(&speed::LoadInputs {
+                    gpu: s.gpu,
+                    checkpoint_bytes: total as f64,
+                    weights_bytes_per_gpu: weights_per_gpu,
+                    largest_file_bytes: None,
+                    disk_gbps: s.disk_gbps,
+                    host_ram_free_bytes: None,
+                    numa_free_bytes: Vec::new(),
+                    efficiency,
+                })
+                .ok()
+            };
+            let roof = at(speed::Efficiency::ROOFLINE)?;
+            let bound = at(speed::Efficiency::default())?;
+            Some(LoadSpeed {
+                roofline_load_time_s: roof.load_time_s,
+                expected_load_time_s: bound.load_time_s,
+                bound,
+            })
+        }),
+        sequences: s.sequences,
+        disk_gbps: s.disk_gbps,
+        engine: s.engine,
+        unavailable,
     }
 }
 
@@ -237,25 +305,36 @@ fn write_outcome(
     if let Some(d) = &speed.decode {
         writeln!(
             out,
-            "Decode bound ({} sequences at full context): {:.0} tok/s per sequence, {:.0} tok/s aggregate ({:?}-bound)",
-            speed.sequences, d.tokens_per_s_per_sequence, d.tokens_per_s_aggregate, d.limited_by
+            "Decode ({} sequences at full context), {}: expected {:.0} tok/s per sequence, {:.0} aggregate; roofline {:.0} / {:.0} (no real run is faster)",
+            speed.sequences,
+            d.engine.as_str(),
+            d.expected_tokens_per_s_per_sequence,
+            d.expected_tokens_per_s_aggregate,
+            d.roofline_tokens_per_s_per_sequence,
+            d.roofline_tokens_per_s_aggregate,
         )?;
     }
     if let Some(pf) = &speed.prefill {
         writeln!(
             out,
-            "TTFT bound for a {}-token prompt: {:.0} ms",
+            "TTFT for a {}-token prompt, {}: expected {:.0} ms; roofline {:.0} ms",
             pf.prompt_tokens,
-            pf.ttft_s * 1000.0
+            pf.engine.as_str(),
+            pf.expected_ttft_s * 1000.0,
+            pf.roofline_ttft_s * 1000.0
         )?;
+    }
+    if let Some(why) = &speed.unavailable {
+        writeln!(out, "Speed: not estimated ({why})")?;
     }
     if let Some(l) = &speed.load {
         writeln!(
             out,
-            "Load time bound at {} GB/s disk: {:.0} s (host RAM to cache the checkpoint: {:.1} GiB)",
+            "Load time at {} GB/s disk: expected {:.0} s; roofline {:.0} s (host RAM to cache the checkpoint: {:.1} GiB)",
             speed.disk_gbps,
-            l.load_time_s,
-            l.host_ram_whole_bytes / inferscope_plan::memory::GIB
+            l.expected_load_time_s,
+            l.roofline_load_time_s,
+            l.bound.host_ram_whole_bytes / inferscope_plan::memory::GIB
         )?;
     }
     if !suggestions.is_empty() {
@@ -310,14 +389,22 @@ pub fn write_find(
     writeln!(out)?;
     writeln!(
         out,
-        "  {:<22} {:>4}  {:<7} {:<5} {:>10} {:>10} {:>9} {:>12}",
-        "GPU", "×", "weights", "KV", "weights/GPU", "KV/GPU", "max conc", "tok/s/seq"
+        "  {:<22} {:>4}  {:<7} {:<5} {:>10} {:>10} {:>9} {:>12} {:>12}",
+        "GPU",
+        "×",
+        "weights",
+        "KV",
+        "weights/GPU",
+        "KV/GPU",
+        "max conc",
+        "expected t/s",
+        "roofline t/s"
     )?;
     const SHOWN: usize = 25;
     for c in r.candidates.iter().take(SHOWN) {
         writeln!(
             out,
-            "  {:<22} {:>4}  {:<7} {:<5} {:>10.2} {:>10.2} {:>9.2} {:>12}",
+            "  {:<22} {:>4}  {:<7} {:<5} {:>10.2} {:>10.2} {:>9.2} {:>12} {:>12}",
             c.gpu,
             c.count,
             c.weights,
@@ -325,7 +412,9 @@ pub fn write_find(
             c.weights_gib_per_gpu,
             c.kv_cache_gib_per_gpu,
             c.max_concurrency,
-            c.decode_tokens_per_s_per_sequence
+            c.expected_tokens_per_s_per_sequence
+                .map_or("?".into(), |t| format!("{t:.0}")),
+            c.roofline_tokens_per_s_per_sequence
                 .map_or("?".into(), |t| format!("{t:.0}"))
         )?;
     }

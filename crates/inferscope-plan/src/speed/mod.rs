@@ -5,9 +5,14 @@
 //! catalog [`GpuSpec`], so the planner core can call it without this module knowing its types.
 //! Every result carries the assumptions it made. With [`Efficiency::ROOFLINE`] the results are
 //! hard bounds (no real server is faster); [`Efficiency::default`] gives typical figures.
-//! Formulas and defaults are documented in docs/gpus.md.
+//! Formulas and defaults are documented in docs/gpus.md; the roofline/expected pair per engine
+//! ([`estimate`], [`engines`]) in docs/speed.md.
 
 use crate::gpus::GpuSpec;
+
+pub mod engines;
+pub mod estimate;
+pub mod report;
 
 /// Efficiency factors: the share of each peak a real server achieves.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -100,14 +105,16 @@ pub enum Link {
 }
 
 /// Which tensor rate bounds the GEMMs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum ComputeDtype {
     /// FP16/BF16 (also weight-only quantization such as AWQ/GPTQ, which dequantizes to FP16).
     Fp16,
     /// FP8 weights and activations (W8A8-FP8).
     Fp8,
-    /// INT8 weights and activations (W8A8-INT8).
+    /// INT8 weights and activations (W8A8-INT8; llama.cpp's int8 MMQ kernels for GGUF quants).
     Int8,
+    /// FP4 weights and activations (NVFP4 on Blackwell).
+    Fp4,
 }
 
 /// MoE routing, to count the expert weights a decode step touches.
@@ -373,6 +380,7 @@ fn tensor_tflops(i: &SpeedInputs<'_>, a: &mut Vec<String>) -> Option<f64> {
         ComputeDtype::Fp16 => (g.fp16_tflops, "FP16/BF16"),
         ComputeDtype::Fp8 => (g.fp8_tflops, "FP8"),
         ComputeDtype::Int8 => (g.int8_tops, "INT8"),
+        ComputeDtype::Fp4 => (g.fp4_tflops, "FP4"),
     };
     match rate {
         Some(r) => {
