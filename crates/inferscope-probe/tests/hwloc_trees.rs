@@ -511,3 +511,91 @@ fn probe_agrees_with_hwloc_on_every_gathered_linux_tree() {
     );
     assert_eq!(tests.len(), 39, "every .console test of hwloc's suite");
 }
+
+/// Capture one tree of the suite (unpacked under `dir`).
+fn capture_tree(name: &str, dir: &Path) -> Snapshot {
+    let root = unpack(&fixtures().join(format!("{name}.tar.bz2")), dir);
+    capture(
+        &FsRoot::new(&root),
+        &CaptureOptions {
+            captured_at: "2026-12-03T00:00:00Z".into(),
+            tool: "hwloc_trees".into(),
+        },
+    )
+}
+
+fn cpus(s: &Snapshot) -> Vec<(u32, String)> {
+    s.numa_nodes
+        .iter()
+        .map(|n| (n.id.0, n.cpus.to_string()))
+        .collect()
+}
+
+#[test]
+fn node_cpus_come_from_cpumap_when_cpulist_is_absent() {
+    // Linux 2.6 on IA-64: nodeN has cpumap and cpuN links, no cpulist.
+    let dir = tempfile::tempdir().unwrap();
+    let s = capture_tree("8ia64-2n2s2c", dir.path());
+    assert_eq!(cpus(&s), [(0, "0-3".into()), (1, "4-7".into())]);
+    assert!(s.capture_problems.iter().all(|p| !p.contains("cpulist")));
+}
+
+#[test]
+fn a_kernel_without_numa_has_one_node_with_every_cpu_and_all_memory() {
+    // An ARMv7 board (ST-Ericsson MOP500): no /sys/devices/system/node.
+    let dir = tempfile::tempdir().unwrap();
+    let s = capture_tree("2arm-2c", dir.path());
+    assert_eq!(cpus(&s), [(0, "0-1".into())]);
+    // /proc/meminfo: MemTotal: 280840 kB (hwloc prints 274MiB).
+    assert_eq!(
+        s.numa_nodes[0].memory_total_bytes.known(),
+        Some(&(280_840 * 1024))
+    );
+    assert!(
+        s.capture_problems
+            .iter()
+            .any(|p| p.contains("kernel without NUMA")),
+        "{:?}",
+        s.capture_problems
+    );
+}
+
+#[test]
+fn pci_devices_stored_as_directories_are_read() {
+    // hwloc's reduced gather of a POWER9 box keeps /sys/bus/pci/devices/X as plain directories
+    // holding class and local_cpus only.
+    let dir = tempfile::tempdir().unwrap();
+    let s = capture_tree("nvidiagpunumanodes", dir.path());
+    assert_eq!(s.pci_devices.len(), 6);
+    assert_eq!(s.gpus.len(), 6, "the NVIDIA driver lists all six");
+    assert!(
+        !s.capture_problems.iter().any(|p| p.contains("os error")),
+        "{:?}",
+        s.capture_problems
+    );
+    let local: Vec<String> = s
+        .gpus
+        .iter()
+        .map(|g| g.local_cpus.known().unwrap().to_string())
+        .collect();
+    // The local_cpus masks, as hwloc places the GPUs (under package 0, package 8).
+    assert_eq!(
+        local,
+        ["0-15", "0-15", "0-15", "88-103", "88-103", "88-103"]
+    );
+}
+
+#[test]
+fn cpus_offline_by_their_own_online_file_are_left_out() {
+    // Linux 2.6.18: no cpu/online list, only cpuN/online; node0's cpumap still names all 16.
+    let dir = tempfile::tempdir().unwrap();
+    let s = capture_tree("16em64t-4s2c2t-offlines", dir.path());
+    let online = s.host.online_cpus.known().unwrap().to_string();
+    assert_eq!(cpus(&s), [(0, online.clone())]);
+    assert_eq!(s.host.threads.known(), Some(&12));
+    assert!(
+        s.capture_problems.iter().any(|p| p.contains("offline")),
+        "{:?}",
+        s.capture_problems
+    );
+}
