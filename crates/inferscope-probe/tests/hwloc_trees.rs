@@ -233,13 +233,25 @@ fn parse_console(text: &str) -> Vec<Obj> {
     objs
 }
 
+/// One NUMANode line.
+struct HwNode {
+    /// `GPUMemory`, `NVM`, ... (`NUMANode(GPUMemory)`).
+    subtype: Option<String>,
+    /// `local=` text (`124GiB`).
+    local: Option<String>,
+    /// PUs of the object it hangs from.
+    locality: CpuSet,
+    /// `PCIBusID=` of a GPU-memory node.
+    gpu: Option<String>,
+}
+
 /// What hwloc's console says about a machine.
 struct Expected {
     pus: CpuSet,
     /// PUs with a NUMA node on their path to the root (an offline node leaves some without).
     numa_pus: CpuSet,
-    /// NUMA node OS index -> (subtype, `local=` text, PUs of the object it hangs from, PCIBusID).
-    nodes: BTreeMap<u32, (Option<String>, Option<String>, CpuSet, Option<String>)>,
+    /// NUMA nodes by OS index.
+    nodes: BTreeMap<u32, HwNode>,
     packages: usize,
     cores: usize,
     /// PCI bus id -> PUs of the CPU-side object it hangs from.
@@ -281,12 +293,12 @@ fn expected(objs: &[Obj]) -> Expected {
             e.numa_pus = e.numa_pus.union(&cpu_parent(i));
             e.nodes.insert(
                 o.os.expect("NUMANode has P#"),
-                (
-                    o.subtype.clone(),
-                    o.attr("local=").map(String::from),
-                    cpu_parent(i),
-                    o.attr("PCIBusID=").map(String::from),
-                ),
+                HwNode {
+                    subtype: o.subtype.clone(),
+                    local: o.attr("local=").map(String::from),
+                    locality: cpu_parent(i),
+                    gpu: o.attr("PCIBusID=").map(String::from),
+                },
             );
         }
         if o.ty == "PCI" {
@@ -328,7 +340,8 @@ fn compare(t: &HwlocTest, s: &Snapshot, e: &Expected) -> Vec<String> {
         }
     }
     let mut cpu_nodes = Vec::new();
-    for (id, (subtype, local, locality, busid)) in &e.nodes {
+    for (id, hw) in &e.nodes {
+        let (local, locality) = (&hw.local, &hw.locality);
         let Some(n) = ours.get(id) else {
             out.push(format!("node {id} shown by hwloc, missing in inferscope"));
             continue;
@@ -348,8 +361,8 @@ fn compare(t: &HwlocTest, s: &Snapshot, e: &Expected) -> Vec<String> {
                 ));
             }
         }
-        if subtype.as_deref() == Some("GPUMemory") {
-            let busid = busid.as_deref().expect("GPUMemory node names its GPU");
+        if hw.subtype.as_deref() == Some("GPUMemory") {
+            let busid = hw.gpu.as_deref().expect("GPUMemory node names its GPU");
             let gpu = s.gpus.iter().find(|g| g.pci_bus_id.to_string() == busid);
             let node = gpu
                 .and_then(|g| g.details.known())
