@@ -39,7 +39,8 @@ fn node_cpus(fs: &FsRoot, dir: &str, problems: &mut Vec<String>) -> Option<CpuSe
     match fs.read_string(&format!("{dir}/cpulist")) {
         Ok(t) => match t.parse::<CpuSet>() {
             Ok(set) => return Some(set),
-            Err(e) => why.push(format!("/{dir}/cpulist: line 1, {e}")),
+            // Said even when cpumap then gives the set: the file is bad either way.
+            Err(e) => problems.push(format!("/{dir}/cpulist: line 1, {e}")),
         },
         Err(e) => why.push(e.to_string()),
     }
