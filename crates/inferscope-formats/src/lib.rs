@@ -24,6 +24,7 @@ pub mod limits;
 pub mod meminfo;
 pub mod mounts;
 pub mod numa_maps;
+pub mod nvidia_numa_status;
 mod nvidia_smi_common;
 pub mod nvidia_smi_q;
 pub mod nvidia_smi_topo;

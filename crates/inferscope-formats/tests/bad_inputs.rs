@@ -1,7 +1,9 @@
 //! Every file in `fixtures/bad/procfs/` must fail with exactly the message listed in
 //! `fixtures/bad/procfs/EXPECTED.md`, and that table must list every case here.
 
-use inferscope_formats::{cgroup, cpuinfo, limits, meminfo, mounts, sysfs, thp};
+use inferscope_formats::{
+    cgroup, cpuinfo, limits, meminfo, mounts, nvidia_numa_status, sysfs, thp,
+};
 
 type Parser = fn(&str) -> Option<String>;
 
@@ -133,6 +135,12 @@ fn cases() -> Vec<(
             "sysfs::parse_i64",
             |t| err(sysfs::parse_i64(t)),
             "line 1, column 1: expected a number, found minus one"
+        ),
+        case!(
+            "nvidia-numa-status-garbage.txt",
+            "nvidia_numa_status::parse",
+            |t| err(nvidia_numa_status::parse(t)),
+            "line 1, column 12: expected a node number, found 2S5"
         ),
     ]
 }

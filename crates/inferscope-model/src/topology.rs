@@ -325,10 +325,13 @@ pub fn topo_matrix(snapshot: &Snapshot) -> TopoMatrix {
     if !gpus.is_empty()
         && let Reading::Unknown(u) = &snapshot.driver
     {
-        notes.push(format!(
-            "NV# links and GPU NUMA ID need the NVIDIA driver, unknown here: {}",
-            u.detail
-        ));
+        // The GPU NUMA ID can also come from the driver's /proc/driver/nvidia numa_status.
+        let what = if gpus.iter().any(|g| g.gpu_numa_id.is_some()) {
+            "NV# links need NVML"
+        } else {
+            "NV# links and GPU NUMA ID need the NVIDIA driver"
+        };
+        notes.push(format!("{what}, unknown here: {}", u.detail));
     }
     let nics = snapshot
         .nics

@@ -240,6 +240,13 @@ impl FsRoot {
         Ok(names)
     }
 
+    /// True when `rel` is a directory itself, not a symlink to one (reduced gathers store
+    /// `/sys/bus/pci/devices/X` that way).
+    pub fn is_plain_dir(&self, rel: &str) -> bool {
+        self.check_denied(rel).is_ok()
+            && std::fs::symlink_metadata(self.root.join(rel)).is_ok_and(|m| m.is_dir())
+    }
+
     /// Read a symlink and resolve it lexically against its directory; returns the target as a
     /// root-relative path (`sys/devices/pci0000:00/0000:00:01.0`).
     pub fn resolve_link(&self, rel: &str) -> Result<String, FsError> {

@@ -21,6 +21,7 @@ pub mod gather;
 pub mod host;
 pub mod numa;
 pub mod nvml;
+mod nvproc;
 pub mod pci;
 pub mod process;
 pub mod settings;
@@ -50,9 +51,10 @@ pub fn capture_with_driver(
 ) -> (Snapshot, driver::DriverCapture) {
     let mut problems = Vec::new();
     let host = host::probe_host(fs);
-    let numa_nodes = numa::probe_numa(fs, &mut problems);
+    let numa_nodes = numa::probe_numa(fs, &host.online_cpus, &mut problems);
     let pci_devices = pci::probe_pci(fs, &mut problems);
-    let gpus = pci::gpus(&pci_devices);
+    let mut gpus = pci::gpus(&pci_devices);
+    nvproc::add_unlabelled(fs, &pci_devices, &mut gpus);
     let nics = pci::nics(fs, &pci_devices);
     let settings = settings::probe_settings(fs, &host.online_cpus);
     let env = env::probe_env(fs);
@@ -84,6 +86,7 @@ pub fn capture_with_driver(
         cuda_order: inferscope_model::not_captured(),
     };
     driver::merge(&mut snapshot, driver_capture.clone());
+    nvproc::fill_memory_nodes(fs, &mut snapshot);
     make_consistent(&mut snapshot);
     (snapshot, driver_capture)
 }

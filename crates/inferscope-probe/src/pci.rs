@@ -5,6 +5,7 @@
 //! and the first one names the host bridge. That path is all the topology queries need.
 
 use crate::fsroot::FsRoot;
+use inferscope_formats::hwloc_xml::decode_cpuset;
 use inferscope_formats::sysfs;
 use inferscope_model::{
     CpuSet, Gpu, GpuVendor, LinkSpeed, Nic, NumaNodeId, PciBusId, PciClass, PciDevice, PciId,
@@ -60,8 +61,24 @@ fn read_device(fs: &FsRoot, name: &str, problems: &mut Vec<String>) -> Option<Pc
             return None;
         }
     };
-    let dir = match fs.resolve_link(&format!("{DEVICES}/{name}")) {
+    let entry = format!("{DEVICES}/{name}");
+    let dir = match fs.resolve_link(&entry) {
         Ok(d) => d,
+        // A reduced gather (hwloc's trees) stores the device as a plain directory: its files
+        // are there, the bridges above it are not. hwloc then puts it under a host bridge of
+        // its own bus; so do we, and say so.
+        Err(_) if fs.is_plain_dir(&entry) => {
+            problems.push(format!(
+                "/{entry} is a directory, not a link into /sys/devices: the bridges above it are unknown; host bridge taken from its bus number"
+            ));
+            return Some(device_at(
+                fs,
+                bus_id,
+                &entry,
+                format!("pci{:04x}:{:02x}", bus_id.domain, bus_id.bus),
+                Vec::new(),
+            ));
+        }
         Err(e) => {
             problems.push(e.to_string());
             return None;
@@ -95,6 +112,48 @@ fn read_device(fs: &FsRoot, name: &str, problems: &mut Vec<String>) -> Option<Pc
             return None;
         }
     };
+    Some(device_at(fs, bus_id, &dir, root_complex, upstream_bridges))
+}
+
+/// CPUs local to a device: `local_cpulist`, else the `local_cpus` mask (older kernels and
+/// reduced gathers have only the mask; hwloc reads the mask).
+fn local_cpus(fs: &FsRoot, dir: &str) -> Reading<CpuSet> {
+    match fs.read_string(&format!("{dir}/local_cpulist")) {
+        Ok(t) => match t.parse::<CpuSet>() {
+            Ok(s) => Reading::value(s),
+            Err(e) => Reading::unknown(
+                UnknownReason::Malformed,
+                format!("/{dir}/local_cpulist: line 1, {e}"),
+            ),
+        },
+        Err(e) if e.reason == UnknownReason::NotPresent => {
+            let rel = format!("{dir}/local_cpus");
+            match fs.read_string(&rel) {
+                Ok(t) => match decode_cpuset(t.trim()) {
+                    Ok(s) => Reading::value(s),
+                    Err((at, expected, found)) => Reading::unknown(
+                        UnknownReason::Malformed,
+                        format!(
+                            "/{rel}: line 1, column {}: expected {expected}, found {found:?}",
+                            at + 1
+                        ),
+                    ),
+                },
+                Err(_) => e.into_reading(),
+            }
+        }
+        Err(e) => e.into_reading(),
+    }
+}
+
+/// The facts of a device whose sysfs directory is `dir`.
+fn device_at(
+    fs: &FsRoot,
+    bus_id: PciBusId,
+    dir: &str,
+    root_complex: String,
+    upstream_bridges: Vec<PciBusId>,
+) -> PciDevice {
     let driver = match fs.resolve_link(&format!("{dir}/driver")) {
         Ok(target) => Reading::value(target.rsplit('/').next().unwrap_or_default().to_string()),
         Err(e) if e.reason == UnknownReason::NotPresent => Reading::unknown(
@@ -103,7 +162,7 @@ fn read_device(fs: &FsRoot, name: &str, problems: &mut Vec<String>) -> Option<Pc
         ),
         Err(e) => e.into_reading(),
     };
-    Some(PciDevice {
+    PciDevice {
         bus_id,
         root_complex,
         upstream_bridges,
@@ -117,29 +176,23 @@ fn read_device(fs: &FsRoot, name: &str, problems: &mut Vec<String>) -> Option<Pc
             .parse(&format!("{dir}/class"), sysfs::parse_hex_u32)
             .map(PciClass),
         driver,
-        numa_node: numa_node(fs, &dir),
-        local_cpus: match fs.read_string(&format!("{dir}/local_cpulist")) {
-            Ok(t) => match t.parse::<CpuSet>() {
-                Ok(s) => Reading::value(s),
-                Err(e) => Reading::unknown(
-                    UnknownReason::Malformed,
-                    format!("/{dir}/local_cpulist: line 1, {e}"),
-                ),
-            },
-            Err(e) => e.into_reading(),
-        },
+        numa_node: numa_node(fs, dir),
+        local_cpus: local_cpus(fs, dir),
         link: PcieLink {
             current_speed: link_speed(fs, &format!("{dir}/current_link_speed")),
             current_width: fs.parse(&format!("{dir}/current_link_width"), sysfs::parse_u32),
             max_speed: link_speed(fs, &format!("{dir}/max_link_speed")),
             max_width: fs.parse(&format!("{dir}/max_link_width"), sysfs::parse_u32),
         },
-    })
+    }
 }
 
 /// Sysfs directory of a device (resolved), for reading its `net/` and `infiniband/` children.
 fn device_dir(fs: &FsRoot, bus_id: &PciBusId) -> Option<String> {
-    fs.resolve_link(&format!("{DEVICES}/{bus_id}")).ok()
+    let entry = format!("{DEVICES}/{bus_id}");
+    fs.resolve_link(&entry)
+        .ok()
+        .or_else(|| fs.is_plain_dir(&entry).then_some(entry))
 }
 
 /// Read every PCI function, sorted by bus id.

@@ -175,3 +175,55 @@ fn device_on_a_node_that_does_not_exist_is_unknown_not_invalid() {
     assert!(malformed_detail(&snap.gpus[0].numa_node).contains("claims NUMA node 7"));
     snap.validate().unwrap();
 }
+
+#[test]
+fn garbage_cpumap_local_cpus_and_numa_status_name_the_file_and_the_place() {
+    // A reduced gather (hwloc's layout): node without cpulist, PCI device as a directory, the
+    // NVIDIA driver's numa_status; every one of them corrupted.
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    write(r, "sys/devices/system/cpu/online", "0-1\n");
+    write(
+        r,
+        "sys/devices/system/node/node0/cpumap",
+        "00000000,0000zz03\n",
+    );
+    write(
+        r,
+        "sys/devices/system/node/node0/meminfo",
+        "Node 0 MemTotal: 1024 kB\n",
+    );
+    let dev = "sys/bus/pci/devices/0000:05:00.0";
+    write(r, &format!("{dev}/class"), "0x030200\n");
+    write(r, &format!("{dev}/local_cpus"), "0xf...f\n");
+    write(
+        r,
+        "proc/driver/nvidia/gpus/0000:05:00.0/numa_status",
+        "Node:   x1\n",
+    );
+    let s = capture(&FsRoot::new(r), &opts());
+    assert!(s.numa_nodes[0].cpus.is_empty());
+    let problems = s.capture_problems.join("\n");
+    assert!(
+        problems.contains("/sys/devices/system/node/node0/cpumap: line 1, column 10: expected a 32-bit hex word like 0x000000ff, found \"0000zz03\"")
+            && problems.contains("the node's CPUs are unknown"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("/sys/bus/pci/devices/0000:05:00.0 is a directory"),
+        "{problems}"
+    );
+    let g = &s.gpus[0];
+    assert!(
+        malformed_detail(&g.local_cpus)
+            .starts_with("/sys/bus/pci/devices/0000:05:00.0/local_cpus: line 1, column 1:"),
+        "{:?}",
+        g.local_cpus
+    );
+    assert!(
+        problems.contains("/proc/driver/nvidia/gpus/0000:05:00.0/numa_status: line 1, column 9: expected a node number, found x1"),
+        "{problems}"
+    );
+    assert!(!g.details.is_known());
+    s.validate().unwrap();
+}

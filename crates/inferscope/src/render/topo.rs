@@ -71,7 +71,7 @@ pub fn write_text(snap: &Snapshot, out: &mut dyn Write) -> io::Result<()> {
         write_matrix(&m, out)?;
         write_cuda(snap, &m, out)?;
     }
-    write_numa(snap, &topology::numa_summary(snap), out)?;
+    write_numa(snap, &m, &topology::numa_summary(snap), out)?;
     if !snap.capture_problems.is_empty() {
         writeln!(out)?;
         writeln!(out, "Capture problems:")?;
@@ -163,7 +163,12 @@ fn join_labels(labels: &[String]) -> String {
     }
 }
 
-fn write_numa(snap: &Snapshot, nodes: &[NodeSummary], out: &mut dyn Write) -> io::Result<()> {
+fn write_numa(
+    snap: &Snapshot,
+    m: &TopoMatrix,
+    nodes: &[NodeSummary],
+    out: &mut dyn Write,
+) -> io::Result<()> {
     if nodes.is_empty() {
         writeln!(
             out,
@@ -177,7 +182,23 @@ fn write_numa(snap: &Snapshot, nodes: &[NodeSummary], out: &mut dyn Write) -> io
             [
                 n.id.to_string(),
                 if n.cpus.is_empty() {
-                    "(none: memory only)".to_string()
+                    // A GPU's own memory (GH200, POWER9 + NVLink V100: the `GPU NUMA ID`)
+                    // is named as such, not as a plain memory-only node.
+                    let owners: Vec<&str> = m
+                        .gpus
+                        .iter()
+                        .filter(|g| {
+                            g.gpu_numa_id
+                                .as_ref()
+                                .is_some_and(|ids| ids.contains(&n.id))
+                        })
+                        .map(|g| g.name.as_str())
+                        .collect();
+                    if owners.is_empty() {
+                        "(none: memory only)".to_string()
+                    } else {
+                        format!("(none: {} memory)", owners.join(","))
+                    }
                 } else {
                     n.cpus.to_string()
                 },
