@@ -72,7 +72,22 @@ def st_serialize(tensors, metadata):
         keep.append(arr)
         specs[name] = TensorSpec(dtype=dtype, shape=list(shape), data_ptr=arr.ctypes.data,
                                  data_len=arr.nbytes)
-    return bytes(serialize(specs, metadata=metadata))
+    return canonical_metadata(bytes(serialize(specs, metadata=metadata)))
+
+
+def canonical_metadata(data):
+    """The reference writer keeps `__metadata__` in a Rust HashMap, so its key order changes from
+    run to run; sort it (same JSON, same length) so the output is byte-identical every time."""
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    meta = header.get("__metadata__")
+    if not isinstance(meta, dict) or len(meta) < 2:
+        return data
+    start = data.index(b'"__metadata__":', 8) + len(b'"__metadata__":')
+    end = data.index(b"}", start) + 1
+    canon = json.dumps(dict(sorted(meta.items())), separators=(",", ":")).encode()
+    assert len(canon) == end - start and json.loads(data[start:end]) == meta
+    return data[:start] + canon + data[end:]
 
 
 def st_reference_totals(data):
