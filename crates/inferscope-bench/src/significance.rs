@@ -14,8 +14,9 @@
 //!   of the K per-run values, Welch's standard error and Student-t critical values. That is the
 //!   honest error bar for drift from run to run (warm caches, thermal state, neighbours).
 //! * **Tails are judged only where data supports them**: a percentile needs at least
-//!   [`MIN_TAIL_REQUESTS`] distinct requests with a sample above it in each run; otherwise it is
-//!   inconclusive and the number of requests that would suffice is given.
+//!   [`MIN_TAIL_REQUESTS`] distinct requests with a sample above it in each run, counting at most
+//!   n · (1 − q) (see [`tail_support`]); otherwise it is inconclusive and the number of requests
+//!   that would suffice is given (a p99 needs 1,000).
 //! * **Many thresholds, one false-alarm budget**: with m thresholded metrics each test is
 //!   one-sided at α = 5 % / m (Bonferroni), so an unchanged server is called a regression at most
 //!   about 5 % of the time whatever the number of thresholds.
@@ -225,6 +226,19 @@ pub fn requests_above(reqs: &[RequestSample], fam: &str, value: f64) -> u64 {
         .count() as u64
 }
 
+/// Independent support of a percentile `field` at `value`: the distinct requests with a sample
+/// above it, but never more than n · (1 − q). ITL gaps above a pooled p99 can come from many
+/// requests at once when one stall (a scheduler hiccup, a long prefill in the batch) hits every
+/// request in flight; those are one event, not many, so a request's share of the tail is the
+/// most it can count for.
+pub fn tail_support(reqs: &[RequestSample], fam: &str, field: &str, value: f64) -> u64 {
+    let above = requests_above(reqs, fam, value);
+    match quantile_of(field) {
+        Some(q) => above.min((reqs.len() as f64 * (1.0 - q) + 1e-9).floor() as u64),
+        None => above,
+    }
+}
+
 /// Requests one run needs for percentile `q` to have [`MIN_TAIL_REQUESTS`] above it, given that
 /// `above` of `n` requests are above it now.
 pub fn requests_for_tail(q: f64, n: u64, above: u64) -> u64 {
@@ -232,7 +246,7 @@ pub fn requests_for_tail(q: f64, n: u64, above: u64) -> u64 {
     if above == 0 {
         return floor.max(n + 1);
     }
-    (n as f64 * MIN_TAIL_REQUESTS as f64 / above as f64).ceil() as u64
+    floor.max((n as f64 * MIN_TAIL_REQUESTS as f64 / above as f64).ceil() as u64)
 }
 
 /// Mean, sample variance and count of per-run values.
@@ -367,6 +381,9 @@ mod tests {
         assert_eq!(requests_for_tail(0.5, 96, 48), 20);
         let p50 = s["itl_p50"];
         assert_eq!(requests_above(&reqs, "itl", p50), 48);
+        // Every request has a gap above this value, but a p90 of 96 requests counts for 9.
+        assert_eq!(requests_above(&reqs, "itl", 0.0), 96);
+        assert_eq!(tail_support(&reqs, "itl", "p90", 0.0), 9);
     }
 
     #[test]

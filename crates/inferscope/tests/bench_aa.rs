@@ -457,3 +457,76 @@ fn real_client_pairs_against_a_noisy_scripted_server() {
     );
     assert_eq!(caught, 2);
 }
+
+/// K-run results: `compare` judges on the variance between runs (Welch), not on requests.
+#[test]
+fn repeated_runs_are_judged_between_runs() {
+    let k_result = |seed: u64, m: Model| {
+        let runs: Vec<Vec<RequestRecord>> = (0..4).map(|i| synth(seed + i, 96, m)).collect();
+        let all: Vec<RequestRecord> = runs.iter().flatten().cloned().collect();
+        let mut r = result(&all);
+        r.repeats = runs.iter().map(|x| result(x).stats).collect();
+        r
+    };
+    let th = compare::parse_thresholds("tpot_p50=+10%,itl_p50=+10%,throughput=-10%").unwrap();
+    let (mut aa_rb, mut slow_rb) = (0, 0);
+    for i in 0..20 {
+        let c = compare::compare(
+            &k_result(100 * i, SAME),
+            &k_result(100 * i + 50, SAME),
+            None,
+            &th,
+        );
+        assert_eq!(c.method, compare::Method::BetweenRuns);
+        let row = c.rows.iter().find(|r| r.metric == "tpot_p50").unwrap();
+        assert_eq!(row.samples.unwrap().unit, "runs");
+        assert_eq!(row.samples.unwrap().base, 4);
+        aa_rb += usize::from(c.verdict == Verdict::RollBack);
+        let c = compare::compare(
+            &k_result(100 * i, SAME),
+            &k_result(100 * i + 50, SLOWER),
+            None,
+            &th,
+        );
+        slow_rb += usize::from(c.verdict == Verdict::RollBack);
+    }
+    println!(
+        "between runs (4 x 96 requests per side): A/A roll back {}, 30 % ITL slowdown roll back {}",
+        rate(aa_rb, 20),
+        rate(slow_rb, 20)
+    );
+    assert!(aa_rb <= 1, "{aa_rb}");
+    assert!(slow_rb >= 18, "{slow_rb}");
+}
+
+/// `bench --repeat 2` writes each run's statistics and pools them at the top level.
+#[test]
+fn bench_repeat_writes_each_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = start_server(77, SAME);
+    let out = dir.path().join("r.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_inferscope"))
+        .args(["bench", "--url", &url, "--quiet", "--concurrency", "4"])
+        .args(["--requests", "16", "--repeat", "2", "--json"])
+        .args(["--dataset", "random:in=8,out=32,spread=0"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let reps = v["repeats"].as_array().unwrap();
+    assert_eq!(reps.len(), 2);
+    assert_eq!(reps[0]["requests"]["completed"], 16);
+    assert_eq!(v["requests"]["completed"], 32);
+    // Pooled throughput lies between the runs' (the windows add up, they do not overlap).
+    let t: Vec<f64> = reps
+        .iter()
+        .map(|r| r["output_tokens_per_s"].as_f64().unwrap())
+        .collect();
+    let pooled = v["output_tokens_per_s"].as_f64().unwrap();
+    assert!(
+        pooled <= t[0].max(t[1]) * 1.01 && pooled >= t[0].min(t[1]) * 0.8,
+        "{pooled} {t:?}"
+    );
+}
