@@ -515,6 +515,22 @@ fn bench_repeat_writes_each_run() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Zero repeats, or repeats with a sweep, are usage errors (exit 2) naming the flag.
+    for bad in [
+        &["--repeat", "0"][..],
+        &["--repeat", "2", "--sweep", "2"][..],
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_inferscope"))
+            .args(["bench", "--url", &url, "--requests", "1"])
+            .args(bad)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("--repeat"),
+            "{bad:?}"
+        );
+    }
     let reps = v["repeats"].as_array().unwrap();
     assert_eq!(reps.len(), 2);
     assert_eq!(reps[0]["requests"]["completed"], 16);
