@@ -1,37 +1,41 @@
-//! Compare a candidate run with a baseline and decide: keep or roll back. Pure.
+//! Compare a candidate run with a baseline and decide: keep, roll back or inconclusive. Pure.
 //!
-//! * Every metric gets a row: baseline, candidate, delta, relative delta and whether that is
-//!   better or worse (latencies and error rate: lower is better; throughputs: higher is better).
-//! * **Thresholds** (`ttft_p99=+5%,tpot_p50=+3%,throughput=-2%,e2e_p99=+20`) give the worsening
+//! * Every metric gets a row: baseline, candidate, delta, relative delta, an interval of the
+//!   delta, the method and samples behind it, and a status: `better`, `ok`, `worse`,
+//!   `regression` or `inconclusive` (with the reason).
+//! * **Thresholds** (`ttft_p50=+10%,tpot_p50=+10%,throughput=-5%,e2e_p50=+20`) give the worsening
 //!   each metric may show before it counts: a `%` value is relative to the baseline, a bare value
 //!   is absolute in the metric's unit (ms for latencies, a fraction for `error_rate`). The sign is
 //!   documentation; the magnitude is the allowed worsening in the metric's bad direction.
 //!   Without `--threshold` a default set is used ([`DEFAULT_THRESHOLDS`]).
-//! * **Significance**: when both runs have per-request traces, a latency metric only counts as
-//!   a regression if the worsening is also statistically significant: a seeded bootstrap
-//!   (500 resamples of both samples) of the metric's difference must have its one-sided 95 %
-//!   lower bound above zero. Each latency family also shows a one-sided Mann–Whitney U p-value
-//!   (normal approximation with tie correction) for "the candidate is slower". Throughputs and the
-//!   error rate have one value per run, so they are judged on the threshold alone.
-//! * **Verdict**: `roll back` when any thresholded metric regressed or the candidate run is not
-//!   valid; otherwise `keep`. `inferscope compare` exits 1 on `roll back`, for CI.
+//! * **Evidence** (see [`crate::significance`]): between-run variance when both results hold
+//!   repeated runs (`bench --repeat K`, method `between_runs`); else a request-level cluster
+//!   bootstrap when both traces exist (method `cluster_bootstrap`); else none (method `none`).
+//! * **Status of a thresholded metric**: `regression` when the worsening is past the threshold
+//!   *and* significant (one-sided, α = 5 % / number of judged thresholds); `inconclusive` when it
+//!   is past the threshold but not significant, when there is no evidence to test it, when a
+//!   percentile has fewer than [`crate::significance::MIN_TAIL_REQUESTS`] requests above it, or
+//!   when a value is missing; otherwise `better` / `worse` when significantly so, else `ok`.
+//! * **Verdict**: `roll back` when any thresholded metric is a regression or the candidate run is
+//!   not valid; else `inconclusive` when any thresholded metric is; else `keep`. Each row says
+//!   how many requests (or repeats) per run would let a worsening equal to its threshold be
+//!   significant with 80 % power (`needed_requests`, `needed_repeats`).
 
 use crate::record::RequestRecord;
 use crate::result::BenchResult;
-use crate::stats::per_request;
-use rand::rngs::Xoshiro256PlusPlus;
-use rand::{RngExt, SeedableRng};
+use crate::significance::{self as sig, RequestSample};
+use crate::stats::{Stats, per_request};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::io::Write;
 
-/// Thresholds used when none are given.
-pub const DEFAULT_THRESHOLDS: &str = "ttft_p50=+10%,ttft_p99=+10%,tpot_p50=+5%,itl_p99=+10%,e2e_p99=+10%,throughput=-5%,error_rate=+0.01";
-
-/// Resamples of the bootstrap.
-pub const BOOTSTRAP_RESAMPLES: usize = 500;
-const FIELDS: [&str; 6] = ["mean", "p50", "p90", "p95", "p99", "p999"];
-/// Samples per side used by the bootstrap (larger samples are thinned deterministically).
-pub const BOOTSTRAP_MAX_SAMPLES: usize = 10_000;
+/// Thresholds used when none are given: medians and means only, because a 99th percentile of
+/// ~100 requests is one or two requests (judging it needs ~1,000; see docs/bench.md). At 96
+/// requests per run with per-request noise σ = 0.35, an A/A pair (nothing changed) was rolled
+/// back in 1 of 48 synthesised pairs and 0 of 4 pairs through the real client
+/// (tests/bench_aa.rs); Bonferroni over the thresholds keeps the expected rate at ≤ 5 %.
+pub const DEFAULT_THRESHOLDS: &str =
+    "ttft_p50=+10%,tpot_p50=+10%,itl_p50=+10%,e2e_p50=+10%,throughput=-5%,error_rate=+0.01";
 
 /// Which way is better.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,77 +119,127 @@ pub fn parse_thresholds(s: &str) -> Result<Vec<Threshold>, String> {
     Ok(out)
 }
 
-/// Per-request samples (ms) from a trace: completed, measured requests of the first step.
+/// Per-request samples of one run, from its trace: measured requests of the first step
+/// (completed ones with their latencies, failed ones as failures; cut-short ones left out).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Samples {
-    /// TTFT per request.
-    pub ttft: Vec<f64>,
-    /// TPOT per request.
-    pub tpot: Vec<f64>,
-    /// Every inter-chunk gap.
-    pub itl: Vec<f64>,
-    /// E2E per request.
-    pub e2e: Vec<f64>,
+    /// One entry per request.
+    pub requests: Vec<RequestSample>,
 }
 
 impl Samples {
     /// Extract from records.
     pub fn from_records(records: &[RequestRecord]) -> Self {
-        let mut s = Samples::default();
-        for r in records
-            .iter()
-            .filter(|r| r.is_ok() && !r.warmup && r.step == 0)
-        {
-            let m = per_request(r);
-            if let Some(t) = m.ttft_us {
-                s.ttft.push(t as f64 / 1000.0);
-            }
-            if let Some(t) = m.tpot_us {
-                s.tpot.push(t as f64 / 1000.0);
-            }
-            s.e2e.push(m.e2e_us as f64 / 1000.0);
-            for (a, b) in r.chunks.iter().zip(r.chunks.iter().skip(1)) {
-                s.itl.push(b.0.saturating_sub(a.0) as f64 / 1000.0);
+        let mut requests = Vec::new();
+        for r in records.iter().filter(|r| !r.warmup && r.step == 0) {
+            match r.error {
+                Some(crate::record::ErrorClass::Cancelled) => continue,
+                Some(_) => requests.push(RequestSample {
+                    failed: true,
+                    ..RequestSample::default()
+                }),
+                None => {
+                    let m = per_request(r);
+                    let counted = r.output_tokens().1 != crate::record::TokenSource::Unknown;
+                    requests.push(RequestSample {
+                        ttft: m.ttft_us.map(|t| t as f64 / 1000.0),
+                        tpot: m.tpot_us.map(|t| t as f64 / 1000.0),
+                        e2e: Some(m.e2e_us as f64 / 1000.0),
+                        gaps: r
+                            .chunks
+                            .iter()
+                            .zip(r.chunks.iter().skip(1))
+                            .map(|(a, b)| b.0.saturating_sub(a.0) as f64 / 1000.0)
+                            .collect(),
+                        tokens: counted.then_some(m.output_tokens),
+                        failed: false,
+                    });
+                }
             }
         }
-        s
+        Samples { requests }
     }
 
-    fn family(&self, fam: &str) -> Option<&[f64]> {
-        match fam {
-            "ttft" => Some(&self.ttft),
-            "tpot" => Some(&self.tpot),
-            "itl" => Some(&self.itl),
-            "e2e" => Some(&self.e2e),
-            _ => None,
-        }
+    /// Completed requests.
+    pub fn completed(&self) -> u64 {
+        self.requests.iter().filter(|r| !r.failed).count() as u64
+    }
+
+    /// Per-request values of a latency family (ITL: each request's mean gap).
+    fn per_request(&self, fam: &str) -> Vec<f64> {
+        self.requests
+            .iter()
+            .filter_map(|r| match fam {
+                "ttft" => r.ttft,
+                "tpot" => r.tpot,
+                "e2e" => r.e2e,
+                "itl" if !r.gaps.is_empty() => {
+                    Some(r.gaps.iter().sum::<f64>() / r.gaps.len() as f64)
+                }
+                _ => None,
+            })
+            .collect()
     }
 }
 
-/// How a metric moved.
+/// How a metric moved (JSON: `better`, `ok`, `worse`, `regression`, `inconclusive`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
-    /// Within threshold, or no threshold and not worse.
+    /// Significantly better (or, without evidence, better).
+    Better,
+    /// Not significantly different, or within its threshold.
     Ok,
-    /// Better than the baseline.
-    Improved,
-    /// Worse, but within its threshold (or unthresholded).
+    /// Significantly worse (or, without evidence, worse) but not past its threshold.
     Worse,
-    /// Past its threshold, but not statistically significant: noise.
-    Noise,
-    /// Past its threshold (and significant when traces allow testing).
+    /// Past its threshold and significantly worse.
     Regression,
-    /// A value is missing in one run.
-    Unknown,
+    /// Cannot be judged: see the row's `reason`.
+    Inconclusive,
+}
+
+impl Status {
+    /// The word used in tables and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Better => "better",
+            Status::Ok => "ok",
+            Status::Worse => "worse",
+            Status::Regression => "regression",
+            Status::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+/// Which evidence a row was judged on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// Per-run values of repeated runs: Welch's standard error, Student-t critical values.
+    BetweenRuns,
+    /// Per-request traces: requests resampled (ITL gaps move with their request).
+    ClusterBootstrap,
+    /// Point values only: nothing to test significance with.
+    None,
+}
+
+/// The samples behind a row: requests (bootstrap) or runs (between runs) per side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampleCount {
+    /// Baseline.
+    pub base: u64,
+    /// Candidate.
+    pub cand: u64,
+    /// `requests` or `runs`.
+    pub unit: &'static str,
 }
 
 /// One row of the table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Row {
     /// Metric name.
     pub metric: String,
-    /// Baseline value.
+    /// Baseline value (mean over runs for repeated results).
     pub base: Option<f64>,
     /// Candidate value.
     pub cand: Option<f64>,
@@ -197,41 +251,73 @@ pub struct Row {
     pub better: Better,
     /// The threshold, if any.
     pub threshold: Option<Limit>,
-    /// One-sided 95 % bootstrap interval of (cand − base), when traces allow.
+    /// Interval of (cand − base) at the verdict's level: delta ± critical value × standard error,
+    /// with `1 − alpha` on each side.
+    pub interval: Option<[f64; 2]>,
+    /// One-sided level of each test: 5 % / number of judged thresholds (Bonferroni).
+    pub alpha: Option<f64>,
+    /// Standard error of the delta.
+    pub std_error: Option<f64>,
+    /// Evidence used.
+    pub method: Method,
+    /// Samples used per side.
+    pub samples: Option<SampleCount>,
+    /// Percentiles: distinct requests above the value in [baseline, candidate].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tail_requests: Option<[u64; 2]>,
+    /// Requests per run for 80 % power at the threshold (bootstrap), and for the tail.
+    pub needed_requests: Option<u64>,
+    /// Runs per side for 80 % power at the threshold (between runs).
+    pub needed_repeats: Option<u64>,
+    /// One-sided 95 % interval of (cand − base) (delta ± 1.645 standard errors).
     pub ci95: Option<[f64; 2]>,
-    /// One-sided Mann–Whitney p-value that the candidate is worse (latency families).
+    /// One-sided Mann–Whitney p-value that the candidate's per-request values are larger
+    /// (latency families, from traces).
     pub p_worse: Option<f64>,
     /// Outcome.
     pub status: Status,
+    /// Why it is `inconclusive` (or what made it a regression).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
-/// Keep or roll back.
+/// Keep, roll back or inconclusive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
-    /// No regression.
+    /// Every thresholded metric was judged and none regressed.
     Keep,
-    /// At least one regression.
+    /// At least one regression, or the candidate run is not valid.
     RollBack,
+    /// No regression, but at least one thresholded metric could not be judged.
+    Inconclusive,
 }
 
 /// The comparison.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
     /// Every metric.
     pub rows: Vec<Row>,
     /// Verdict.
     pub verdict: Verdict,
-    /// Why (regressed metrics, invalid runs).
+    /// Why (regressed or inconclusive metrics, invalid runs).
     pub reasons: Vec<String>,
     /// Notes (no traces, different settings).
     pub notes: Vec<String>,
     /// Whether significance tests were possible.
     pub significance_tested: bool,
+    /// The evidence used for the latency rows.
+    pub method: Method,
+    /// One-sided level of each threshold's test (5 % / judged thresholds).
+    pub alpha: f64,
+    /// The most requests per run any threshold needs (80 % power, tails supported).
+    pub needed_requests: Option<u64>,
+    /// The most runs per side any threshold needs (between runs).
+    pub needed_repeats: Option<u64>,
 }
 
-fn value(r: &BenchResult, metric: &str) -> Option<f64> {
-    let s = &r.stats;
+/// A metric's value in one run's statistics.
+pub fn stats_value(s: &Stats, metric: &str) -> Option<f64> {
     match metric {
         // Uncounted tokens are not a throughput of 0.
         "throughput" if s.token_count_source == "unknown" => None,
@@ -260,109 +346,449 @@ fn better(metric: &str) -> Better {
     }
 }
 
-fn thin(xs: &[f64], max: usize) -> Vec<f64> {
-    if xs.len() <= max {
-        return xs.to_vec();
-    }
-    let step = xs.len() as f64 / max as f64;
-    (0..max)
-        .filter_map(|i| xs.get((i as f64 * step) as usize).copied())
-        .collect()
+/// Point value and standard error of one metric on one side.
+#[derive(Debug, Clone, Copy, Default)]
+struct Side {
+    value: Option<f64>,
+    se: Option<f64>,
+    /// Distinct requests above a percentile (traces), or its estimate (repeats).
+    above: Option<u64>,
 }
 
-/// Statistic of a sorted sample: mean or a percentile (nearest rank).
-fn sorted_statistic(field: &str, xs: &[f64]) -> Option<f64> {
-    if xs.is_empty() {
-        return None;
-    }
-    if field == "mean" {
-        return Some(xs.iter().sum::<f64>() / xs.len() as f64);
-    }
-    let q = match field {
-        "p50" => 0.50,
-        "p90" => 0.90,
-        "p95" => 0.95,
-        "p99" => 0.99,
-        "p999" => 0.999,
-        _ => return None,
+/// Evidence of one run for every metric.
+struct Evidence {
+    sides: BTreeMap<String, Side>,
+    /// Requests (bootstrap) or runs.
+    n: u64,
+    /// Requests per run (for tails).
+    requests: u64,
+}
+
+fn trace_evidence(r: &BenchResult, s: &Samples, seed: u64) -> Evidence {
+    let slots = match r.settings.schedule {
+        crate::schedule::Schedule::Closed { concurrency } => Some(concurrency),
+        crate::schedule::Schedule::Open { .. } => None,
     };
-    let k = ((q * xs.len() as f64).ceil() as usize).clamp(1, xs.len()) - 1;
-    xs.get(k).copied()
-}
-
-/// One-sided 95% bootstrap intervals `[lower, upper]` (5th and 95th percentiles) of
-/// `stat(cand) - stat(base)` for the mean and every percentile field at once (one resample
-/// serves all fields).
-pub fn bootstrap_family(
-    base: &[f64],
-    cand: &[f64],
-    seed: u64,
-) -> Option<Vec<(&'static str, [f64; 2])>> {
-    if base.len() < 2 || cand.len() < 2 {
-        return None;
-    }
-    let (b, c) = (
-        thin(base, BOOTSTRAP_MAX_SAMPLES),
-        thin(cand, BOOTSTRAP_MAX_SAMPLES),
-    );
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let mut diffs: Vec<Vec<f64>> = vec![Vec::with_capacity(BOOTSTRAP_RESAMPLES); FIELDS.len()];
-    let (mut rb, mut rc) = (vec![0.0; b.len()], vec![0.0; c.len()]);
-    for _ in 0..BOOTSTRAP_RESAMPLES {
-        for x in rb.iter_mut() {
-            if let Some(&v) = b.get(rng.random_range(0..b.len())) {
-                *x = v;
+    let point = sig::statistics(&s.requests, slots);
+    let se = sig::bootstrap_se(&s.requests, slots, seed);
+    let mut sides = BTreeMap::new();
+    for metric in metric_names() {
+        let mut side = Side::default();
+        match metric.as_str() {
+            "throughput" => {
+                side.value = stats_value(&r.stats, "throughput");
+                // The replay's relative error carries over to the measured throughput.
+                side.se = side
+                    .value
+                    .zip(point.get("replay_throughput"))
+                    .and_then(|(v, x)| {
+                        se.get("replay_throughput")
+                            .map(|e| v * e / x.max(f64::MIN_POSITIVE))
+                    });
+            }
+            "error_rate" => {
+                side.value = point.get("error_rate").copied();
+                side.se = se.get("error_rate").copied();
+            }
+            "requests_per_s" | "goodput" => side.value = stats_value(&r.stats, &metric),
+            m => {
+                side.value = point.get(m).copied();
+                side.se = se.get(m).copied();
+                if let (Some((fam, field)), Some(v)) = (m.split_once('_'), side.value)
+                    && sig::quantile_of(field).is_some()
+                {
+                    side.above = Some(sig::tail_support(&s.requests, fam, field, v));
+                }
             }
         }
-        for x in rc.iter_mut() {
-            if let Some(&v) = c.get(rng.random_range(0..c.len())) {
-                *x = v;
-            }
-        }
-        rb.sort_unstable_by(f64::total_cmp);
-        rc.sort_unstable_by(f64::total_cmp);
-        for (f, d) in FIELDS.iter().zip(diffs.iter_mut()) {
-            d.push(sorted_statistic(f, &rc)? - sorted_statistic(f, &rb)?);
-        }
+        sides.insert(metric, side);
     }
-    FIELDS
-        .iter()
-        .zip(diffs)
-        .map(|(f, mut d)| {
-            d.sort_by(f64::total_cmp);
-            let last = d.len().saturating_sub(1);
-            let at = |q: f64| {
-                d.get(((q * last as f64).round() as usize).min(last))
-                    .copied()
-            };
-            Some((*f, [at(0.05)?, at(0.95)?]))
-        })
-        .collect()
+    let n = s.requests.len() as u64;
+    Evidence {
+        sides,
+        n,
+        requests: n,
+    }
 }
 
-/// Bootstrap intervals per field.
-type Intervals = Vec<(&'static str, [f64; 2])>;
+fn repeat_evidence(r: &BenchResult) -> Evidence {
+    let k = r.repeats.len() as u64;
+    let requests = r.repeats.iter().map(|s| s.requests.completed).sum::<u64>() / k.max(1);
+    let mut sides = BTreeMap::new();
+    for metric in metric_names() {
+        let xs: Vec<f64> = r
+            .repeats
+            .iter()
+            .filter_map(|s| stats_value(s, &metric))
+            .collect();
+        let mut side = Side::default();
+        if xs.len() == r.repeats.len()
+            && let Some((m, v, n)) = sig::mean_var(&xs)
+        {
+            side.value = Some(m);
+            side.se = Some((v / n as f64).sqrt());
+        }
+        if let Some(q) = metric
+            .split_once('_')
+            .and_then(|(_, f)| sig::quantile_of(f))
+        {
+            // Each run's percentile stands on its own requests.
+            side.above = Some((requests as f64 * (1.0 - q)).floor() as u64);
+        }
+        sides.insert(metric, side);
+    }
+    Evidence {
+        sides,
+        n: k,
+        requests,
+    }
+}
 
-/// [`bootstrap_family`] for one field.
-pub fn bootstrap_diff(base: &[f64], cand: &[f64], field: &str, seed: u64) -> Option<[f64; 2]> {
-    bootstrap_family(base, cand, seed)?
+fn point_evidence(r: &BenchResult) -> Evidence {
+    let sides = metric_names()
         .into_iter()
-        .find(|(f, _)| *f == field)
-        .map(|(_, ci)| ci)
+        .map(|m| {
+            let value = stats_value(&r.stats, &m);
+            (
+                m,
+                Side {
+                    value,
+                    ..Side::default()
+                },
+            )
+        })
+        .collect();
+    Evidence {
+        sides,
+        n: 1,
+        requests: r.stats.requests.completed,
+    }
+}
+
+/// Allowed worsening in the metric's unit.
+fn allowed(limit: Limit, base: f64) -> f64 {
+    match limit {
+        Limit::Percent(p) => base.abs() * p / 100.0,
+        Limit::Absolute(a) => a,
+    }
+}
+
+/// Compare. `samples` are (baseline, candidate) per-request samples from traces, when both
+/// exist. Results with ≥ 2 repeats on both sides are judged between runs instead.
+pub fn compare(
+    base: &BenchResult,
+    cand: &BenchResult,
+    samples: Option<(&Samples, &Samples)>,
+    thresholds: &[Threshold],
+) -> Comparison {
+    let (method, eb, ec) = if base.repeats.len() >= 2 && cand.repeats.len() >= 2 {
+        (
+            Method::BetweenRuns,
+            repeat_evidence(base),
+            repeat_evidence(cand),
+        )
+    } else if let Some((sb, sc)) = samples {
+        (
+            Method::ClusterBootstrap,
+            trace_evidence(base, sb, 0x5eed),
+            trace_evidence(cand, sc, 0x5eed_cafe),
+        )
+    } else {
+        (Method::None, point_evidence(base), point_evidence(cand))
+    };
+    let get = |e: &Evidence, m: &str| e.sides.get(m).copied().unwrap_or_default();
+    // The last threshold given for a metric wins.
+    let mut limits: BTreeMap<String, Limit> = BTreeMap::new();
+    for t in thresholds {
+        limits.insert(t.metric.clone(), t.limit);
+    }
+    let judged = limits
+        .keys()
+        .filter(|m| get(&eb, m).value.is_some() && get(&ec, m).value.is_some())
+        .count()
+        .max(1);
+    let alpha = sig::FAMILY_ALPHA / judged as f64;
+    let df = (eb.n + ec.n).saturating_sub(2).max(1) as f64;
+    let crit = |a: f64| match method {
+        Method::BetweenRuns => sig::t_upper(a, df),
+        _ => sig::z_upper(a),
+    };
+    let (z_a, z_95, z_power) = (crit(alpha), crit(0.05), sig::z_upper(1.0 - sig::POWER));
+    let samples_of = |m: Method| match m {
+        Method::BetweenRuns => Some(SampleCount {
+            base: eb.n,
+            cand: ec.n,
+            unit: "runs",
+        }),
+        Method::ClusterBootstrap => Some(SampleCount {
+            base: eb.n,
+            cand: ec.n,
+            unit: "requests",
+        }),
+        Method::None => None,
+    };
+
+    let mut rows = Vec::new();
+    let (mut regressions, mut unsure, mut notes) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut needed_requests, mut needed_repeats) = (None::<u64>, None::<u64>);
+    for metric in metric_names() {
+        let (sb, sc) = (get(&eb, &metric), get(&ec, &metric));
+        let (b, c) = (sb.value, sc.value);
+        let dir = better(&metric);
+        let delta = b.zip(c).map(|(b, c)| c - b);
+        let delta_pct = b
+            .zip(delta)
+            .and_then(|(b, d)| (b.abs() > f64::EPSILON).then(|| d / b * 100.0));
+        let threshold = limits.get(&metric).copied();
+        let se = sb.se.zip(sc.se).map(|(x, y)| (x * x + y * y).sqrt());
+        let row_method = if se.is_some() { method } else { Method::None };
+        let interval = delta.zip(se).map(|(d, e)| [d - z_a * e, d + z_a * e]);
+        let ci95 = delta.zip(se).map(|(d, e)| [d - z_95 * e, d + z_95 * e]);
+        let (fam, field) = metric.split_once('_').unwrap_or((&metric, ""));
+        let q = sig::quantile_of(field);
+        // Tail support: each run needs MIN_TAIL_REQUESTS requests above the percentile.
+        let tail_requests = sb.above.zip(sc.above).map(|(x, y)| [x, y]);
+        let tail_need = q.zip(tail_requests).and_then(|(q, [x, y])| {
+            let need = sig::requests_for_tail(q, eb.requests, x).max(sig::requests_for_tail(
+                q,
+                ec.requests,
+                y,
+            ));
+            (x.min(y) < sig::MIN_TAIL_REQUESTS).then_some(need)
+        });
+        // Run size at which a worsening equal to the threshold is significant with 80 % power.
+        let power_need = match (threshold, b, se) {
+            (Some(l), Some(b), Some(e)) if allowed(l, b) > 0.0 && e > 0.0 => {
+                let k = ((z_a + z_power) * e / allowed(l, b)).powi(2);
+                Some((eb.n.max(ec.n) as f64 * k).ceil().max(2.0) as u64)
+            }
+            _ => None,
+        };
+        let (mut row_req, mut row_rep) = (None, None);
+        if threshold.is_some() {
+            match row_method {
+                Method::BetweenRuns => row_rep = power_need,
+                Method::ClusterBootstrap => row_req = power_need,
+                Method::None => {}
+            }
+            if let Some(t) = tail_need {
+                row_req = Some(row_req.map_or(t, |r: u64| r.max(t)));
+            }
+        }
+        let (status, reason) = judge(
+            b.zip(c).zip(delta),
+            dir,
+            threshold,
+            se,
+            z_a,
+            z_95,
+            tail_need.filter(|_| threshold.is_some()),
+            row_req.or(row_rep),
+            row_method,
+            q.map(|_| field),
+        );
+        if threshold.is_some() {
+            needed_requests = row_req.map_or(needed_requests, |r| {
+                Some(needed_requests.map_or(r, |n| n.max(r)))
+            });
+            needed_repeats = row_rep.map_or(needed_repeats, |r| {
+                Some(needed_repeats.map_or(r, |n| n.max(r)))
+            });
+            match status {
+                Status::Regression => regressions.push(format!(
+                    "{metric}: {} -> {} ({}), past its threshold {}{}",
+                    fmt_num(b),
+                    fmt_num(c),
+                    delta_pct.map_or("n/a".into(), |p| format!("{p:+.1}%")),
+                    threshold.map_or("-".into(), fmt_limit),
+                    reason.as_ref().map_or(String::new(), |r| format!(", {r}"))
+                )),
+                Status::Inconclusive => {
+                    unsure.push(format!("{metric}: {}", reason.clone().unwrap_or_default()))
+                }
+                _ => {}
+            }
+        }
+        let p_worse = match (method, samples) {
+            (Method::ClusterBootstrap, Some((xb, xc))) if sig::FAMILIES.contains(&fam) => {
+                mann_whitney_greater(&xb.per_request(fam), &xc.per_request(fam))
+            }
+            _ => None,
+        };
+        rows.push(Row {
+            metric,
+            base: b,
+            cand: c,
+            delta,
+            delta_pct,
+            better: dir,
+            threshold,
+            interval,
+            alpha: se.map(|_| alpha),
+            std_error: se,
+            method: row_method,
+            samples: samples_of(row_method),
+            tail_requests,
+            needed_requests: row_req,
+            needed_repeats: row_rep,
+            ci95,
+            p_worse,
+            status,
+            reason,
+        });
+    }
+    if !cand.valid {
+        regressions.push(format!(
+            "the candidate run is not valid: {}",
+            cand.invalid_reasons.join("; ")
+        ));
+    }
+    if !base.valid {
+        notes.push(format!(
+            "the baseline run is not valid: {}",
+            base.invalid_reasons.join("; ")
+        ));
+    }
+    match method {
+        Method::None => notes.push(
+            "no per-request traces or repeated runs for both: a metric past its threshold is \
+             inconclusive, not a regression (bench --trace FILE or --repeat K gives the evidence)"
+                .into(),
+        ),
+        Method::BetweenRuns => notes.push(format!(
+            "judged on the variance between runs: {} baseline runs, {} candidate runs",
+            eb.n, ec.n
+        )),
+        Method::ClusterBootstrap => {}
+    }
+    let (bs, cs) = (&base.settings, &cand.settings);
+    if bs.schedule != cs.schedule || bs.dataset != cs.dataset || bs.request.api != cs.request.api {
+        notes.push("the runs used different schedules, datasets or APIs".into());
+    }
+    let verdict = if !regressions.is_empty() {
+        Verdict::RollBack
+    } else if !unsure.is_empty() {
+        Verdict::Inconclusive
+    } else {
+        Verdict::Keep
+    };
+    let reasons = if verdict == Verdict::RollBack {
+        regressions
+    } else {
+        unsure
+    };
+    Comparison {
+        verdict,
+        rows,
+        reasons,
+        notes,
+        significance_tested: method != Method::None,
+        method,
+        alpha,
+        needed_requests,
+        needed_repeats,
+    }
+}
+
+/// Status and reason of one metric. `vals` = ((base, cand), delta).
+#[allow(clippy::too_many_arguments)]
+fn judge(
+    vals: Option<((f64, f64), f64)>,
+    dir: Better,
+    threshold: Option<Limit>,
+    se: Option<f64>,
+    z_a: f64,
+    z_95: f64,
+    tail_need: Option<u64>,
+    needed: Option<u64>,
+    method: Method,
+    percentile: Option<&str>,
+) -> (Status, Option<String>) {
+    let Some(((b, _), d)) = vals else {
+        return (
+            Status::Inconclusive,
+            Some("missing in one run, not judged".into()),
+        );
+    };
+    // Worsening as a positive number in the metric's unit.
+    let worse_by = match dir {
+        Better::Lower => d,
+        Better::Higher => -d,
+    };
+    let unit = if method == Method::BetweenRuns {
+        "runs per side"
+    } else {
+        "requests per run"
+    };
+    if let Some(n) = tail_need {
+        return (
+            Status::Inconclusive,
+            Some(format!(
+                "too few requests above {} (need >= {} in each run): inconclusive (need >= {n} requests)",
+                percentile.unwrap_or("it"),
+                sig::MIN_TAIL_REQUESTS
+            )),
+        );
+    }
+    let Some(se) = se else {
+        return match threshold {
+            Some(l) if worse_by > allowed(l, b) => (
+                Status::Inconclusive,
+                Some(
+                    "past its threshold, but no traces or repeats to tell noise from change".into(),
+                ),
+            ),
+            _ if worse_by < 0.0 => (Status::Better, None),
+            _ if worse_by > 0.0 => (Status::Worse, None),
+            _ => (Status::Ok, None),
+        };
+    };
+    let Some(limit) = threshold else {
+        return (
+            if worse_by + z_95 * se < 0.0 {
+                Status::Better
+            } else if worse_by - z_95 * se > 0.0 {
+                Status::Worse
+            } else {
+                Status::Ok
+            },
+            None,
+        );
+    };
+    let t = allowed(limit, b);
+    let lo = worse_by - z_a * se;
+    if worse_by > t && lo > 0.0 {
+        (Status::Regression, Some("significant".into()))
+    } else if worse_by > t {
+        (
+            Status::Inconclusive,
+            Some(match needed {
+                Some(n) => format!(
+                    "past its threshold but not significant: inconclusive (need >= {n} {unit})"
+                ),
+                None => "past its threshold but not significant".into(),
+            }),
+        )
+    } else if worse_by + z_a * se < 0.0 {
+        (Status::Better, None)
+    } else if lo > 0.0 {
+        (Status::Worse, None)
+    } else {
+        (Status::Ok, None)
+    }
 }
 
 /// One-sided Mann–Whitney U test: p-value for "values in `cand` tend to be larger than in
 /// `base`" (normal approximation, tie-corrected). `None` for tiny samples.
 pub fn mann_whitney_greater(base: &[f64], cand: &[f64]) -> Option<f64> {
-    let (b, c) = (thin(base, 200_000), thin(cand, 200_000));
-    let (n1, n2) = (c.len() as f64, b.len() as f64);
-    if c.len() < 3 || b.len() < 3 {
+    let (n1, n2) = (cand.len() as f64, base.len() as f64);
+    if cand.len() < 3 || base.len() < 3 {
         return None;
     }
-    let mut all: Vec<(f64, bool)> = c
+    let mut all: Vec<(f64, bool)> = cand
         .iter()
         .map(|&x| (x, true))
-        .chain(b.iter().map(|&x| (x, false)))
+        .chain(base.iter().map(|&x| (x, false)))
         .collect();
     all.sort_by(|a, b| a.0.total_cmp(&b.0));
     let (mut rank_sum_c, mut tie_term) = (0.0f64, 0.0f64);
@@ -389,158 +815,7 @@ pub fn mann_whitney_greater(base: &[f64], cand: &[f64]) -> Option<f64> {
         return Some(0.5);
     }
     let z = (u - mean - 0.5) / var.sqrt(); // continuity correction
-    Some(0.5 * erfc(z / std::f64::consts::SQRT_2))
-}
-
-/// Complementary error function (Numerical Recipes' erfcc, |error| < 1.2e-7).
-fn erfc(x: f64) -> f64 {
-    let z = x.abs();
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let r = t
-        * (-z * z - 1.265_512_23
-            + t * (1.000_023_68
-                + t * (0.374_091_96
-                    + t * (0.096_784_18
-                        + t * (-0.186_288_06
-                            + t * (0.278_868_07
-                                + t * (-1.135_203_98
-                                    + t * (1.488_515_87
-                                        + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
-            .exp();
-    if x >= 0.0 { r } else { 2.0 - r }
-}
-
-/// Compare. `samples` are (baseline, candidate) per-request samples from traces, when both exist.
-pub fn compare(
-    base: &BenchResult,
-    cand: &BenchResult,
-    samples: Option<(&Samples, &Samples)>,
-    thresholds: &[Threshold],
-) -> Comparison {
-    let mut rows = Vec::new();
-    let mut reasons = Vec::new();
-    let mut notes = Vec::new();
-    let mut mw_cache: std::collections::BTreeMap<String, Option<f64>> = Default::default();
-    let mut boot_cache: std::collections::BTreeMap<String, Option<Intervals>> = Default::default();
-    for (i, metric) in metric_names().into_iter().enumerate() {
-        let (b, c) = (value(base, &metric), value(cand, &metric));
-        let dir = better(&metric);
-        let delta = b.zip(c).map(|(b, c)| c - b);
-        let delta_pct = b
-            .zip(delta)
-            .and_then(|(b, d)| (b.abs() > f64::EPSILON).then(|| d / b * 100.0));
-        let threshold = thresholds
-            .iter()
-            .rev()
-            .find(|t| t.metric == metric)
-            .map(|t| t.limit);
-        let (fam, field) = metric.split_once('_').unwrap_or((&metric, ""));
-        let (mut ci95, mut p_worse) = (None, None);
-        if let Some((sb, sc)) = samples
-            && let (Some(xb), Some(xc)) = (sb.family(fam), sc.family(fam))
-        {
-            ci95 = boot_cache
-                .entry(fam.to_string())
-                .or_insert_with(|| bootstrap_family(xb, xc, 0x5eed + i as u64))
-                .as_ref()
-                .and_then(|v| v.iter().find(|(f, _)| *f == field).map(|(_, ci)| *ci));
-            p_worse = *mw_cache
-                .entry(fam.to_string())
-                .or_insert_with(|| mann_whitney_greater(xb, xc));
-        }
-        let status = match (b, c, delta) {
-            (Some(b), Some(_), Some(d)) => {
-                // Worsening as a positive number in the metric's unit.
-                let worse_by = match dir {
-                    Better::Lower => d,
-                    Better::Higher => -d,
-                };
-                let over = match threshold {
-                    Some(Limit::Percent(p)) => worse_by > b.abs() * p / 100.0,
-                    Some(Limit::Absolute(a)) => worse_by > a,
-                    None => false,
-                };
-                // Significant when the interval of the worsening excludes zero.
-                let significant = match ci95 {
-                    Some([lo, hi]) => match dir {
-                        Better::Lower => lo > 0.0,
-                        Better::Higher => hi < 0.0,
-                    },
-                    None => true,
-                };
-                if over && significant {
-                    Status::Regression
-                } else if over {
-                    Status::Noise
-                } else if worse_by < 0.0 {
-                    Status::Improved
-                } else if worse_by > 0.0 && threshold.is_none() {
-                    Status::Worse
-                } else {
-                    Status::Ok
-                }
-            }
-            _ => Status::Unknown,
-        };
-        if status == Status::Regression {
-            reasons.push(format!(
-                "{metric}: {} -> {} ({}), past its threshold {}",
-                fmt_num(b),
-                fmt_num(c),
-                delta_pct.map_or("n/a".into(), |p| format!("{p:+.1}%")),
-                threshold.map_or("-".into(), fmt_limit)
-            ));
-        }
-        if status == Status::Unknown && threshold.is_some() {
-            notes.push(format!("{metric}: missing in one run, not judged"));
-        }
-        rows.push(Row {
-            metric,
-            base: b,
-            cand: c,
-            delta,
-            delta_pct,
-            better: dir,
-            threshold,
-            ci95,
-            p_worse,
-            status,
-        });
-    }
-    if !cand.valid {
-        reasons.push(format!(
-            "the candidate run is not valid: {}",
-            cand.invalid_reasons.join("; ")
-        ));
-    }
-    if !base.valid {
-        notes.push(format!(
-            "the baseline run is not valid: {}",
-            base.invalid_reasons.join("; ")
-        ));
-    }
-    if samples.is_none() {
-        notes.push(
-            "no per-request traces for both runs: thresholds applied without a significance test \
-             (bench --trace FILE records them)"
-                .into(),
-        );
-    }
-    let (bs, cs) = (&base.settings, &cand.settings);
-    if bs.schedule != cs.schedule || bs.dataset != cs.dataset || bs.request.api != cs.request.api {
-        notes.push("the runs used different schedules, datasets or APIs".into());
-    }
-    Comparison {
-        verdict: if reasons.is_empty() {
-            Verdict::Keep
-        } else {
-            Verdict::RollBack
-        },
-        rows,
-        reasons,
-        notes,
-        significance_tested: samples.is_some(),
-    }
+    Some(sig::normal_sf(z))
 }
 
 fn fmt_num(v: Option<f64>) -> String {
@@ -562,47 +837,98 @@ fn fmt_limit(l: Limit) -> String {
 pub fn write_text(c: &Comparison, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<16} {:>12} {:>12} {:>12} {:>9} {:>10} {:>22} {:>8}  status",
-        "metric", "base", "cand", "delta", "delta%", "threshold", "95% CI of delta", "p(worse)"
+        "{:<16} {:>12} {:>12} {:>12} {:>9} {:>10} {:>24} {:>8}  status",
+        "metric", "base", "cand", "delta", "delta%", "threshold", "interval of delta", "p(worse)"
     )?;
     for r in &c.rows {
         if r.base.is_none() && r.cand.is_none() {
             continue;
         }
         let status = match r.status {
-            Status::Ok => "ok",
-            Status::Improved => "better",
-            Status::Worse => "worse",
-            Status::Noise => "noise",
             Status::Regression => "REGRESSION",
-            Status::Unknown => "?",
+            s => s.as_str(),
         };
         writeln!(
             out,
-            "{:<16} {:>12} {:>12} {:>12} {:>9} {:>10} {:>22} {:>8}  {}",
+            "{:<16} {:>12} {:>12} {:>12} {:>9} {:>10} {:>24} {:>8}  {}",
             r.metric,
             fmt_num(r.base),
             fmt_num(r.cand),
             r.delta.map_or("-".into(), |d| format!("{d:+.3}")),
             r.delta_pct.map_or("-".into(), |p| format!("{p:+.1}%")),
             r.threshold.map_or("-".into(), fmt_limit),
-            r.ci95
+            r.interval
                 .map_or("-".into(), |[a, b]| format!("[{a:+.3}, {b:+.3}]")),
             r.p_worse.map_or("-".into(), |p| format!("{p:.3}")),
             status
         )?;
     }
+    let method = match c.method {
+        Method::BetweenRuns => "between-run variance (Welch, Student t)",
+        Method::ClusterBootstrap => "request-level cluster bootstrap",
+        Method::None => "none (point values only)",
+    };
+    writeln!(
+        out,
+        "intervals: {method}; each threshold tested one-sided at alpha = {:.4} (5% / thresholds judged)",
+        c.alpha
+    )?;
     for n in &c.notes {
         writeln!(out, "note: {n}")?;
     }
     match c.verdict {
         Verdict::Keep => writeln!(out, "verdict: keep (no regression past the thresholds)")?,
-        Verdict::RollBack => {
-            writeln!(out, "verdict: roll back")?;
-            for r in &c.reasons {
-                writeln!(out, "  {r}")?;
-            }
-        }
+        Verdict::RollBack => writeln!(out, "verdict: roll back")?,
+        Verdict::Inconclusive => writeln!(
+            out,
+            "verdict: inconclusive (no regression shown, but not every threshold could be judged)"
+        )?,
+    }
+    for r in &c.reasons {
+        writeln!(out, "  {r}")?;
+    }
+    Ok(())
+}
+
+/// `compare --explain`: for each threshold, the evidence, the observed standard error and the
+/// run size that gives 80 % power to detect a worsening equal to it.
+pub fn write_explain(c: &Comparison, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(out)?;
+    writeln!(
+        out,
+        "sizing (80% power to call a worsening equal to the threshold significant, one-sided alpha {:.4}; \
+         percentiles need >= {} requests above them in each run):",
+        c.alpha,
+        sig::MIN_TAIL_REQUESTS
+    )?;
+    for r in c.rows.iter().filter(|r| r.threshold.is_some()) {
+        let have = r.samples.map_or("no traces or repeats".to_string(), |s| {
+            format!("{}/{} {}", s.base, s.cand, s.unit)
+        });
+        let need = match (r.needed_requests, r.needed_repeats) {
+            (Some(n), _) => format!("needs >= {n} requests per run"),
+            (None, Some(k)) => format!("needs >= {k} runs per side"),
+            (None, None) => "cannot size without traces or repeats".into(),
+        };
+        writeln!(
+            out,
+            "  {:<16} threshold {:>7}  std error {:>9}  have {have}: {need}",
+            r.metric,
+            r.threshold.map_or("-".into(), fmt_limit),
+            fmt_num(r.std_error),
+        )?;
+    }
+    if let Some(n) = c.needed_requests {
+        writeln!(
+            out,
+            "overall: run >= {n} requests per run (bench --requests {n})"
+        )?;
+    }
+    if let Some(k) = c.needed_repeats {
+        writeln!(
+            out,
+            "overall: repeat >= {k} runs per side (bench --repeat {k})"
+        )?;
     }
     Ok(())
 }
@@ -636,19 +962,60 @@ mod tests {
     }
 
     #[test]
-    fn erfc_values() {
-        assert!((erfc(0.0) - 1.0).abs() < 1e-6);
-        assert!((erfc(1.0) - 0.157_299_2).abs() < 1e-6);
-        assert!((erfc(-1.0) - 1.842_700_8).abs() < 1e-6);
-    }
-
-    #[test]
-    fn bootstrap_interval_brackets_the_shift() {
-        let base: Vec<f64> = (0..500).map(|i| 100.0 + f64::from(i % 20)).collect();
-        let cand: Vec<f64> = base.iter().map(|x| x + 5.0).collect();
-        let [lo, hi] = bootstrap_diff(&base, &cand, "mean", 1).unwrap();
-        assert!(lo > 4.0 && hi < 6.0, "{lo} {hi}");
-        let [lo, hi] = bootstrap_diff(&base, &base, "p99", 1).unwrap();
-        assert!(lo <= 0.0 && hi >= 0.0);
+    fn judge_three_ways() {
+        let pct = Some(Limit::Percent(10.0));
+        let j = |d: f64, se: f64| {
+            judge(
+                Some(((100.0, 100.0 + d), d)),
+                Better::Lower,
+                pct,
+                Some(se),
+                2.0,
+                1.645,
+                None,
+                Some(500),
+                Method::ClusterBootstrap,
+                None,
+            )
+        };
+        assert_eq!(j(30.0, 5.0).0, Status::Regression);
+        let (s, why) = j(12.0, 10.0);
+        assert_eq!(s, Status::Inconclusive);
+        assert!(why.unwrap().contains("need >= 500 requests per run"));
+        assert_eq!(j(5.0, 1.0).0, Status::Worse);
+        assert_eq!(j(1.0, 1.0).0, Status::Ok);
+        assert_eq!(j(-10.0, 1.0).0, Status::Better);
+        // An unsupported tail is inconclusive whatever the delta.
+        let (s, why) = judge(
+            Some(((100.0, 200.0), 100.0)),
+            Better::Lower,
+            pct,
+            Some(1.0),
+            2.0,
+            1.645,
+            Some(1000),
+            None,
+            Method::ClusterBootstrap,
+            Some("p99"),
+        );
+        assert_eq!(s, Status::Inconclusive);
+        assert!(
+            why.unwrap()
+                .contains("inconclusive (need >= 1000 requests)")
+        );
+        // Throughput: lower is worse.
+        let (s, _) = judge(
+            Some(((100.0, 50.0), -50.0)),
+            Better::Higher,
+            Some(Limit::Percent(5.0)),
+            None,
+            2.0,
+            1.645,
+            None,
+            None,
+            Method::None,
+            None,
+        );
+        assert_eq!(s, Status::Inconclusive);
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! * **Pure**: [`schedule`] (when each request is meant to be sent, from a seed), [`sse`]
 //!   (incremental, bounded Server-Sent-Events parser), [`dataset`] (prompts), [`stats`] (HDR
-//!   histograms over raw records), [`compare`] (metric deltas, significance, verdict), [`plot`]
+//!   histograms over raw records), [`compare`] (metric deltas, verdict), [`significance`] (request-level bootstrap, between-run tests, sizing), [`plot`]
 //!   (hand-written SVG) and [`result`] (the documented result file).
 //! * **Tokens**: [`tokenizer`] counts generated text with a local `tokenizer.json` when the
 //!   server reports no usage.
@@ -39,6 +39,7 @@ pub mod record;
 pub mod result;
 pub mod run;
 pub mod schedule;
+pub mod significance;
 pub mod sse;
 pub mod stats;
 pub mod tokenizer;

@@ -105,6 +105,9 @@ pub struct RequestRecord {
     /// Sweep step (0 for a plain run).
     #[serde(default)]
     pub step: u32,
+    /// Run of `bench --repeat K`, from 0 (absent for the first).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub repeat: u32,
     /// Sent during warm-up: excluded from statistics.
     #[serde(default)]
     pub warmup: bool,
@@ -167,6 +170,7 @@ impl RequestRecord {
             seq,
             retries: 0,
             step: 0,
+            repeat: 0,
             warmup,
             intended_us,
             sent_us,
@@ -334,6 +338,10 @@ pub mod duration_ms {
         let ms = f64::deserialize(d)?;
         Duration::try_from_secs_f64(ms / 1000.0).map_err(serde::de::Error::custom)
     }
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 #[cfg(test)]

@@ -189,6 +189,10 @@ pub struct BenchResult {
     /// Sweep steps, for `--sweep`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<Sweep>,
+    /// Statistics of each run of `bench --repeat K` (K ≥ 2), in order; the top-level statistics
+    /// pool all runs. `compare` judges on the between-run variance of these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<Stats>,
 }
 
 /// Decide validity (pure): the reasons a run is not valid; empty means valid.
@@ -272,6 +276,19 @@ pub fn write_text(r: &BenchResult, out: &mut dyn std::io::Write) -> std::io::Res
         "throughput: {:.2} req/s, {:.1} output tok/s (tokens from {})",
         s.requests_per_s, s.output_tokens_per_s, s.token_count_source
     )?;
+    if !r.repeats.is_empty() {
+        let per_run: Vec<String> = r
+            .repeats
+            .iter()
+            .map(|x| format!("{:.1}", x.output_tokens_per_s))
+            .collect();
+        writeln!(
+            out,
+            "repeats: {} runs pooled above; output tok/s per run: {}",
+            r.repeats.len(),
+            per_run.join(", ")
+        )?;
+    }
     writeln!(out)?;
     writeln!(
         out,

@@ -331,9 +331,110 @@ async fn execute_async(
         trace: plan.trace.clone(),
         stats,
         sweep,
+        repeats: Vec::new(),
     };
     Ok(Outcome {
         result,
         records: all_records,
     })
+}
+
+/// Run the plan `repeat` times (K ≥ 2) against the same server, with the same prompts, and
+/// merge: the top-level statistics pool every run's measured requests, `repeats` keeps each
+/// run's statistics (what `compare` judges between-run variance on), the run is valid when
+/// every repeat is, and client usage is summed. Trace records carry their run in `repeat`.
+/// `repeat` ≤ 1 is a plain [`execute`].
+pub fn execute_repeated(
+    plan: &Plan,
+    machine: Option<MachineSummary>,
+    progress: Option<ProgressFn>,
+    repeat: u32,
+) -> Result<Outcome, BenchError> {
+    if repeat <= 1 {
+        return execute(plan, machine, progress);
+    }
+    if plan.sweep_steps > 0 {
+        return Err(BenchError::Input(
+            "--repeat and --sweep cannot be combined".into(),
+        ));
+    }
+    let mut outcomes = Vec::new();
+    for _ in 0..repeat {
+        let o = execute(plan, machine.clone(), progress.clone())?;
+        let interrupted = o.result.stop == StopReason::Interrupted;
+        outcomes.push(o);
+        if interrupted {
+            break;
+        }
+    }
+    merge_repeats(outcomes, &plan.slo).ok_or_else(|| BenchError::Input("no repeat ran".into()))
+}
+
+/// Merge the outcomes of repeated runs (pure; see [`execute_repeated`]).
+pub fn merge_repeats(outcomes: Vec<Outcome>, slo: &Slo) -> Option<Outcome> {
+    let mut it = outcomes.into_iter();
+    let first = it.next()?;
+    let mut result = first.result;
+    let mut records = first.records;
+    let mut repeats = vec![result.stats.clone()];
+    let mut why: Vec<String> = result
+        .invalid_reasons
+        .iter()
+        .map(|w| format!("run 1: {w}"))
+        .collect();
+    let (mut user, mut system, mut wall) = (
+        result.client.cpu_user_s,
+        result.client.cpu_system_s,
+        result.client.wall_s,
+    );
+    for (i, o) in it.enumerate() {
+        let run = i as u32 + 1;
+        why.extend(
+            o.result
+                .invalid_reasons
+                .iter()
+                .map(|w| format!("run {}: {w}", run + 1)),
+        );
+        user += o.result.client.cpu_user_s;
+        system += o.result.client.cpu_system_s;
+        wall += o.result.client.wall_s;
+        if o.result.stop != StopReason::Requests && o.result.stop != StopReason::Duration {
+            result.stop = o.result.stop.clone();
+        }
+        result.saturated |= o.result.saturated;
+        repeats.push(o.result.stats);
+        // Each run's clock starts at 0: shift it after the previous run so the pooled window
+        // (and so throughput) is the sum of the runs', not their overlap.
+        let offset = records.iter().map(|r| r.end_us).max().unwrap_or(0) + 1;
+        records.extend(o.records.into_iter().map(|mut r| {
+            r.repeat = run;
+            r.intended_us += offset;
+            r.sent_us += offset;
+            r.end_us += offset;
+            r.first_token_us = r.first_token_us.map(|t| t + offset);
+            for c in r.chunks.iter_mut() {
+                c.0 += offset;
+            }
+            r
+        }));
+    }
+    let tokens: u64 = records
+        .iter()
+        .filter(|r| r.is_ok())
+        .map(|r| r.output_tokens().0)
+        .sum();
+    let (stats, _) = compute(&records, slo);
+    result.client = ClientUsage::new(
+        crate::exec::CpuUsage {
+            user_s: user,
+            system_s: system,
+        },
+        wall,
+        tokens,
+    );
+    result.stats = stats;
+    result.valid = why.is_empty();
+    result.invalid_reasons = why;
+    result.repeats = repeats;
+    Some(Outcome { result, records })
 }

@@ -88,8 +88,9 @@ enum Command {
     /// Benchmark an OpenAI-compatible server (TTFT, TPOT, ITL, E2E, throughput, goodput) with a
     /// bounded, seeded load; write the documented result file.
     Bench(Box<commands::bench::BenchArgs>),
-    /// Compare two bench results: every metric, significance from traces, keep or roll back
-    /// (exit 1 on regression).
+    /// Compare two bench results: every metric, significance from repeats or traces, keep, roll
+    /// back or inconclusive (exit 1 on roll back; inconclusive exits 0 unless
+    /// --fail-on-inconclusive).
     Compare(commands::compare::CompareArgs),
     /// Memory forensics: diagnose an OOM message, analyse a PyTorch memory snapshot.
     #[command(subcommand)]

@@ -63,6 +63,11 @@ fn http_get(port: u16, path: &str) -> Option<String> {
 }
 
 fn start_server(bin: &Path, gguf: &Path, log: &Path) -> (ServerGuard, u16) {
+    start_server_slots(bin, gguf, log, 4)
+}
+
+/// llama-server with `slots` parallel sequences (`-np`) sharing an 8192-token context.
+fn start_server_slots(bin: &Path, gguf: &Path, log: &Path, slots: u32) -> (ServerGuard, u16) {
     let port = free_port();
     let logf = std::fs::File::create(log).unwrap();
     let child = Command::new(bin)
@@ -70,7 +75,7 @@ fn start_server(bin: &Path, gguf: &Path, log: &Path) -> (ServerGuard, u16) {
         .arg(gguf)
         .args(["--alias", "tiny", "--host", "127.0.0.1", "--port"])
         .arg(port.to_string())
-        .args(["-c", "8192", "-np", "4", "-t", "2"])
+        .args(["-c", "8192", "-np", &slots.to_string(), "-t", "2"])
         .stdin(Stdio::null())
         .stdout(logf.try_clone().unwrap())
         .stderr(logf)
@@ -262,4 +267,63 @@ fn bench_against_a_real_llama_server() {
     let (status, out, _) = run_bench(&args);
     assert!(status.success(), "{out}");
     assert!(out.contains("verdict: keep"), "{out}");
+}
+
+/// Issue 16 done-when against the real server: two identical runs are kept or inconclusive,
+/// never rolled back. (The slowdown half is not here yet: on this shared 2-core machine neither
+/// `-np 1` nor `-t 1` was reliably slower than `-np 4 -t 2` from one run to the next; one run
+/// of `-np 1` measured 48 → 23 tok/s, the next 92 → 317 tok/s. See docs/bench.md.)
+#[test]
+fn compare_two_identical_real_llama_server_runs() {
+    let Some((bin, gguf)) = env_paths() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let p = |f: &str| dir.path().join(f).display().to_string();
+    let run = |name: &str, slots: u32| {
+        let (_server, port) =
+            start_server_slots(&bin, &gguf, &dir.path().join(format!("{name}.log")), slots);
+        let args: Vec<String> = [
+            "bench",
+            "--url",
+            &format!("http://127.0.0.1:{port}"),
+            "--concurrency",
+            "4",
+            "--requests",
+            "48",
+            "--warmup",
+            "4",
+            "--dataset",
+            "random:in=64,out=16,spread=0",
+            "--quiet",
+            "--out",
+            &p(&format!("{name}.json")),
+            "--trace",
+            &p(&format!("{name}.jsonl")),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let (status, out, err) = run_bench(&args);
+        assert!(status.success(), "{name}: {out}\n{err}");
+    };
+    run("a", 4);
+    run("a2", 4);
+    let cmp = |b: &str| {
+        let args: Vec<String> = ["compare", &p("a.json"), &p(b), "--json"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let (status, out, _) = run_bench(&args);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        (
+            status.code(),
+            v["verdict"].as_str().unwrap_or("").to_string(),
+            v,
+        )
+    };
+    let (code, verdict, v) = cmp("a2.json");
+    eprintln!("real llama-server A/A: {verdict}, reasons {}", v["reasons"]);
+    assert!(verdict == "keep" || verdict == "inconclusive", "{v}");
+    assert_eq!(code, Some(0));
 }

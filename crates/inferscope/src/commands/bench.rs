@@ -10,7 +10,7 @@ use anyhow::Context;
 use inferscope_bench::client::{Api, RequestSettings};
 use inferscope_bench::dataset::DatasetSpec;
 use inferscope_bench::result::{BenchResult, MachineSummary, TokenizerSetting};
-use inferscope_bench::run::{LocalTokenizer, Plan, ProgressFn, ProgressView, execute};
+use inferscope_bench::run::{LocalTokenizer, Plan, ProgressFn, ProgressView, execute_repeated};
 use inferscope_bench::schedule::{Arrival, Limits, Schedule, Warmup};
 use inferscope_bench::stats::Slo;
 use inferscope_bench::tokenizer::{MAX_TOKENIZER_BYTES, TokenCounter};
@@ -50,6 +50,10 @@ pub struct BenchArgs {
     /// Poisson steps at k/(N+1) of it; each step runs for --duration/--requests.
     #[arg(long, value_name = "N", conflicts_with = "rate")]
     pub sweep: Option<u32>,
+    /// Run the whole benchmark K times against the same server (same prompts): the result keeps
+    /// each run's statistics in `repeats`, and `compare` judges on the variance between runs.
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000), conflicts_with = "sweep")]
+    pub repeat: u32,
     /// Measured sending time (after warm-up), e.g. 30s, 2m. Default 30s when --requests is not given.
     #[arg(long, value_name = "D", value_parser = duration_arg)]
     pub duration: Option<Duration>,
@@ -301,7 +305,7 @@ pub fn run(a: BenchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     }
     let machine = machine(a.snapshot.as_deref())?;
     let show = !a.quiet && std::io::stderr().is_terminal();
-    let outcome = execute(&plan, machine, show.then(progress_printer))?;
+    let outcome = execute_repeated(&plan, machine, show.then(progress_printer), a.repeat)?;
     if show {
         eprint!("\r\x1b[2K");
     }

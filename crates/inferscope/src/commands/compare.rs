@@ -1,6 +1,7 @@
-//! `inferscope compare BASE.json CAND.json`: a table of every metric, a significance test when
-//! per-request traces exist, and a verdict. Exit 0 = keep, 1 = roll back (regression or invalid
-//! candidate), 2 = usage or input error.
+//! `inferscope compare BASE.json CAND.json`: a table of every metric, a significance test from
+//! repeated runs or per-request traces, and a verdict. Exit 0 = keep or inconclusive, 1 = roll
+//! back (regression or invalid candidate; also inconclusive with `--fail-on-inconclusive`),
+//! 2 = usage or input error.
 
 use anyhow::Context;
 use inferscope_bench::compare::{self, DEFAULT_THRESHOLDS, Samples, Verdict};
@@ -32,6 +33,13 @@ pub struct CompareArgs {
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Exit 1 when the verdict is inconclusive (strict CI); by default inconclusive exits 0.
+    #[arg(long)]
+    pub fail_on_inconclusive: bool,
+    /// After the table, say per threshold how many requests per run (or repeats) would detect a
+    /// worsening of its size with 80 % power, from the observed variance.
+    #[arg(long)]
+    pub explain: bool,
 }
 
 fn read_result(path: &Path) -> anyhow::Result<BenchResult> {
@@ -95,9 +103,13 @@ pub fn run(a: CompareArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         writeln!(out)?;
     } else {
         compare::write_text(&cmp, out)?;
+        if a.explain {
+            compare::write_explain(&cmp, out)?;
+        }
     }
     Ok(match cmp.verdict {
         Verdict::Keep => ExitCode::SUCCESS,
-        Verdict::RollBack => ExitCode::from(1),
+        Verdict::Inconclusive if !a.fail_on_inconclusive => ExitCode::SUCCESS,
+        Verdict::Inconclusive | Verdict::RollBack => ExitCode::from(1),
     })
 }
