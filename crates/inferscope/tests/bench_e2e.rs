@@ -275,7 +275,7 @@ fn bench_against_a_real_llama_server() {
 /// of `-np 1` measured 48 → 23 tok/s, the next 92 → 317 tok/s. See docs/bench.md.)
 #[test]
 fn compare_two_identical_real_llama_server_runs() {
-    let Some((bin, gguf)) = env_paths() else {
+    let Some((bin, gguf)) = common::llama_server() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
