@@ -52,6 +52,17 @@ pub fn write_oom(a: &OomAnalysis, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out)?;
     writeln!(out, "Diagnosis: {}", a.diagnosis.as_str())?;
     writeln!(out, "  {}", a.explanation)?;
+    let weighed: Vec<String> = a
+        .causes
+        .iter()
+        .filter_map(|c| {
+            c.share_of_capacity
+                .map(|s| format!("{} {:.1} %", c.cause.replace('_', " "), s * 100.0))
+        })
+        .collect();
+    if !weighed.is_empty() {
+        writeln!(out, "  share of the card: {}", weighed.join(", "))?;
+    }
     if !a.remedies.is_empty() {
         writeln!(out)?;
         writeln!(out, "Remedies:")?;
