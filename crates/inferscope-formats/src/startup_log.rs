@@ -776,16 +776,14 @@ fn scan(l: &mut Line, log: &mut StartupLog) {
     }
 
     // --- llama.cpp figures (MiB).
-    if t.contains("llama_kv_cache: size = ") {
-        if let Some((v, rest)) = l.num_after("llama_kv_cache: size = ")
-            && rest.trim_start().starts_with("MiB")
-        {
-            // One line per cache (a sliding-window model prints two): the figure is their sum.
-            let prev = log.figure("kv_cache").map_or(0.0, |f| f.value);
-            log.figures.retain(|f| f.key != "kv_cache");
-            let sum = prev + v;
-            set(log, l, "kv_cache", sum, "MiB", Some(sum / 1024.0));
-        }
+    if let Some((v, rest)) = l.num_after("llama_kv_cache: size = ")
+        && rest.trim_start().starts_with("MiB")
+    {
+        // One line per cache (a sliding-window model prints two): the figure is their sum.
+        let prev = log.figure("kv_cache").map_or(0.0, |f| f.value);
+        log.figures.retain(|f| f.key != "kv_cache");
+        let sum = prev + v;
+        set(log, l, "kv_cache", sum, "MiB", Some(sum / 1024.0));
     }
     if t.contains("llama_context: n_ctx ") {
         set_count(log, l, "n_ctx", "= ", "tokens");

@@ -35,10 +35,16 @@ fn our_key(k: &str) -> Option<&'static str> {
         "max_concurrency" => "max_concurrency",
         // Not memory figures of the start-up (timings, graph batch sizes, nvidia-smi, the
         // author's prose, the input limit), or avail-mem readings around graph capture.
-        "cuda_graph_time" | "cuda_graphs" | "nvidia_smi_used" | "author_statement"
-        | "min_viable_mem_fraction_static_non_mtp" | "min_viable_mem_fraction_static_mtp"
-        | "mtp_draft_weights_extra" | "max_input_tokens_defaulted"
-        | "cuda_graph_begin_avail_mem" | "cuda_graph_end_avail_mem"
+        "cuda_graph_time"
+        | "cuda_graphs"
+        | "nvidia_smi_used"
+        | "author_statement"
+        | "min_viable_mem_fraction_static_non_mtp"
+        | "min_viable_mem_fraction_static_mtp"
+        | "mtp_draft_weights_extra"
+        | "max_input_tokens_defaulted"
+        | "cuda_graph_begin_avail_mem"
+        | "cuda_graph_end_avail_mem"
         | "available_gpu_mem_after_init" => return None,
         other => panic!("measured key {other} has no mapping: add one"),
     })
