@@ -195,7 +195,13 @@ pub fn parse(mut r: impl BufRead) -> Result<StartupLog, StartupLogError> {
         if buf.contains(&0) {
             return Err(StartupLogError::Binary { line: log.lines });
         }
-        let text = strip_ansi(&String::from_utf8_lossy(&buf));
+        let lossy = String::from_utf8_lossy(&buf);
+        // Most lines have no colour codes: skip the char-by-char copy for them.
+        let text = if lossy.contains('\u{1b}') {
+            std::borrow::Cow::Owned(strip_ansi(&lossy))
+        } else {
+            lossy
+        };
         let text = text.trim_end_matches(['\r', '\n']);
         if !complete {
             log.ends_mid_line = true;
@@ -850,7 +856,12 @@ fn args_python(log: &mut StartupLog, s: &str, sep: char) {
         let Some((k, v)) = p.split_once(sep) else {
             continue;
         };
-        let k = k.trim().trim_matches(['\'', '"']).replace('-', "_");
+        // `... dtype='auto'`: a paste's elision mark before the key.
+        let k = k
+            .trim()
+            .trim_start_matches(['.', '…', ' '])
+            .trim_matches(['\'', '"'])
+            .replace('-', "_");
         if k.is_empty() || k == "..." || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             continue;
         }
