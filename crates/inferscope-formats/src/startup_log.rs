@@ -437,8 +437,22 @@ fn word_after<'a>(text: &'a str, pat: &str) -> Option<&'a str> {
     (!w.is_empty()).then_some(w)
 }
 
+/// Phrases of the lines that fill a long-running server's log (vLLM's periodic stats from
+/// `vllm/v1/metrics/loggers.py`, uvicorn access lines, per-request lines): they never carry a
+/// start-up figure, and skipping them with a few searches keeps a 1 GiB log fast.
+const BULK: &[&str] = &[
+    "throughput:",
+    "HTTP/1.",
+    "Received request",
+    "Finished request",
+    "Added request",
+];
+
 fn scan(l: &mut Line, log: &mut StartupLog) {
     let t = l.text;
+    if BULK.iter().any(|b| t.contains(b)) {
+        return;
+    }
     // --- engine and version
     if let Some(v) = word_after(t, "vLLM API server version ") {
         engine(log, Engine::Vllm);

@@ -145,7 +145,7 @@ fn every_engine_log_gives_the_contract_and_the_printed_figures() {
         }
         n += 1;
     }
-    assert_eq!(n, 14);
+    assert_eq!(n, 16);
 }
 
 #[test]
@@ -352,15 +352,18 @@ fn a_1_gib_log_streams_under_a_256_mib_address_space_limit() {
         let long = "x".repeat(1 << 20) + "\n";
         let mut i = 0u64;
         while sent < total {
-            let chunk = if i % 256 == 0 { &long } else { &block };
+            let chunk = if i.is_multiple_of(256) { &long } else { &block };
             stdin.write_all(chunk.as_bytes()).unwrap();
             sent += chunk.len() as u64;
             i += 1;
         }
         sent
     });
+    let start = std::time::Instant::now();
     let out = child.wait_with_output().unwrap();
     let sent = writer.join().unwrap();
+    // A figure for docs/mem.md, not an assertion (timing depends on the machine).
+    println!("{sent} bytes in {:.1} s", start.elapsed().as_secs_f64());
     assert!(sent >= total);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
