@@ -6,6 +6,8 @@
 //!
 //! * [`oom`]: why an allocation failed (fragmentation, exhaustion, other processes, a memory
 //!   fraction limit, or not enough information) and the remedies that apply;
+//! * [`startup`]: a server start-up log's measured breakdown beside the planner's prediction,
+//!   and for a failed start-up the diagnosis and re-planned fixes;
 //! * [`snapshot`]: segments, blocks and fragmentation of a `torch.cuda.memory._snapshot()`,
 //!   top allocation sites, what expandable segments would change, and an SVG map;
 //! * [`watch`]: detectors over sampled series: leak/creep (least squares slope with a residual
@@ -22,4 +24,5 @@
 
 pub mod oom;
 pub mod snapshot;
+pub mod startup;
 pub mod watch;

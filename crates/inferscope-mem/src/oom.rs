@@ -8,18 +8,47 @@
 //!    `torch.cuda.set_per_process_memory_fraction`, or vLLM's `gpu_memory_utilization` on some
 //!    versions) and this process's reserved memory plus the request is above it, while the device
 //!    still had the request free.
-//! 3. **fragmentation**: the allocator holds at least the request reserved but unallocated
-//!    (PyTorch's own rule for its hint: "If reserved but unallocated memory is large"), or the
-//!    device reports at least the request free yet the allocation failed (the free memory is not
-//!    usable as one block of that size).
+//! 3. **fragmentation**: the reserved-but-unallocated pool is *material*: at least the request
+//!    and at least [`MATERIAL_POOL_SHARE`] of the card (1 GiB when the capacity is not printed);
+//!    or the device reports at least the request free yet the allocation failed (the free memory
+//!    is not usable as one block of that size). A pool that merely covers the request but is a
+//!    sliver of the card is not where the memory went (issue 17: 95 MiB beside another process's
+//!    92 %, 113 MiB beside 93 % live tensors); it is named second, as a minor cause.
 //! 4. **other_processes**: memory on the device not held by this process (`Process P has`
 //!    clauses, or total − free − this process) would cover the shortfall and is at least 1 GiB.
-//! 5. **exhaustion**: this process holds the memory; the request does not fit.
+//! 5. **exhaustion**: this process holds the memory (live tensors); the request does not fit.
+//!
+//! Every case also weighs the causes by the memory each accounts for ([`CauseWeight`]: other
+//! processes, live tensors, the reserved-unallocated pool, as shares of the capacity, the pool
+//! also as a share of the request); the largest cause other than the verdict is `minor_cause`.
 
 use inferscope_formats::oom::{AllocHint, Backend, OomReport, OomStyle, ProcessUsage, Wrapper};
 use serde::Serialize;
 
 const GIB: u64 = 1 << 30;
+
+/// Share of the card the reserved-unallocated pool must reach before fragmentation is the
+/// diagnosis. 5 % is one step of the knob users turn (`--gpu-memory-utilization` /
+/// `--mem-fraction-static` move in 0.05 steps): a smaller pool, even if it covers the request,
+/// is not what decides whether the workload fits, and `expandable_segments` would win back at
+/// most that much (docs/mem.md).
+pub const MATERIAL_POOL_SHARE: f64 = 0.05;
+
+/// Below this share of the card a cause is not mentioned as the minor one.
+pub const MINOR_CAUSE_SHARE: f64 = 0.005;
+
+/// One cause, weighed by the memory it accounts for.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CauseWeight {
+    /// `other_processes`, `live_tensors` or `reserved_unallocated`.
+    pub cause: &'static str,
+    /// Bytes it accounts for (null: the message does not say).
+    pub bytes: Option<u64>,
+    /// `bytes` / total capacity (null when either is unknown).
+    pub share_of_capacity: Option<f64>,
+    /// `bytes` / requested (only for `reserved_unallocated`: does the pool cover the request).
+    pub share_of_request: Option<f64>,
+}
 
 /// The verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -69,7 +98,7 @@ pub struct ProcessBytes {
 }
 
 /// The parsed figures and the diagnosis, as `mem oom --json` prints them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OomAnalysis {
     /// `cuda` / `hip` / null.
     pub backend: Option<&'static str>,
@@ -114,6 +143,11 @@ pub struct OomAnalysis {
     pub messages_found: usize,
     /// The verdict.
     pub diagnosis: Diagnosis,
+    /// Causes weighed by the memory each accounts for, largest share first.
+    pub causes: Vec<CauseWeight>,
+    /// The largest cause other than the verdict's that holds at least 0.5 % of the card (or, for
+    /// the reserved-unallocated pool, covers the request).
+    pub minor_cause: Option<&'static str>,
     /// Why, in one or two sentences with the numbers.
     pub explanation: String,
     /// What would help, most specific first.
@@ -288,6 +322,10 @@ pub fn diagnose(r: &OomReport) -> OomAnalysis {
         }
         if let Some(ru) = reserved_unallocated
             && ru >= req
+            && match r.total_bytes {
+                Some(t) if t > 0 => ru as f64 / t as f64 >= MATERIAL_POOL_SHARE,
+                _ => ru >= GIB,
+            }
         {
             remedies.push(remedy(
                 "expandable_segments",
@@ -415,6 +453,81 @@ pub fn diagnose(r: &OomReport) -> OomAnalysis {
             ),
         )
     };
+    let share = |b: Option<u64>| match (b, r.total_bytes) {
+        (Some(b), Some(t)) if t > 0 => Some(b as f64 / t as f64),
+        _ => None,
+    };
+    let mut causes = vec![
+        CauseWeight {
+            cause: "other_processes",
+            bytes: others,
+            share_of_capacity: share(others),
+            share_of_request: None,
+        },
+        CauseWeight {
+            cause: "live_tensors",
+            bytes: r.allocated_bytes,
+            share_of_capacity: share(r.allocated_bytes),
+            share_of_request: None,
+        },
+        CauseWeight {
+            cause: "reserved_unallocated",
+            bytes: reserved_unallocated,
+            share_of_capacity: share(reserved_unallocated),
+            share_of_request: match (reserved_unallocated, r.requested_bytes) {
+                (Some(p), Some(q)) if q > 0 => Some(p as f64 / q as f64),
+                _ => None,
+            },
+        },
+    ];
+    // Largest first; unknown last (unknown is not zero, but it cannot be ranked).
+    causes.sort_by(|a, b| {
+        b.bytes
+            .is_some()
+            .cmp(&a.bytes.is_some())
+            .then(b.bytes.cmp(&a.bytes))
+    });
+    let verdict_cause = match diagnosis {
+        Diagnosis::OtherProcesses => Some("other_processes"),
+        Diagnosis::Exhaustion => Some("live_tensors"),
+        Diagnosis::Fragmentation => Some("reserved_unallocated"),
+        _ => None,
+    };
+    let minor_cause = verdict_cause.and_then(|v| {
+        causes
+            .iter()
+            .find(|c| {
+                c.cause != v
+                    && (c.share_of_capacity.is_some_and(|s| s >= MINOR_CAUSE_SHARE)
+                        // A pool that covers the request is what PyTorch's hint points at:
+                        // say why it is not the verdict.
+                        || c.share_of_request.is_some_and(|s| s >= 1.0))
+            })
+            .map(|c| c.cause)
+    });
+    let mut explanation = explanation;
+    if let Some(m) = minor_cause
+        && let Some(c) = causes.iter().find(|c| c.cause == m)
+    {
+        let pct = c.share_of_capacity.map_or(String::new(), |s| {
+            format!(" ({:.1} % of the card)", s * 100.0)
+        });
+        let what = match m {
+            "other_processes" => "other processes hold",
+            "live_tensors" => "live tensors of this process hold",
+            _ => "PyTorch holds reserved but unallocated",
+        };
+        let size = c.bytes.map_or_else(String::new, gib);
+        explanation.push_str(&format!("; minor cause: {what} {size}{pct}"));
+        if m == "reserved_unallocated" {
+            explanation.push_str(if c.share_of_request.is_some_and(|s| s < 1.0) {
+                ", less than the request, so defragmenting (expandable_segments) alone cannot \
+                 make it fit"
+            } else {
+                ", too little of the card for defragmenting (expandable_segments) to make it fit"
+            });
+        }
+    }
     let (wrapper, wrapper_tokens) = match &r.wrapper {
         Some(Wrapper::TgiPrefillTokens { tokens }) => {
             (Some("tgi_prefill_tokens".to_string()), Some(*tokens))
@@ -454,6 +567,8 @@ pub fn diagnose(r: &OomReport) -> OomAnalysis {
         context: r.context.clone(),
         messages_found: r.messages_found,
         diagnosis,
+        causes,
+        minor_cause,
         explanation,
         remedies,
         notes,

@@ -77,6 +77,25 @@ pub enum MemCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Read a vLLM, SGLang, TGI or llama-server start-up log: the memory the engine measured,
+    /// the planner's prediction beside it, and for a failed start-up the diagnosis and fixes.
+    Startup {
+        /// The log (pasted or piped; prefixes, colours and interleaved ranks are fine); `-` or
+        /// nothing reads standard input.
+        file: Option<std::path::PathBuf>,
+        /// Print JSON (the record shape of the repository's start-up fixtures).
+        #[arg(long)]
+        json: bool,
+        /// Model id for the prediction when the log does not name it (or names a local path).
+        #[arg(long)]
+        model: Option<String>,
+        /// GPU name for the prediction when the log does not print one (e.g. H100, L4).
+        #[arg(long)]
+        gpu: Option<String>,
+        /// GPUs used, when the log does not say.
+        #[arg(long)]
+        gpus: Option<u32>,
+    },
     /// Analyse a `torch.cuda.memory._dump_snapshot()` pickle (read without executing it):
     /// segments, fragmentation, private pools, top allocation sites, expandable segments.
     Snapshot {
@@ -96,6 +115,22 @@ pub fn run(cmd: MemCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match cmd {
         MemCommand::Oom { file, json } => oom(file.as_deref(), json, out),
         MemCommand::Snapshot { file, svg, json } => snapshot(&file, svg.as_deref(), json, out),
+        MemCommand::Startup {
+            file,
+            json,
+            model,
+            gpu,
+            gpus,
+        } => startup(
+            file.as_deref(),
+            json,
+            &inferscope_mem::startup::Hints {
+                model,
+                gpu,
+                gpu_count: gpus,
+            },
+            out,
+        ),
     }
 }
 
@@ -140,6 +175,40 @@ pub fn snapshot(
         writeln!(out)?;
     } else {
         render::mem::write_snapshot(&analysis, out)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `mem startup [FILE|-]`: streamed, so a log of any size is read in bounded memory.
+pub fn startup(
+    file: Option<&Path>,
+    json: bool,
+    hints: &inferscope_mem::startup::Hints,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    use inferscope_formats::startup_log;
+    let stdin = file.is_none_or(|p| p == Path::new("-"));
+    let name = match file {
+        Some(p) if !stdin => p.display().to_string(),
+        _ => "<stdin>".to_string(),
+    };
+    let parsed = if stdin {
+        startup_log::parse(std::io::stdin().lock())
+    } else {
+        let f = std::fs::File::open(file.unwrap_or(Path::new("-")))
+            .with_context(|| format!("cannot open {name}"))?;
+        startup_log::parse(std::io::BufReader::with_capacity(1 << 16, f))
+    };
+    let log = match parsed {
+        Ok(l) => l,
+        Err(e) => bail!("{name}: {e}"),
+    };
+    let report = inferscope_mem::startup::analyse(&log, hints);
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+    } else {
+        render::mem::write_startup(&report, out)?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -52,6 +52,17 @@ pub fn write_oom(a: &OomAnalysis, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out)?;
     writeln!(out, "Diagnosis: {}", a.diagnosis.as_str())?;
     writeln!(out, "  {}", a.explanation)?;
+    let weighed: Vec<String> = a
+        .causes
+        .iter()
+        .filter_map(|c| {
+            c.share_of_capacity
+                .map(|s| format!("{} {:.1} %", c.cause.replace('_', " "), s * 100.0))
+        })
+        .collect();
+    if !weighed.is_empty() {
+        writeln!(out, "  share of the card: {}", weighed.join(", "))?;
+    }
     if !a.remedies.is_empty() {
         writeln!(out)?;
         writeln!(out, "Remedies:")?;
@@ -135,6 +146,132 @@ pub fn write_snapshot(
             "  {} live blocks have no frames (record with torch.cuda.memory._record_memory_history())",
             a.blocks_without_frames
         )?;
+    }
+    Ok(())
+}
+
+fn opt_gib(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_string(), |g| format!("{g:.2}"))
+}
+
+/// `mem startup`: the engine's figures, the planner's beside them, diagnosis and fixes.
+pub fn write_startup(
+    r: &inferscope_mem::startup::StartupReport,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "{} {} start-up{}",
+        r.engine,
+        r.engine_version
+            .as_deref()
+            .unwrap_or("(version not printed)"),
+        if r.failed { ": FAILED" } else { "" }
+    )?;
+    for (label, v) in [
+        ("model", r.model_id.clone()),
+        ("GPU", r.gpu_model.clone()),
+        ("GPUs", r.gpu_count.map(|c| c.to_string())),
+        (
+            "TP x PP",
+            r.tp_size
+                .map(|t| format!("{t} x {}", r.pp_size.unwrap_or(1))),
+        ),
+    ] {
+        if let Some(v) = v {
+            writeln!(out, "  {label:<9}{v}")?;
+        }
+    }
+    writeln!(out)?;
+    writeln!(out, "As printed (line, value, unit, GiB):")?;
+    for p in &r.printed {
+        writeln!(
+            out,
+            "  {:<6} {:<32} {:>12} {:<9} {}",
+            p.line,
+            p.key,
+            p.value,
+            p.unit,
+            p.gib.map_or(String::new(), |g| format!("{g:.2} GiB"))
+        )?;
+    }
+    writeln!(out)?;
+    match &r.prediction {
+        Some(p) => {
+            writeln!(
+                out,
+                "Per GPU, GiB     measured  predicted  difference   ({} on {}, {:.2} GiB)",
+                p.model, p.gpu, p.gpu_total_gib
+            )?;
+            for t in &p.terms {
+                writeln!(
+                    out,
+                    "  {:<16}{:>8} {:>10} {:>11}",
+                    t.term,
+                    opt_gib(t.measured_gib),
+                    format!("{:.2}", t.predicted_gib),
+                    t.difference_gib
+                        .map_or("-".to_string(), |d| format!("{d:+.2}"))
+                )?;
+            }
+            writeln!(
+                out,
+                "  {:<16}{:>8} {:>10}",
+                "KV tokens",
+                r.measured
+                    .kv_cache_tokens
+                    .map_or("-".to_string(), |t| t.to_string()),
+                p.kv_cache_tokens
+            )?;
+            if !p.fits {
+                writeln!(out, "  planner: does not fit: {}", p.problems.join("; "))?;
+            }
+        }
+        None => {
+            writeln!(
+                out,
+                "Per GPU, GiB: weights {}, non-torch {}, activation {}, CUDA graphs {}, KV {}; KV tokens {}",
+                opt_gib(r.measured.weights_gib),
+                opt_gib(r.measured.non_torch_gib),
+                opt_gib(r.measured.activation_peak_gib),
+                opt_gib(r.measured.cuda_graph_gib),
+                opt_gib(r.measured.kv_cache_gib),
+                r.measured
+                    .kv_cache_tokens
+                    .map_or("-".to_string(), |t| t.to_string())
+            )?;
+            if let Some(why) = &r.prediction_unavailable {
+                writeln!(out, "  no prediction: {why}")?;
+            }
+        }
+    }
+    if r.failed {
+        writeln!(out)?;
+        if let (Some(line), Some(text)) = (r.failure_line, &r.failure) {
+            writeln!(out, "Failure (line {line}): {text}")?;
+        }
+        if let Some(d) = &r.diagnosis {
+            writeln!(out, "Diagnosis: {d}")?;
+        }
+        if !r.fixes.is_empty() {
+            writeln!(out, "Fixes (fits?, checked by):")?;
+            for f in &r.fixes {
+                writeln!(
+                    out,
+                    "  {:<36} {:<4} {:<8} {}",
+                    f.change,
+                    if f.fits { "yes" } else { "no" },
+                    f.verified_by,
+                    f.cost
+                )?;
+            }
+        }
+    }
+    if !r.notes.is_empty() {
+        writeln!(out)?;
+        for n in &r.notes {
+            writeln!(out, "Note: {n}")?;
+        }
     }
     Ok(())
 }

@@ -1,0 +1,986 @@
+//! Inference-server start-up logs (vLLM V0/V1, SGLang, TGI, llama-server), read line by line
+//! from a [`BufRead`] with bounded memory: a line longer than [`MAX_LINE_BYTES`] is cut (the rest
+//! is skipped unread into memory), and only a fixed set of figures, at most [`MAX_ARGS`]
+//! arguments and one failure line are kept, so a 1 GiB log costs no more memory than a 1 KiB one.
+//!
+//! Lines are matched by the phrases the engines print, found anywhere in the line, so log
+//! prefixes (`(Worker_TP0 pid=41699) INFO 10-06 15:57:17 [gpu_model_runner.py:2653]`,
+//! `[2025-03-08 12:29:21 TP0]`, TGI's RFC 3339 timestamps), ANSI colours (stripped first) and
+//! ranks' interleaved lines do not matter. Where ranks print the same figure, rank 0's value is
+//! kept (or the lowest rank seen). The last line of a cut log (no newline) is read, but a number
+//! that runs to its end is not trusted (it may be cut mid-digit).
+//!
+//! Where each phrase comes from (engine source, by file and function):
+//! * vLLM 0.6.6 `vllm/worker/worker.py` `Worker.determine_num_available_blocks` ("Memory profiling
+//!   takes … the current vLLM instance can use total_gpu_memory (X GiB) x gpu_memory_utilization
+//!   (U) = Y GiB / model weights take …; non_torch_memory takes …; PyTorch activation peak memory
+//!   takes …; the rest of the memory reserved for KV Cache is …"), `vllm/worker/model_runner.py`
+//!   `load_model` ("Loading model weights took X GB", bytes / 2^30), `vllm/executor/
+//!   distributed_gpu_executor.py` `initialize_cache` ("# GPU blocks: N, # CPU blocks: M",
+//!   "Maximum concurrency for N tokens per request: X.XXx"), `vllm/worker/worker.py`
+//!   `raise_if_cache_size_invalid` ("The model's max seq len (N) is larger than the maximum number
+//!   of tokens that can be stored in KV cache (M)");
+//! * vLLM 0.11.0 `vllm/v1/worker/gpu_model_runner.py` `load_model` ("Model loading took %.4f
+//!   GiB"), `capture_model` ("Graph capturing finished in N secs, took X GiB"),
+//!   `vllm/v1/worker/gpu_worker.py` `determine_available_memory` ("Available KV cache memory: X
+//!   GiB"; "Free memory on device (F/T GiB) on startup. Desired GPU memory utilization is (U, X
+//!   GiB). Actual usage is W GiB for weight, A GiB for peak activation, N GiB for non-torch
+//!   memory, and C GiB for CUDAGraph memory"), `vllm/v1/core/kv_cache_utils.py`
+//!   `get_kv_cache_config` ("GPU KV cache size: N tokens", "Maximum concurrency …") and
+//!   `check_enough_kv_cache_memory` ("No available memory for the cache blocks", "To serve at
+//!   least one request with the models's max seq len (N), (X GiB KV cache is needed, which is
+//!   larger than the available KV cache memory (Y GiB). Based on the available memory, the
+//!   estimated maximum model length is E."), `vllm/entrypoints/utils.py` ("non-default args:");
+//! * SGLang `model_runner.py` (`load_model`: "Load weight begin/end … avail mem=X GB, mem
+//!   usage=Y GB"; `init_memory_pool`: "KV Cache is allocated. #tokens: N, K size: X GB, V size:
+//!   Y GB" or "KV size: X GB"; "Memory pool end. avail mem=X GB"), `cuda_graph_runner.py`
+//!   ("Capture cuda graph end … mem usage=X GB"), `scheduler.py` ("max_total_num_tokens=N, …");
+//!   "GB" there is GiB (`get_available_gpu_memory` divides by 1 << 30);
+//! * TGI `launcher/src/main.rs` ("Args { … }", "Sharding model on N processes", "Default
+//!   `max_batch_prefill_tokens` to N"), `server/…/flash_causal_lm.py` `warmup` ("KV-cache
+//!   blocks: N, size: S"), `backends/v3/src/lib.rs` ("Setting max batch total tokens to N");
+//! * llama.cpp `src/llama-context.cpp` ("n_ctx = N"), `src/llama-kv-cache.cpp` ("llama_kv_cache:
+//!   size = X MiB", one per cache), `src/llama-model.cpp` ("model buffer size = X MiB"),
+//!   `tools/server/server.cpp` ("n_slots = N").
+
+use std::io::BufRead;
+
+/// Longest line kept; the rest of a longer line is skipped (SGLang's `ServerArgs(...)` line is
+/// the longest real one, a few KiB).
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+/// Most engine arguments kept from `non-default args`, `ServerArgs(...)`, `Args { ... }`.
+pub const MAX_ARGS: usize = 256;
+
+/// The serving engine that wrote the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// vLLM.
+    Vllm,
+    /// SGLang.
+    Sglang,
+    /// Hugging Face text-generation-inference.
+    Tgi,
+    /// llama.cpp's llama-server.
+    LlamaCpp,
+}
+
+impl Engine {
+    /// Stable name (`vllm`, `sglang`, `tgi`, `llama.cpp`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engine::Vllm => "vllm",
+            Engine::Sglang => "sglang",
+            Engine::Tgi => "tgi",
+            Engine::LlamaCpp => "llama.cpp",
+        }
+    }
+}
+
+/// One figure as the engine printed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    /// Stable key (`weights`, `kv_cache`, `kv_cache_tokens`, ...).
+    pub key: &'static str,
+    /// The number as printed.
+    pub value: f64,
+    /// The unit as printed (`GiB`, `GB`, `MiB`, `tokens`, `blocks`, `x`, `fraction`).
+    pub unit: &'static str,
+    /// The value in GiB for memory figures (SGLang's and old vLLM's "GB" are GiB; TGI's are
+    /// 10^9 bytes), `None` for counts.
+    pub gib: Option<f64>,
+    /// 1-based line it was read from.
+    pub line: u64,
+    /// Rank that printed it, when the line names one.
+    pub rank: Option<u32>,
+}
+
+/// What a start-up log says.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StartupLog {
+    /// The engine, from its own phrases.
+    pub engine: Option<Engine>,
+    /// Version as printed.
+    pub engine_version: Option<String>,
+    /// vLLM: the V1 engine (`Some(true)`), V0 (`Some(false)`), unknown.
+    pub vllm_v1: Option<bool>,
+    /// Arguments `(name, value)` from `non-default args`, `ServerArgs(...)`, `Args { ... }` or a
+    /// command line, names with `-` turned into `_`, values as printed (quotes removed).
+    pub args: Vec<(String, String)>,
+    /// GPU model, when the log names it (nvidia-smi rows, llama.cpp's device list).
+    pub gpu_model: Option<String>,
+    /// Every figure recognised, first (lowest rank) per key.
+    pub figures: Vec<Figure>,
+    /// Distinct ranks seen in line prefixes (bounded to 0..64).
+    pub ranks_seen: u64,
+    /// The start-up failed.
+    pub failed: bool,
+    /// The first line saying why, and its line number.
+    pub failure: Option<(u64, String)>,
+    /// Lines read.
+    pub lines: u64,
+    /// Lines longer than [`MAX_LINE_BYTES`] (cut).
+    pub long_lines: u64,
+    /// The input ended without a newline (cut mid-line, or a paste without one).
+    pub ends_mid_line: bool,
+}
+
+impl StartupLog {
+    /// The figure for `key`, if printed.
+    pub fn figure(&self, key: &str) -> Option<&Figure> {
+        self.figures.iter().find(|f| f.key == key)
+    }
+
+    /// The argument `name` (with `_`), if printed.
+    pub fn arg(&self, name: &str) -> Option<&str> {
+        self.args
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Number of ranks seen in line prefixes.
+    pub fn rank_count(&self) -> u32 {
+        self.ranks_seen.count_ones()
+    }
+}
+
+/// Why the input is not a start-up log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StartupLogError {
+    /// Reading failed.
+    #[error("read error after line {line}: {message}")]
+    Io {
+        /// Lines read before the error.
+        line: u64,
+        /// The I/O error.
+        message: String,
+    },
+    /// NUL bytes: a binary file.
+    #[error("line {line}: binary data, not a start-up log")]
+    Binary {
+        /// First line with a NUL byte.
+        line: u64,
+    },
+    /// No engine phrase and no memory figure.
+    #[error(
+        "not a start-up log of vLLM, SGLang, TGI or llama-server: none of their start-up lines in {lines} lines"
+    )]
+    NotAStartupLog {
+        /// Lines read.
+        lines: u64,
+    },
+}
+
+/// Parse a start-up log from `r`, streaming.
+pub fn parse(mut r: impl BufRead) -> Result<StartupLog, StartupLogError> {
+    let mut log = StartupLog::default();
+    let mut buf: Vec<u8> = Vec::with_capacity(4096);
+    // Lines of a multi-line message (vLLM 0.6.x profiling) that carry no prefix inherit the rank
+    // of the line before.
+    let mut last_rank: Option<u32> = None;
+    loop {
+        buf.clear();
+        let (read, complete, cut) =
+            read_line(&mut r, &mut buf).map_err(|e| StartupLogError::Io {
+                line: log.lines,
+                message: e.to_string(),
+            })?;
+        if read == 0 {
+            break;
+        }
+        log.lines += 1;
+        if cut {
+            log.long_lines += 1;
+        }
+        if buf.contains(&0) {
+            return Err(StartupLogError::Binary { line: log.lines });
+        }
+        let lossy = String::from_utf8_lossy(&buf);
+        // Most lines have no colour codes: skip the char-by-char copy for them.
+        let text = if lossy.contains('\u{1b}') {
+            std::borrow::Cow::Owned(strip_ansi(&lossy))
+        } else {
+            lossy
+        };
+        let text = text.trim_end_matches(['\r', '\n']);
+        if !complete {
+            log.ends_mid_line = true;
+        }
+        let rank = rank_of(text).or(last_rank.filter(|_| !has_prefix(text)));
+        if let Some(r) = rank.filter(|r| *r < 64) {
+            log.ranks_seen |= 1u64 << r;
+        }
+        last_rank = rank;
+        let mut l = Line {
+            text,
+            // A number running to the end of a cut line may be cut mid-digit.
+            complete: complete && !cut,
+            no: log.lines,
+            rank,
+        };
+        scan(&mut l, &mut log);
+    }
+    if log.engine.is_none() && log.figures.is_empty() {
+        return Err(StartupLogError::NotAStartupLog { lines: log.lines });
+    }
+    Ok(log)
+}
+
+/// Read one line into `buf` (at most [`MAX_LINE_BYTES`]); returns (bytes consumed, ended with a
+/// newline, was cut).
+fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<(usize, bool, bool)> {
+    let mut consumed = 0;
+    let mut cut = false;
+    loop {
+        let chunk = match r.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            return Ok((consumed, false, cut));
+        }
+        let (take, done) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        let room = MAX_LINE_BYTES.saturating_sub(buf.len());
+        if let Some(part) = chunk.get(..take.min(room)) {
+            buf.extend_from_slice(part);
+        }
+        if take > room {
+            cut = true;
+        }
+        r.consume(take);
+        consumed += take;
+        if done {
+            return Ok((consumed, true, cut));
+        }
+    }
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ params final-byte (0x40..=0x7e).
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for d in chars.by_ref() {
+                    if ('@'..='~').contains(&d) {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `TP3`, `Worker_TP3`, `rank=3`, `DP0 TP3` in a line prefix.
+fn rank_of(text: &str) -> Option<u32> {
+    let head = text.get(..text.len().min(120)).unwrap_or(text);
+    for pat in ["Worker_TP", " TP", "[TP", "rank="] {
+        if let Some(i) = head.find(pat) {
+            let rest = head.get(i + pat.len()..).unwrap_or("");
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            if !digits.is_empty() {
+                return digits.parse().ok();
+            }
+        }
+    }
+    None
+}
+
+/// The line starts with a log prefix (so it is not a continuation of a multi-line message).
+fn has_prefix(text: &str) -> bool {
+    let t = text.trim_start();
+    t.starts_with('(')
+        || t.starts_with('[')
+        || t.starts_with("INFO")
+        || t.starts_with("WARNING")
+        || t.starts_with("ERROR")
+        || t.starts_with(|c: char| c.is_ascii_digit())
+}
+
+struct Line<'a> {
+    text: &'a str,
+    complete: bool,
+    no: u64,
+    rank: Option<u32>,
+}
+
+impl Line<'_> {
+    /// The number right after the first `pat` (commas as thousands separators allowed), and the
+    /// text after it. A number that runs to the end of an incomplete line is refused.
+    fn num_after(&self, pat: &str) -> Option<(f64, &str)> {
+        let i = self.text.find(pat)?;
+        let rest = self.text.get(i + pat.len()..)?.trim_start();
+        let end = rest
+            .char_indices()
+            .find(|(j, c)| {
+                !(c.is_ascii_digit()
+                    || *c == '.'
+                    || (*c == '-' && *j == 0)
+                    || (*c == ','
+                        && rest
+                            .get(j + 1..)
+                            .is_some_and(|r| r.starts_with(|d: char| d.is_ascii_digit()))))
+            })
+            .map_or(rest.len(), |(j, _)| j);
+        if end == rest.len() && !self.complete {
+            return None;
+        }
+        let digits: String = rest.get(..end)?.chars().filter(|c| *c != ',').collect();
+        let v: f64 = digits.trim_end_matches('.').parse().ok()?;
+        v.is_finite().then_some((v, rest.get(end..).unwrap_or("")))
+    }
+}
+
+/// A memory unit as printed right after a number.
+fn unit_of(rest: &str, engine: Option<Engine>) -> Option<(&'static str, f64)> {
+    let r = rest.trim_start();
+    // (unit as printed, GiB per unit)
+    if r.starts_with("GiB") {
+        Some(("GiB", 1.0))
+    } else if r.starts_with("MiB") {
+        Some(("MiB", 1.0 / 1024.0))
+    } else if r.starts_with("GB") {
+        // TGI divides by 1e9; SGLang and old vLLM print GiB as "GB".
+        if engine == Some(Engine::Tgi) {
+            Some(("GB", 1e9 / (1u64 << 30) as f64))
+        } else {
+            Some(("GB", 1.0))
+        }
+    } else {
+        None
+    }
+}
+
+fn set(
+    log: &mut StartupLog,
+    l: &Line,
+    key: &'static str,
+    value: f64,
+    unit: &'static str,
+    gib: Option<f64>,
+) {
+    let f = Figure {
+        key,
+        value,
+        unit,
+        gib,
+        line: l.no,
+        rank: l.rank,
+    };
+    match log.figures.iter_mut().find(|x| x.key == key) {
+        // Rank 0 (or the lowest rank) wins; an unranked repeat does not override.
+        Some(old) => {
+            if let (Some(new), Some(prev)) = (l.rank, old.rank)
+                && new < prev
+            {
+                *old = f;
+            }
+        }
+        None => log.figures.push(f),
+    }
+}
+
+fn set_mem(log: &mut StartupLog, l: &Line, key: &'static str, pat: &str) -> bool {
+    if let Some((v, rest)) = l.num_after(pat)
+        && let Some((unit, per)) = unit_of(rest, log.engine)
+    {
+        set(log, l, key, v, unit, Some(v * per));
+        return true;
+    }
+    false
+}
+
+fn set_count(
+    log: &mut StartupLog,
+    l: &Line,
+    key: &'static str,
+    pat: &str,
+    unit: &'static str,
+) -> bool {
+    if let Some((v, _)) = l.num_after(pat) {
+        set(log, l, key, v, unit, None);
+        return true;
+    }
+    false
+}
+
+fn engine(log: &mut StartupLog, e: Engine) {
+    if log.engine.is_none() {
+        log.engine = Some(e);
+    }
+}
+
+fn fail(log: &mut StartupLog, l: &Line) {
+    log.failed = true;
+    if log.failure.is_none() {
+        let t: String = l.text.trim().chars().take(400).collect();
+        log.failure = Some((l.no, t));
+    }
+}
+
+fn word_after<'a>(text: &'a str, pat: &str) -> Option<&'a str> {
+    let i = text.find(pat)?;
+    let rest = text.get(i + pat.len()..)?.trim_start();
+    let end = rest
+        .find(|c: char| c.is_whitespace() || c == ')' || c == ',' || c == '"')
+        .unwrap_or(rest.len());
+    let w = rest.get(..end)?;
+    (!w.is_empty()).then_some(w)
+}
+
+/// Phrases of the lines that fill a long-running server's log (vLLM's periodic stats from
+/// `vllm/v1/metrics/loggers.py`, uvicorn access lines, per-request lines): they never carry a
+/// start-up figure, and skipping them with a few searches keeps a 1 GiB log fast.
+const BULK: &[&str] = &[
+    "throughput:",
+    "HTTP/1.",
+    "Received request",
+    "Finished request",
+    "Added request",
+];
+
+fn scan(l: &mut Line, log: &mut StartupLog) {
+    let t = l.text;
+    if BULK.iter().any(|b| t.contains(b)) {
+        return;
+    }
+    // --- engine and version
+    if let Some(v) = word_after(t, "vLLM API server version ") {
+        engine(log, Engine::Vllm);
+        log.engine_version.get_or_insert_with(|| v.to_string());
+    }
+    if t.contains("Initializing a V1 LLM engine (v") || t.contains("Initializing an LLM engine (v")
+    {
+        engine(log, Engine::Vllm);
+        if let Some(v) = word_after(t, "LLM engine (v") {
+            log.engine_version.get_or_insert_with(|| v.to_string());
+        }
+        if log.vllm_v1.is_none() {
+            log.vllm_v1 = Some(t.contains("V1 LLM engine"));
+        }
+    }
+    if t.contains("EngineCore") || t.contains("Worker_TP") || t.contains("[gpu_model_runner.py") {
+        engine(log, Engine::Vllm);
+        if t.contains("EngineCore") {
+            log.vllm_v1.get_or_insert(true);
+        }
+    }
+    if t.contains("server_args=ServerArgs(") || t.contains("sglang") && t.contains("launch_server")
+    {
+        engine(log, Engine::Sglang);
+    }
+    if t.contains("text_generation_launcher") || t.contains("text_generation_router") {
+        engine(log, Engine::Tgi);
+    }
+    if t.contains("llama_context:")
+        || t.contains("llama_model_loader:")
+        || t.contains("llama_kv_cache")
+    {
+        engine(log, Engine::LlamaCpp);
+    }
+    if t.contains("llama-server") && t.contains("version: ") {
+        engine(log, Engine::LlamaCpp);
+        if let Some(v) = word_after(t, "version: ") {
+            log.engine_version.get_or_insert_with(|| v.to_string());
+        }
+    }
+
+    // --- arguments
+    if let Some(i) = t.find("non-default args: {") {
+        engine(log, Engine::Vllm);
+        args_python(
+            log,
+            t.get(i + "non-default args: {".len()..).unwrap_or(""),
+            ':',
+        );
+    }
+    if let Some(i) = t.find("ServerArgs(") {
+        engine(log, Engine::Sglang);
+        args_python(log, t.get(i + "ServerArgs(".len()..).unwrap_or(""), '=');
+    }
+    if let Some(i) = t.find("Args {") {
+        engine(log, Engine::Tgi);
+        args_python(log, t.get(i + "Args {".len()..).unwrap_or(""), ':');
+    }
+    if let Some(i) = t.find("# command: ") {
+        args_command(log, t.get(i + "# command: ".len()..).unwrap_or(""), true);
+    }
+    // A command quoted in a report: `vllm serve MODEL --flag value`.
+    for (pat, e) in [
+        ("vllm serve ", Engine::Vllm),
+        ("sglang serve ", Engine::Sglang),
+    ] {
+        if let Some(i) = t.find(pat) {
+            engine(log, e);
+            args_command(log, t.get(i + pat.len()..).unwrap_or(""), false);
+        }
+    }
+
+    // --- GPU
+    if log.gpu_model.is_none() {
+        // nvidia-smi table row: `|   0  NVIDIA GeForce RTX 5080        Off |`
+        if t.starts_with('|')
+            && let Some(i) = t.find("NVIDIA ")
+            && let Some(name) = t.get(i..).and_then(|r| r.split("  ").next())
+        {
+            log.gpu_model = Some(name.trim().to_string());
+        }
+        // llama.cpp / ggml: `Device 0: NVIDIA GeForce RTX 4090, compute capability 8.9`
+        if let Some(i) = t.find("Device 0: ")
+            && let Some(name) = t.get(i + 10..).and_then(|r| r.split(',').next())
+        {
+            log.gpu_model = Some(name.trim().to_string());
+        }
+    }
+
+    // --- vLLM figures
+    if t.contains("Loading model weights took") {
+        engine(log, Engine::Vllm);
+        set_mem(log, l, "weights", "Loading model weights took");
+    }
+    if t.contains("Model loading took") {
+        engine(log, Engine::Vllm);
+        set_mem(log, l, "weights", "Model loading took");
+    }
+    set_mem(log, l, "total_gpu_memory", "total_gpu_memory (");
+    if let Some(i) = t.find("gpu_memory_utilization (") {
+        let after = t.get(i..).unwrap_or("");
+        let sub = Line { text: after, ..*l };
+        set_count(
+            log,
+            &sub,
+            "gpu_memory_utilization",
+            "gpu_memory_utilization (",
+            "fraction",
+        );
+        set_mem(log, &sub, "usable_memory", ") = ");
+    }
+    set_mem(log, l, "weights", "model weights take ");
+    set_mem(log, l, "non_torch", "non_torch_memory takes ");
+    set_mem(
+        log,
+        l,
+        "activation_peak",
+        "PyTorch activation peak memory takes ",
+    );
+    set_mem(
+        log,
+        l,
+        "kv_cache",
+        "the rest of the memory reserved for KV Cache is ",
+    );
+    // 0.6.4: `Memory profiling results: total_gpu_memory=79.15GiB ... kv_cache_size=57.20GiB`
+    if t.contains("Memory profiling results:") {
+        set_mem(log, l, "total_gpu_memory", "total_gpu_memory=");
+        set_mem(log, l, "non_torch", "non_torch_memory=");
+        set_mem(log, l, "kv_cache", "kv_cache_size=");
+        set_count(
+            log,
+            l,
+            "gpu_memory_utilization",
+            "gpu_memory_utilization=",
+            "fraction",
+        );
+    }
+    set_mem(log, l, "kv_cache", "Available KV cache memory:");
+    set_count(log, l, "kv_cache_tokens", "GPU KV cache size:", "tokens");
+    if t.contains("Maximum concurrency for") {
+        set_count(
+            log,
+            l,
+            "max_concurrency_request_tokens",
+            "Maximum concurrency for",
+            "tokens",
+        );
+        set_count(log, l, "max_concurrency", "tokens per request:", "x");
+    }
+    set_count(log, l, "gpu_blocks", "# GPU blocks:", "blocks");
+    set_count(log, l, "gpu_blocks", "# CUDA blocks:", "blocks");
+    set_count(log, l, "gpu_blocks", "num_gpu_blocks is:", "blocks");
+    set_count(log, l, "cpu_blocks", "# CPU blocks:", "blocks");
+    if t.contains("Graph capturing finished in") {
+        set_mem(log, l, "cuda_graph", "took");
+    }
+    set_count(log, l, "max_model_len", "Using max model len", "tokens");
+    if let Some(j) = t.find("Free memory on device (") {
+        engine(log, Engine::Vllm);
+        // `(F/T GiB)`: the unit follows T only.
+        let sub = Line {
+            text: t.get(j + "Free memory on device (".len()..).unwrap_or(""),
+            ..*l
+        };
+        if let Some((free, rest)) = sub.num_after("")
+            && let Some(rest) = rest.strip_prefix('/')
+        {
+            let sub = Line { text: rest, ..*l };
+            if let Some((total, unit_rest)) = sub.num_after("")
+                && unit_rest.trim_start().starts_with("GiB")
+            {
+                set(log, l, "free_at_start", free, "GiB", Some(free));
+                set(log, l, "total_gpu_memory", total, "GiB", Some(total));
+            }
+        }
+        if let Some(i) = t.find("utilization is (") {
+            let sub = Line {
+                text: t.get(i..).unwrap_or(""),
+                ..*l
+            };
+            set_count(
+                log,
+                &sub,
+                "gpu_memory_utilization",
+                "utilization is (",
+                "fraction",
+            );
+            set_mem(log, &sub, "usable_memory", ", ");
+        }
+        if let Some(i) = t.find("Actual usage is ") {
+            let sub = Line {
+                text: t.get(i..).unwrap_or(""),
+                ..*l
+            };
+            set_mem(log, &sub, "weights", "Actual usage is ");
+            set_mem(log, &sub, "activation_peak", "for weight, ");
+            set_mem(log, &sub, "non_torch", "for peak activation, ");
+            set_mem(log, &sub, "cuda_graph", "for non-torch memory, and ");
+        }
+        if t.contains("is less than desired GPU memory utilization") {
+            fail(log, l);
+        }
+    }
+    // Failures vLLM prints.
+    if t.contains("is larger than the maximum number of tokens that can be stored in KV cache") {
+        engine(log, Engine::Vllm);
+        if let Some(i) = t.find("stored in KV cache (") {
+            let sub = Line {
+                text: t.get(i..).unwrap_or(""),
+                ..*l
+            };
+            set_count(
+                log,
+                &sub,
+                "kv_capacity_tokens_in_error",
+                "stored in KV cache (",
+                "tokens",
+            );
+        }
+        set_count(log, l, "max_model_len", "max seq len (", "tokens");
+        set_count(log, l, "max_model_len", "max_model_len (", "tokens");
+        fail(log, l);
+    }
+    if t.contains("To serve at least one request with the model") {
+        engine(log, Engine::Vllm);
+        set_count(log, l, "max_model_len", "max seq len (", "tokens");
+        set_mem(log, l, "kv_cache_needed", "), (");
+        if let Some(i) = t.find("available KV cache memory (") {
+            let sub = Line {
+                text: t.get(i..).unwrap_or(""),
+                ..*l
+            };
+            set_mem(log, &sub, "kv_cache", "available KV cache memory (");
+        }
+        set_count(
+            log,
+            l,
+            "estimated_max_model_len",
+            "estimated maximum model length is",
+            "tokens",
+        );
+        fail(log, l);
+    }
+    if t.contains("No available memory for the cache blocks")
+        || t.contains("EngineCore failed to start")
+        || t.contains("Engine core initialization failed")
+    {
+        fail(log, l);
+    }
+
+    // --- SGLang figures ("GB" = GiB).
+    if t.contains("Load weight begin.") {
+        engine(log, Engine::Sglang);
+        set_mem(log, l, "avail_before_weights", "avail mem=");
+    }
+    if t.contains("Load weight end.") {
+        engine(log, Engine::Sglang);
+        set_mem(log, l, "avail_after_weights", "avail mem=");
+        set_mem(log, l, "weights", "mem usage=");
+    }
+    if t.contains("KV Cache is allocated.") {
+        engine(log, Engine::Sglang);
+        set_count(log, l, "kv_cache_tokens", "#tokens:", "tokens");
+        set_mem(log, l, "k_size", "K size:");
+        set_mem(log, l, "v_size", "V size:");
+        set_mem(log, l, "kv_cache", "KV size:");
+    }
+    if t.contains("Memory pool end.") {
+        set_mem(log, l, "avail_after_kv_pool", "avail mem=");
+    }
+    if t.contains("Capture cuda graph end.") {
+        set_mem(log, l, "cuda_graph", "mem usage=");
+    }
+    if t.contains("Init torch distributed ends.") {
+        set_mem(log, l, "distributed_init", "mem usage=");
+    }
+    if t.contains("max_total_num_tokens=") {
+        engine(log, Engine::Sglang);
+        set_count(log, l, "kv_cache_tokens", "max_total_num_tokens=", "tokens");
+        set_count(
+            log,
+            l,
+            "max_running_requests",
+            "max_running_requests=",
+            "requests",
+        );
+        set_count(log, l, "max_model_len", "context_len=", "tokens");
+    }
+    if t.contains("Not enough memory. Please try to increase --mem-fraction-static")
+        || t.contains("leave no GPU memory for the KV cache")
+    {
+        engine(log, Engine::Sglang);
+        fail(log, l);
+    }
+
+    // --- TGI figures.
+    if t.contains("KV-cache blocks:") {
+        engine(log, Engine::Tgi);
+        set_count(log, l, "gpu_blocks", "KV-cache blocks:", "blocks");
+        set_count(log, l, "block_size", ", size:", "tokens");
+    }
+    if t.contains("Setting max batch total tokens to") {
+        engine(log, Engine::Tgi);
+        set_count(
+            log,
+            l,
+            "kv_cache_tokens",
+            "Setting max batch total tokens to",
+            "tokens",
+        );
+    }
+    set_count(
+        log,
+        l,
+        "max_batch_prefill_tokens",
+        "Default `max_batch_prefill_tokens` to",
+        "tokens",
+    );
+    set_count(log, l, "num_shard", "Sharding model on", "processes");
+    set_count(
+        log,
+        l,
+        "max_model_len",
+        "Maximum total tokens defaulted to",
+        "tokens",
+    );
+    if t.contains("Not enough memory to handle") {
+        engine(log, Engine::Tgi);
+        set_count(
+            log,
+            l,
+            "prefill_tokens_in_error",
+            "Not enough memory to handle",
+            "tokens",
+        );
+        fail(log, l);
+    }
+    if log.engine == Some(Engine::Tgi) && t.contains("Shard") && t.contains("failed to start") {
+        fail(log, l);
+    }
+
+    // --- llama.cpp figures (MiB).
+    if let Some((v, rest)) = l.num_after("llama_kv_cache: size = ")
+        && rest.trim_start().starts_with("MiB")
+    {
+        // One line per cache (a sliding-window model prints two): the figure is their sum.
+        let prev = log.figure("kv_cache").map_or(0.0, |f| f.value);
+        log.figures.retain(|f| f.key != "kv_cache");
+        let sum = prev + v;
+        set(log, l, "kv_cache", sum, "MiB", Some(sum / 1024.0));
+    }
+    if t.contains("llama_context: n_ctx ") {
+        set_count(log, l, "n_ctx", "= ", "tokens");
+    }
+    if t.contains("n_slots = ") && t.contains("n_ctx_slot = ") {
+        set_count(log, l, "n_slots", "n_slots = ", "slots");
+        set_count(log, l, "max_model_len", "n_ctx_slot = ", "tokens");
+    }
+    if t.contains("model buffer size =") {
+        set_mem(log, l, "weights", "model buffer size =");
+    }
+    if t.contains("compute buffer size =") {
+        set_mem(log, l, "activation_peak", "compute buffer size =");
+    }
+    if log.engine == Some(Engine::LlamaCpp)
+        && (t.contains("failed to allocate") || t.contains("failed to load model"))
+    {
+        fail(log, l);
+    }
+
+    // --- any engine
+    if t.contains("CUDA out of memory")
+        || t.contains("OutOfMemoryError")
+        || t.contains("HIP out of memory")
+    {
+        fail(log, l);
+    }
+}
+
+/// `'key': value, 'key2': [..]` (vLLM dict), `key=value, ...` (SGLang dataclass repr), or
+/// `key: value, ...` (TGI Debug): split on top-level commas, keep quotes' content.
+fn args_python(log: &mut StartupLog, s: &str, sep: char) {
+    let mut depth = 0i32;
+    let mut quote: Option<char> = None;
+    let mut start = 0;
+    let mut parts = Vec::new();
+    for (i, c) in s.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '(' | '[' | '{') => depth += 1,
+            (None, ')' | ']' | '}') => {
+                depth -= 1;
+                if depth < 0 {
+                    parts.push(s.get(start..i).unwrap_or(""));
+                    break;
+                }
+            }
+            (None, ',') if depth == 0 => {
+                parts.push(s.get(start..i).unwrap_or(""));
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if depth >= 0 {
+        parts.push(s.get(start..).unwrap_or(""));
+    }
+    for p in parts {
+        if log.args.len() >= MAX_ARGS {
+            return;
+        }
+        let Some((k, v)) = p.split_once(sep) else {
+            continue;
+        };
+        // `... dtype='auto'`: a paste's elision mark before the key.
+        let k = k
+            .trim()
+            .trim_start_matches(['.', '…', ' '])
+            .trim_matches(['\'', '"'])
+            .replace('-', "_");
+        if k.is_empty() || k == "..." || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let mut v = v.trim();
+        // TGI: `Some(2)`.
+        if let Some(inner) = v.strip_prefix("Some(").and_then(|x| x.strip_suffix(')')) {
+            v = inner;
+        }
+        let v = v.trim_matches(['\'', '"']).to_string();
+        if !log.args.iter().any(|(x, _)| *x == k) {
+            log.args.push((k, v));
+        }
+    }
+}
+
+/// A command line (`vllm serve M --max-model-len 8192`, `llama-server -m x.gguf -c 8192`).
+fn args_command(log: &mut StartupLog, s: &str, program_first: bool) {
+    let words: Vec<&str> = s
+        .split_whitespace()
+        .skip(usize::from(program_first))
+        .map(|w| w.trim_end_matches(['`', ')', '\'', '"', ',']))
+        .collect();
+    // The first positional word is the model (`vllm serve MODEL`).
+    if let Some(m) = words
+        .first()
+        .filter(|w| !w.starts_with('-') && !w.is_empty())
+        && !log.args.iter().any(|(k, _)| k == "model")
+    {
+        log.args.push(("model".to_string(), (*m).to_string()));
+    }
+    let mut i = 0;
+    while let Some(w) = words.get(i) {
+        i += 1;
+        if log.args.len() >= MAX_ARGS {
+            return;
+        }
+        let Some(flag) = w.strip_prefix("--").or_else(|| w.strip_prefix('-')) else {
+            continue;
+        };
+        let (k, v) = match flag.split_once('=') {
+            Some((k, v)) => (k.to_string(), v.to_string()),
+            None => match words.get(i) {
+                Some(n) if !n.starts_with('-') || n.parse::<f64>().is_ok() => {
+                    i += 1;
+                    (flag.to_string(), (*n).to_string())
+                }
+                _ => (flag.to_string(), "true".to_string()),
+            },
+        };
+        let k = k.replace('-', "_");
+        if !log.args.iter().any(|(x, _)| *x == k) {
+            log.args.push((k, v));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> StartupLog {
+        parse(s.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn vllm_v1_lines_with_prefixes_and_colours() {
+        let log = p(
+            "\u{1b}[1;36m(EngineCore_DP0 pid=6880)\u{1b}[0;0m INFO 10-31 15:07:49 [gpu_worker.py:298] Available KV cache memory: 1.71 GiB\n\
+             (EngineCore_DP0 pid=164) INFO 01-23 15:50:06 [kv_cache_utils.py:1087] GPU KV cache size: 840,160 tokens\n\
+             (EngineCore_DP0 pid=164) INFO 01-23 15:50:06 [kv_cache_utils.py:1091] Maximum concurrency for 32,768 tokens per request: 25.64x\n",
+        );
+        assert_eq!(log.engine, Some(Engine::Vllm));
+        assert_eq!(log.figure("kv_cache").unwrap().gib, Some(1.71));
+        assert_eq!(log.figure("kv_cache_tokens").unwrap().value, 840160.0);
+        assert_eq!(log.figure("max_concurrency").unwrap().value, 25.64);
+        assert_eq!(
+            log.figure("max_concurrency_request_tokens").unwrap().value,
+            32768.0
+        );
+    }
+
+    #[test]
+    fn a_number_cut_at_the_end_is_not_trusted() {
+        let log = p(
+            "INFO vLLM API server version 0.11.0\nINFO [kv_cache_utils.py:1087] GPU KV cache size: 100,7",
+        );
+        assert!(log.figure("kv_cache_tokens").is_none());
+        assert!(log.ends_mid_line);
+    }
+
+    #[test]
+    fn rank_zero_wins() {
+        let log = p(
+            "[2025-03-08 12:29:21 TP1] KV Cache is allocated. #tokens: 46000, K size: 1.40 GB, V size: 1.40 GB\n\
+             [2025-03-08 12:29:21 TP0] KV Cache is allocated. #tokens: 46611, K size: 1.42 GB, V size: 1.42 GB\n",
+        );
+        assert_eq!(log.figure("kv_cache_tokens").unwrap().value, 46611.0);
+        assert_eq!(log.rank_count(), 2);
+    }
+
+    #[test]
+    fn not_a_log() {
+        assert_eq!(
+            parse("hello\nworld\n".as_bytes()),
+            Err(StartupLogError::NotAStartupLog { lines: 2 })
+        );
+    }
+}

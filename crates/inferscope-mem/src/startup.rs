@@ -1,0 +1,723 @@
+//! `mem startup`: what a parsed start-up log measured, what the planner predicts for the same
+//! inputs (term by term), and for a failed start-up the diagnosis and fixes, each re-planned.
+//!
+//! Pure: takes a [`StartupLog`] and optional hints (model, GPU the log does not name), returns a
+//! [`StartupReport`]. The JSON keys `engine`, `engine_version`, `failed`,
+//! `measured.kv_cache_gib`, `measured.kv_cache_tokens` and `fixes` (`[{change, fits}]`) are a
+//! contract (issue 17); `measured` has the record shape of `fixtures/tools/vllm-logs/cases.jsonl`.
+
+use inferscope_formats::startup_log::{Engine as LogEngine, StartupLog};
+use inferscope_plan::engine::Engine;
+use inferscope_plan::memory::GIB;
+use inferscope_plan::{GpuSpec, Plan, PlanRequest, catalog, gpus, plan};
+use serde::Serialize;
+
+/// What the user tells us that the log may not (`--model`, `--gpu`, `--gpus`).
+#[derive(Debug, Clone, Default)]
+pub struct Hints {
+    /// Model id (HF repo id as in the catalog).
+    pub model: Option<String>,
+    /// GPU name (catalog) when the log does not print one.
+    pub gpu: Option<String>,
+    /// GPUs in use.
+    pub gpu_count: Option<u32>,
+}
+
+/// The figures the engine printed, normalised to GiB per GPU (record shape of the start-up
+/// fixtures). `null` = not printed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Measured {
+    /// `Loading model weights took X GB` / `Model loading took X GiB` / SGLang `mem usage`.
+    pub weights_gib: Option<f64>,
+    /// The weights figure as printed.
+    pub weights_load_line_value: Option<f64>,
+    /// Its unit as printed.
+    pub weights_load_line_unit: Option<&'static str>,
+    /// Torch-visible total of the card.
+    pub total_gpu_memory_gib: Option<f64>,
+    /// total × utilisation.
+    pub usable_memory_gib: Option<f64>,
+    /// Non-torch memory (NCCL, CUDA context).
+    pub non_torch_gib: Option<f64>,
+    /// Activation peak while profiling (llama.cpp: compute buffer).
+    pub activation_peak_gib: Option<f64>,
+    /// CUDA graph memory.
+    pub cuda_graph_gib: Option<f64>,
+    /// KV cache, per GPU.
+    pub kv_cache_gib: Option<f64>,
+    /// The engine's token capacity (vLLM "GPU KV cache size", SGLang `max_total_num_tokens`,
+    /// TGI "max batch total tokens"; llama.cpp: `n_ctx`).
+    pub kv_cache_tokens: Option<u64>,
+    /// KV blocks (vLLM `# GPU blocks` / `num_gpu_blocks`, TGI `KV-cache blocks`).
+    pub gpu_blocks: Option<u64>,
+    /// vLLM `# CPU blocks`.
+    pub cpu_blocks: Option<u64>,
+    /// `Maximum concurrency for N tokens per request: Xx`.
+    pub max_concurrency: Option<f64>,
+    /// Its N.
+    pub max_concurrency_request_tokens: Option<u64>,
+    /// vLLM's "… stored in KV cache (N)".
+    pub kv_capacity_tokens_in_error: Option<u64>,
+    /// Context length the engine used (vLLM error or `Using max model len`, SGLang
+    /// `context_len`, TGI max total tokens, llama.cpp per-slot context).
+    pub max_model_len: Option<u64>,
+    /// SGLang: free memory before weights load.
+    pub avail_before_weights_gib: Option<f64>,
+    /// SGLang: free memory after weights load.
+    pub avail_after_weights_gib: Option<f64>,
+}
+
+/// One figure as printed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Printed {
+    /// Our key.
+    pub key: &'static str,
+    /// As printed.
+    pub value: f64,
+    /// Unit as printed.
+    pub unit: &'static str,
+    /// Normalised (memory only).
+    pub gib: Option<f64>,
+    /// Line number.
+    pub line: u64,
+    /// Rank, when the line names one.
+    pub rank: Option<u32>,
+}
+
+/// One term of the per-GPU breakdown, measured beside predicted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Term {
+    /// `weights`, `non_torch`, `activation_peak`, `cuda_graph`, `kv_cache`.
+    pub term: &'static str,
+    /// From the log (null: not printed).
+    pub measured_gib: Option<f64>,
+    /// From the planner.
+    pub predicted_gib: f64,
+    /// predicted − measured.
+    pub difference_gib: Option<f64>,
+}
+
+/// The planner's prediction for the log's inputs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Prediction {
+    /// Model id the planner used.
+    pub model: String,
+    /// GPU and torch-visible total used.
+    pub gpu: String,
+    /// Total GiB per GPU used (the log's when printed).
+    pub gpu_total_gib: f64,
+    /// Per-GPU terms.
+    pub terms: Vec<Term>,
+    /// Predicted KV tokens.
+    pub kv_cache_tokens: u64,
+    /// Predicted max concurrency.
+    pub max_concurrency: f64,
+    /// Whether the planner says it fits.
+    pub fits: bool,
+    /// The planner's problems.
+    pub problems: Vec<String>,
+}
+
+/// One fix, re-planned.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Fix {
+    /// The flag change (`--max-model-len 65536`).
+    pub change: String,
+    /// Whether it fits.
+    pub fits: bool,
+    /// KV per GPU with the change (null when not computed).
+    pub kv_cache_gib: Option<f64>,
+    /// KV tokens with the change.
+    pub kv_cache_tokens: Option<u64>,
+    /// What it costs.
+    pub cost: String,
+    /// `planner`, or `engine` (the engine's own figure or formula on the log's numbers).
+    pub verified_by: &'static str,
+}
+
+/// `mem startup --json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StartupReport {
+    /// `vllm`, `sglang`, `tgi`, `llama.cpp`.
+    pub engine: &'static str,
+    /// As printed, or null.
+    pub engine_version: Option<String>,
+    /// The start-up failed.
+    pub failed: bool,
+    /// The line that says so.
+    pub failure: Option<String>,
+    /// Its line number.
+    pub failure_line: Option<u64>,
+    /// Model as the log (or `--model`) names it.
+    pub model_id: Option<String>,
+    /// GPU as the log (or `--gpu`) names it.
+    pub gpu_model: Option<String>,
+    /// GPUs (hint, TP × PP, or ranks seen).
+    pub gpu_count: Option<u32>,
+    /// Tensor parallel size from the arguments.
+    pub tp_size: Option<u32>,
+    /// Pipeline parallel size.
+    pub pp_size: Option<u32>,
+    /// Arguments recognised (`non-default args`, `ServerArgs`, `Args`, command line).
+    pub args: Vec<(String, String)>,
+    /// The measured breakdown.
+    pub measured: Measured,
+    /// Every figure as printed.
+    pub printed: Vec<Printed>,
+    /// Planner's prediction.
+    pub prediction: Option<Prediction>,
+    /// Why there is none.
+    pub prediction_unavailable: Option<String>,
+    /// For a failed start-up: why.
+    pub diagnosis: Option<String>,
+    /// For a failed start-up: fixes, re-planned.
+    pub fixes: Vec<Fix>,
+    /// Oddities.
+    pub notes: Vec<String>,
+    /// Lines read.
+    pub lines_read: u64,
+}
+
+fn r2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}
+
+fn arg_u(log: &StartupLog, names: &[&str]) -> Option<u64> {
+    names
+        .iter()
+        .find_map(|n| log.arg(n).and_then(|v| v.trim().parse::<u64>().ok()))
+}
+
+fn arg_f(log: &StartupLog, names: &[&str]) -> Option<f64> {
+    names.iter().find_map(|n| {
+        log.arg(n)
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|v| v.is_finite())
+    })
+}
+
+fn arg_s(log: &StartupLog, names: &[&str]) -> Option<String> {
+    names.iter().find_map(|n| {
+        log.arg(n)
+            .filter(|v| !v.is_empty() && *v != "None" && *v != "null" && *v != "auto")
+            .map(str::to_string)
+    })
+}
+
+fn gib(log: &StartupLog, key: &str) -> Option<f64> {
+    log.figure(key).and_then(|f| f.gib)
+}
+
+fn count(log: &StartupLog, key: &str) -> Option<u64> {
+    log.figure(key)
+        .map(|f| f.value)
+        .filter(|v| *v >= 0.0 && v.fract() == 0.0)
+        .map(|v| v as u64)
+}
+
+fn measured(log: &StartupLog) -> Measured {
+    let w = log.figure("weights");
+    let kv = gib(log, "kv_cache").or(match (gib(log, "k_size"), gib(log, "v_size")) {
+        (Some(k), Some(v)) => Some(r2(k + v)),
+        _ => None,
+    });
+    let kv_tokens = count(log, "kv_cache_tokens").or(if log.engine == Some(LogEngine::LlamaCpp) {
+        count(log, "n_ctx")
+    } else {
+        None
+    });
+    Measured {
+        weights_gib: w.and_then(|f| f.gib).map(r2),
+        weights_load_line_value: w.map(|f| f.value),
+        weights_load_line_unit: w.map(|f| f.unit),
+        total_gpu_memory_gib: gib(log, "total_gpu_memory"),
+        usable_memory_gib: gib(log, "usable_memory"),
+        non_torch_gib: gib(log, "non_torch"),
+        activation_peak_gib: gib(log, "activation_peak").map(r2),
+        cuda_graph_gib: gib(log, "cuda_graph"),
+        kv_cache_gib: kv.map(r2),
+        kv_cache_tokens: kv_tokens,
+        gpu_blocks: count(log, "gpu_blocks"),
+        cpu_blocks: count(log, "cpu_blocks"),
+        max_concurrency: log.figure("max_concurrency").map(|f| f.value),
+        max_concurrency_request_tokens: count(log, "max_concurrency_request_tokens"),
+        kv_capacity_tokens_in_error: count(log, "kv_capacity_tokens_in_error"),
+        max_model_len: count(log, "max_model_len"),
+        avail_before_weights_gib: gib(log, "avail_before_weights"),
+        avail_after_weights_gib: gib(log, "avail_after_weights"),
+    }
+}
+
+/// The catalog id for a model as launched (`/home/x/Qwen/QwQ-32B` → `Qwen/QwQ-32B`).
+fn resolve_model(name: &str) -> Option<(String, inferscope_plan::ModelArch)> {
+    let parts: Vec<&str> = name.trim_end_matches('/').rsplit('/').collect();
+    let mut tries = vec![name.to_string()];
+    if let [last, org, ..] = parts.as_slice() {
+        tries.push(format!("{org}/{last}"));
+    }
+    if let Some(last) = parts.first() {
+        tries.push((*last).to_string());
+    }
+    tries
+        .into_iter()
+        .find_map(|t| catalog::lookup(&t).ok().map(|a| (t, a)))
+}
+
+/// Analyse a parsed log.
+pub fn analyse(log: &StartupLog, hints: &Hints) -> StartupReport {
+    let engine = log.engine.map_or("unknown", LogEngine::as_str);
+    let m = measured(log);
+    let mut notes = Vec::new();
+    let tp = arg_u(log, &["tensor_parallel_size", "tp_size", "tp", "num_shard"])
+        .or(count(log, "num_shard"))
+        .map(|v| v.min(1024) as u32);
+    let pp = arg_u(log, &["pipeline_parallel_size", "pp_size", "pp"]).map(|v| v.min(1024) as u32);
+    let ranks = log.rank_count();
+    let gpu_count = hints
+        .gpu_count
+        .or(tp.map(|t| t.saturating_mul(pp.unwrap_or(1))))
+        .or((ranks > 0).then_some(ranks));
+    if ranks > 1 {
+        notes.push(format!(
+            "{ranks} ranks' lines are interleaved; figures are rank 0's (or the lowest rank's)"
+        ));
+    }
+    if log.ends_mid_line {
+        notes.push(
+            "the log ends mid-line (cut): a number running to the cut is not used".to_string(),
+        );
+    }
+    if log.long_lines > 0 {
+        notes.push(format!("{} over-long lines were cut", log.long_lines));
+    }
+    let model_id = hints
+        .model
+        .clone()
+        .or_else(|| arg_s(log, &["model", "model_path", "model_id", "model_tag"]));
+    let gpu_model = hints.gpu.clone().or_else(|| log.gpu_model.clone());
+    let printed = log
+        .figures
+        .iter()
+        .map(|f| Printed {
+            key: f.key,
+            value: f.value,
+            unit: f.unit,
+            gib: f.gib.map(|g| (g * 10000.0).round() / 10000.0),
+            line: f.line,
+            rank: f.rank,
+        })
+        .collect();
+
+    let mut report = StartupReport {
+        engine,
+        engine_version: log.engine_version.clone(),
+        failed: log.failed,
+        failure: log.failure.as_ref().map(|(_, t)| t.clone()),
+        failure_line: log.failure.as_ref().map(|(n, _)| *n),
+        model_id: model_id.clone(),
+        gpu_model: gpu_model.clone(),
+        gpu_count,
+        tp_size: tp,
+        pp_size: pp,
+        args: log.args.clone(),
+        measured: m.clone(),
+        printed,
+        prediction: None,
+        prediction_unavailable: None,
+        diagnosis: None,
+        fixes: Vec::new(),
+        notes,
+        lines_read: log.lines,
+    };
+
+    // The planner request, from the log's own inputs.
+    let req = request(log, &report, &m);
+    let base = match req {
+        Ok(req) => {
+            let p = plan(&req);
+            report.prediction = Some(prediction(&req, &p, &m));
+            Some((req, p))
+        }
+        Err(why) => {
+            report.prediction_unavailable = Some(why);
+            None
+        }
+    };
+    if log.failed {
+        report.diagnosis = Some(diagnose(log, &m));
+        report.fixes = engine_fixes(log, &m);
+        if let Some((req, p)) = &base {
+            if p.fits {
+                report.notes.push(
+                    "the planner predicts this configuration fits, so it does not reproduce the \
+                     failure: its fixes below are less certain than the engine's own figures"
+                        .to_string(),
+                );
+            }
+            if !p.fits
+                && let Some(d) = report.diagnosis.as_mut()
+                && d.contains("does not say")
+            {
+                d.push_str(&format!(
+                    "; the planner's reason: {}",
+                    p.problems.join("; ")
+                ));
+            }
+            report.fixes.extend(planner_fixes(req, p));
+        }
+    }
+    report
+}
+
+fn request(log: &StartupLog, r: &StartupReport, m: &Measured) -> Result<PlanRequest, String> {
+    if log.engine == Some(LogEngine::LlamaCpp) {
+        return Err(
+            "llama.cpp plans need the GGUF file: run `inferscope plan -- llama-server -m FILE …` \
+             with the log's command"
+                .to_string(),
+        );
+    }
+    let Some(model) = r.model_id.as_deref() else {
+        return Err("the log does not name the model: pass --model ID".to_string());
+    };
+    let Some((model_name, arch)) = resolve_model(model) else {
+        return Err(format!(
+            "model {model:?} is not in the planner's catalog: pass --model with a catalog id"
+        ));
+    };
+    // The torch-visible total: the log's when printed, else the catalog GPU's.
+    let catalog_gpu = r.gpu_model.as_deref().and_then(|g| gpus::lookup(g).ok());
+    let total_gib = m
+        .total_gpu_memory_gib
+        .or(catalog_gpu.map(|g| g.torch_total_bytes() as f64 / GIB));
+    let Some(total_gib) = total_gib else {
+        return Err(match &r.gpu_model {
+            Some(g) => format!("GPU {g:?} is not in the catalog: pass --gpu NAME"),
+            None => "the log does not name the GPU: pass --gpu NAME".to_string(),
+        });
+    };
+    let tp = r.tp_size.unwrap_or(1).max(1);
+    let pp = r.pp_size.unwrap_or(1).max(1);
+    let mut req = PlanRequest::new(
+        arch,
+        model_name,
+        GpuSpec {
+            name: r
+                .gpu_model
+                .clone()
+                .unwrap_or_else(|| format!("{total_gib:.2} GiB GPU")),
+            total_bytes: (total_gib * GIB) as u64,
+            count: r.gpu_count.unwrap_or(tp * pp).max(tp * pp),
+        },
+    );
+    req.engine = match log.engine {
+        Some(LogEngine::Sglang) => Engine::Sglang,
+        Some(LogEngine::Tgi) => Engine::Tgi,
+        _ => Engine::Vllm,
+    };
+    req.tp = tp;
+    req.pp = pp;
+    req.engine_version = log.engine_version.clone();
+    req.v1 = log.vllm_v1;
+    req.max_model_len = arg_u(
+        log,
+        &["max_model_len", "context_length", "max_total_tokens"],
+    )
+    .or(m.max_model_len);
+    req.gpu_memory_utilization = arg_f(
+        log,
+        &[
+            "gpu_memory_utilization",
+            "mem_fraction_static",
+            "cuda_memory_fraction",
+        ],
+    )
+    .or(log.figure("gpu_memory_utilization").map(|f| f.value));
+    req.kv_cache_dtype = arg_s(log, &["kv_cache_dtype"]);
+    req.dtype = arg_s(log, &["dtype"]);
+    req.quantization = arg_s(log, &["quantization", "quantize"]);
+    req.max_num_seqs = arg_u(log, &["max_num_seqs", "max_running_requests"]).map(|v| v as u32);
+    req.max_num_batched_tokens = arg_u(
+        log,
+        &[
+            "max_num_batched_tokens",
+            "chunked_prefill_size",
+            "max_batch_prefill_tokens",
+        ],
+    );
+    req.enforce_eager = ["enforce_eager", "disable_cuda_graph"]
+        .iter()
+        .any(|n| log.arg(n).is_some_and(|v| v.eq_ignore_ascii_case("true")));
+    Ok(req)
+}
+
+fn prediction(req: &PlanRequest, p: &Plan, m: &Measured) -> Prediction {
+    let g = &p.per_gpu;
+    let term = |term, measured: Option<f64>, predicted: f64| Term {
+        term,
+        measured_gib: measured,
+        predicted_gib: predicted,
+        difference_gib: measured.map(|x| r2(predicted - x)),
+    };
+    Prediction {
+        model: req.model_name.clone(),
+        gpu: req.gpu.name.clone(),
+        gpu_total_gib: r2(req.gpu.total_bytes as f64 / GIB),
+        terms: vec![
+            term("weights", m.weights_gib, g.weights_gib),
+            term("non_torch", m.non_torch_gib, g.non_torch_gib),
+            term("activation_peak", m.activation_peak_gib, g.activation_gib),
+            term("cuda_graph", m.cuda_graph_gib, g.cuda_graph_gib),
+            term("kv_cache", m.kv_cache_gib, g.kv_cache_gib),
+        ],
+        kv_cache_tokens: p.kv_cache_tokens,
+        max_concurrency: p.max_concurrency,
+        fits: p.fits,
+        problems: p.problems.clone(),
+    }
+}
+
+fn diagnose(log: &StartupLog, m: &Measured) -> String {
+    let t = log.failure.as_ref().map_or("", |(_, t)| t.as_str());
+    if let (Some(len), Some(cap)) = (m.max_model_len, m.kv_capacity_tokens_in_error) {
+        return format!(
+            "one request of max_model_len {len} tokens needs more KV cache than the {cap} tokens \
+             that fit after weights and activations"
+        );
+    }
+    if let (Some(len), Some(avail)) = (m.max_model_len, m.kv_cache_gib)
+        && let Some(need) = gib(log, "kv_cache_needed")
+    {
+        return format!(
+            "one request of max_model_len {len} tokens needs {need:.2} GiB of KV cache; only \
+             {avail:.2} GiB was left after weights, activations and graphs"
+        );
+    }
+    if let (Some(free), Some(total)) = (gib(log, "free_at_start"), m.total_gpu_memory_gib)
+        && t.contains("less than desired")
+    {
+        return format!(
+            "only {free:.2} of {total:.2} GiB was free at start-up: other processes hold {:.2} \
+             GiB, more than the utilisation budget leaves",
+            total - free
+        );
+    }
+    if t.contains("leave no GPU memory for the KV cache") || t.contains("Not enough memory") {
+        if let (Some(w), Some(a)) = (m.weights_gib, m.avail_after_weights_gib) {
+            return format!(
+                "weights took {w:.2} GiB per GPU, leaving {a:.2} GiB free, less than the share \
+                 --mem-fraction-static keeps out of the static pool: no room for KV cache"
+            );
+        }
+        return "no room for the KV cache under --mem-fraction-static".to_string();
+    }
+    if t.contains("No available memory for the cache blocks") {
+        return "weights, activations and non-torch memory use the whole utilisation budget: no \
+                memory is left for KV-cache blocks"
+            .to_string();
+    }
+    if let Some(n) = count(log, "prefill_tokens_in_error") {
+        return format!(
+            "TGI's warm-up could not run a {n}-token prefill in the memory left after weights"
+        );
+    }
+    if t.contains("out of memory") || t.contains("OutOfMemoryError") {
+        return "out of memory during start-up: pass the message to `inferscope mem oom` for the \
+                allocator's figures"
+            .to_string();
+    }
+    match m.kv_cache_gib {
+        Some(kv) => format!(
+            "the start-up failed with {kv:.2} GiB of KV cache per GPU (the excerpt does not say \
+             more)"
+        ),
+        None => "the start-up failed; the excerpt does not say why".to_string(),
+    }
+}
+
+/// Fixes from the engine's own figures (its estimate, or its budget formula on the log's numbers).
+fn engine_fixes(log: &StartupLog, m: &Measured) -> Vec<Fix> {
+    let mut out = Vec::new();
+    let est = count(log, "estimated_max_model_len").or(m.kv_capacity_tokens_in_error);
+    if let (Some(e), Some(len)) = (est, m.max_model_len)
+        && e > 0
+        && e < len
+    {
+        out.push(Fix {
+            change: format!("--max-model-len {e}"),
+            fits: true,
+            kv_cache_gib: m.kv_cache_gib,
+            kv_cache_tokens: Some(e),
+            cost: format!("requests longer than {e} tokens are refused (was {len})"),
+            verified_by: "engine",
+        });
+    }
+    // vLLM budget = total × utilisation: raise it by what the KV cache lacks.
+    if let (Some(need), Some(avail), Some(total)) = (
+        gib(log, "kv_cache_needed"),
+        m.kv_cache_gib,
+        m.total_gpu_memory_gib,
+    ) && total > 0.0
+    {
+        let u = log
+            .figure("gpu_memory_utilization")
+            .map(|f| f.value)
+            .or(arg_f(log, &["gpu_memory_utilization"]))
+            .unwrap_or(0.9);
+        let new = ((u + (need - avail) / total) * 100.0).ceil() / 100.0;
+        out.push(Fix {
+            change: format!("--gpu-memory-utilization {new:.2}"),
+            fits: new <= 0.99,
+            kv_cache_gib: Some(r2(need)),
+            kv_cache_tokens: None,
+            cost: format!(
+                "{:.2} GiB less headroom for other processes and fragmentation",
+                (new - u) * total
+            ),
+            verified_by: "engine",
+        });
+    }
+    // SGLang (model_runner.profile_max_num_token): KV = avail_after_weights − total × (1 − f),
+    // total = free before weights (here: after + weights when the begin line is missing).
+    if log.engine == Some(LogEngine::Sglang)
+        && let (Some(after), Some(w)) = (m.avail_after_weights_gib, m.weights_gib)
+    {
+        let total = m.avail_before_weights_gib.unwrap_or(after + w);
+        if total > 0.0 {
+            let min = 1.0 - after / total;
+            // Two points above the minimum leave 2 % of the card for KV.
+            let f = ((min + 0.02) * 100.0).ceil() / 100.0;
+            out.push(Fix {
+                change: format!("--mem-fraction-static {f:.2}"),
+                fits: f < 1.0,
+                kv_cache_gib: Some(r2(after - total * (1.0 - f))),
+                kv_cache_tokens: None,
+                cost: format!(
+                    "minimum viable is {min:.4}; leaves {:.2} GiB per GPU for activations and \
+                     CUDA graphs",
+                    total * (1.0 - f)
+                ),
+                verified_by: "engine",
+            });
+        }
+    }
+    out
+}
+
+fn replan(
+    req: &PlanRequest,
+    change: String,
+    cost: String,
+    f: impl FnOnce(&mut PlanRequest),
+) -> Fix {
+    let mut r = req.clone();
+    f(&mut r);
+    let p = plan(&r);
+    Fix {
+        change,
+        fits: p.fits,
+        kv_cache_gib: Some(p.per_gpu.kv_cache_gib),
+        kv_cache_tokens: Some(p.kv_cache_tokens),
+        cost,
+        verified_by: "planner",
+    }
+}
+
+fn planner_fixes(req: &PlanRequest, base: &Plan) -> Vec<Fix> {
+    let mut out = Vec::new();
+    let util_flag = match req.engine {
+        Engine::Sglang => "--mem-fraction-static",
+        Engine::Tgi => "--cuda-memory-fraction",
+        _ => "--gpu-memory-utilization",
+    };
+    // Largest max-model-len (multiple of 1024) that fits.
+    if let Some(len) = base.max_model_len.filter(|l| *l > 1024) {
+        let fits = |l: u64| {
+            let mut r = req.clone();
+            r.max_model_len = Some(l);
+            plan(&r).fits
+        };
+        let (mut lo, mut hi) = (0u64, len / 1024);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if fits(mid * 1024) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        if lo > 0 && lo * 1024 < len {
+            let l = lo * 1024;
+            out.push(replan(
+                req,
+                format!("--max-model-len {l}"),
+                format!("requests longer than {l} tokens are refused (was {len})"),
+                |r| r.max_model_len = Some(l),
+            ));
+        }
+    }
+    // The smallest utilisation (up to 0.98) that fits.
+    let u0 = req.gpu_memory_utilization.unwrap_or(0.9);
+    let mut u = ((u0 * 100.0).round() as u32 + 1).max(50);
+    while u <= 98 {
+        let mut r = req.clone();
+        r.gpu_memory_utilization = Some(f64::from(u) / 100.0);
+        if plan(&r).fits {
+            let v = f64::from(u) / 100.0;
+            out.push(replan(
+                req,
+                format!("{util_flag} {v:.2}"),
+                format!(
+                    "{:.2} GiB less headroom per GPU for other processes",
+                    (v - u0) * req.gpu.total_bytes as f64 / GIB
+                ),
+                |r| r.gpu_memory_utilization = Some(v),
+            ));
+            break;
+        }
+        u += 1;
+    }
+    if !req
+        .kv_cache_dtype
+        .as_deref()
+        .is_some_and(|d| d.starts_with("fp8"))
+    {
+        out.push(replan(
+            req,
+            "--kv-cache-dtype fp8".to_string(),
+            "half the KV bytes per token; check accuracy (fast on Hopper/Ada and newer)"
+                .to_string(),
+            |r| r.kv_cache_dtype = Some("fp8".to_string()),
+        ));
+    }
+    for tp in [req.tp * 2, req.tp * 4] {
+        if tp <= 8 {
+            out.push(replan(
+                req,
+                format!("--tensor-parallel-size {tp}"),
+                format!("{tp} GPUs instead of {}", req.tp),
+                |r| {
+                    r.tp = tp;
+                    r.gpu.count = r.gpu.count.max(tp * r.pp);
+                },
+            ));
+        }
+    }
+    if let Some(s) = req.max_num_seqs.filter(|s| *s > 1) {
+        out.push(replan(
+            req,
+            format!("--max-num-seqs {}", s / 2),
+            "half the concurrent sequences".to_string(),
+            |r| r.max_num_seqs = Some(s / 2),
+        ));
+    }
+    if let Some(b) = req.max_num_batched_tokens.filter(|b| *b > 512) {
+        out.push(replan(
+            req,
+            format!("--max-num-batched-tokens {}", b / 2),
+            "smaller prefill chunks: longer time to first token under load".to_string(),
+            |r| r.max_num_batched_tokens = Some(b / 2),
+        ));
+    }
+    out
+}
