@@ -229,6 +229,36 @@ fn bad_inputs_exit_2_with_one_line_and_run_nothing() {
             vec!["run", "--numa-node", "0", "--", "./Cargo.toml"],
             "inferscope: error: cannot run ./Cargo.toml: not an executable file",
         ),
+        (
+            vec![
+                "run",
+                "--numa-node",
+                "0",
+                "--omp-threads",
+                "0",
+                "--",
+                "touch",
+                m,
+            ],
+            "inferscope: error: --omp-threads \"0\": expected a whole number of at least 1, or auto",
+        ),
+        (
+            vec![
+                "run",
+                "--gpus",
+                "0",
+                "--device-ids",
+                "uuid",
+                "--dry-run",
+                "--root",
+                "fixtures/hosts/h100-sxm8-2s-switch-12nic/root",
+                "--",
+                "vllm",
+                "serve",
+                "m",
+            ],
+            "inferscope: error: --device-ids uuid: vLLM rejects UUIDs in CUDA_VISIBLE_DEVICES",
+        ),
     ];
     for (args, want) in cases {
         let (code, stdout, stderr) = inferscope(&args);
