@@ -314,7 +314,13 @@ fn k8s(plan: &LaunchPlan, out: &mut String) {
     let env: Vec<(&String, &String)> = plan
         .env
         .iter()
-        .filter(|(k, _)| *k != "CUDA_VISIBLE_DEVICES" && *k != "CUDA_DEVICE_ORDER")
+        .filter(|(k, _)| {
+            // The device plugin chooses the GPUs in Kubernetes.
+            !matches!(
+                k.as_str(),
+                "CUDA_VISIBLE_DEVICES" | "CUDA_DEVICE_ORDER" | "HIP_VISIBLE_DEVICES"
+            )
+        })
         .collect();
     if !env.is_empty() {
         let _ = writeln!(out, "    env:");

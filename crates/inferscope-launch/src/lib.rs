@@ -29,12 +29,17 @@
 //!   policy is set (and the plan says so) rather than one the kernel would refuse.
 //! * **`auto:N` is a deterministic search**, exhaustive while the number of combinations is small
 //!   (every real host), greedy above that. See [`auto`] for the order of criteria.
-//! * **Environment.** `CUDA_VISIBLE_DEVICES` is always set for NVIDIA GPUs (replacing an inherited
-//!   value, with a warning): by UUID when every chosen GPU's UUID is known, otherwise by index
-//!   with `CUDA_DEVICE_ORDER=PCI_BUS_ID`. `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` and
-//!   `OMP_NUM_THREADS` are set only when the inherited environment does not set them.
-//!   `OMP_NUM_THREADS` is the number of CPUs bound, or `N` with `--cpus-per-gpu N` (the share of
-//!   one worker).
+//! * **Environment: set nothing that can hurt** (issue 13). The engine is detected from the
+//!   command ([`engine`]). GPUs are selected by CUDA index with `CUDA_DEVICE_ORDER=PCI_BUS_ID`
+//!   (every engine parses indices; vLLM and SGLang die on UUIDs); UUIDs only with
+//!   `DeviceIds::Uuid`, refused for engines that reject them. AMD GPUs get `HIP_VISIBLE_DEVICES`.
+//!   `OMP_NUM_THREADS` and `PYTORCH_CUDA_ALLOC_CONF` are set only when asked. A variable the
+//!   inherited environment already has is never changed: when it disagrees with `--gpus` on the
+//!   live machine that is an error, from a snapshot a warning. What `run` would recommend goes
+//!   into `advice`, with the reason.
+//! * **One process tree gets the union.** `run` binds itself, then `exec`s; every worker the
+//!   server forks inherits the same CPUs and memory policy. `--cpus-per-gpu` chooses which CPUs
+//!   (each GPU's slot), it does not bind each worker to its own slot.
 //! * **The cgroup is the capturing process's.** Resolution intersects with the cgroup recorded in
 //!   the snapshot; for `--emit` about another machine, capture the snapshot where the server will
 //!   run. An unknown cgroup is not "no limit": it is reported as a warning.
@@ -48,13 +53,19 @@
 
 pub mod auto;
 pub mod emit;
+pub mod engine;
+mod env;
 pub mod error;
 pub mod plan;
 pub mod request;
 mod resolve;
 
 pub use emit::{Emit, emit};
+pub use engine::Engine;
 pub use error::LaunchError;
 pub use plan::{LaunchPlan, MemoryPlan, PlannedGpu, WorkerSlice};
-pub use request::{GpuRef, MemMode, RunRequest, Target, parse_gpus, parse_nodes};
+pub use request::{
+    DeviceIds, GpuRef, MemMode, OmpThreads, RunRequest, Target, parse_gpus, parse_nodes,
+    parse_omp_threads,
+};
 pub use resolve::resolve;

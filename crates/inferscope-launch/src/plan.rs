@@ -2,6 +2,7 @@
 //! an emitted config does), and why. It is serialisable for `run --dry-run --json`; like the
 //! Snapshot, it has no floats and no maps with unordered keys, so its JSON is stable.
 
+use crate::engine::Engine;
 use crate::request::MemMode;
 use inferscope_model::{CpuSet, GpuUuid, NodeSet, NumaNodeId, PciBusId};
 use serde::{Deserialize, Serialize};
@@ -68,11 +69,22 @@ pub struct LaunchPlan {
     pub env: BTreeMap<String, String>,
     /// The server command.
     pub command: Vec<String>,
+    /// The engine detected from the command (`vllm`, `sglang`, `tgi`, `llama_cpp`, `ollama`,
+    /// `unknown`), whose compatibility row shaped `env`.
+    #[serde(default = "unknown_engine")]
+    pub engine: Engine,
+    /// What `run` recommends but does not set, each with its reason.
+    #[serde(default)]
+    pub advice: Vec<String>,
     /// Why each choice was made, one sentence each.
     pub reasons: Vec<String>,
     /// What the user should know: GPUs spanning nodes, CPUs or nodes removed by the cgroup,
     /// replaced variables, GPUs already in use.
     pub warnings: Vec<String>,
+}
+
+fn unknown_engine() -> Engine {
+    Engine::Unknown
 }
 
 impl LaunchPlan {
@@ -89,7 +101,10 @@ impl LaunchPlan {
                 .iter()
                 .map(|w| format!("{} {}", w.gpu, w.cpus))
                 .collect();
-            line.push_str(&format!(" (workers: {})", w.join(", ")));
+            line.push_str(&format!(
+                " (slots: {}; one process tree, every worker gets the union)",
+                w.join(", ")
+            ));
         }
         if let Some(why) = self.reasons.first() {
             line.push_str(&format!(": {why}"));

@@ -107,6 +107,50 @@ pub struct RunRequest {
     pub env: BTreeMap<String, String>,
     /// The server command and its arguments.
     pub command: Vec<String>,
+    /// `--device-ids`: how `CUDA_VISIBLE_DEVICES` names the GPUs (index by default).
+    #[serde(default)]
+    pub device_ids: DeviceIds,
+    /// `--omp-threads N|auto`; `None` leaves `OMP_NUM_THREADS` unset.
+    #[serde(default)]
+    pub omp_threads: Option<OmpThreads>,
+    /// `--alloc-conf VALUE`; `None` leaves `PYTORCH_CUDA_ALLOC_CONF` unset.
+    #[serde(default)]
+    pub alloc_conf: Option<String>,
+}
+
+/// How the GPU visibility variable names GPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceIds {
+    /// CUDA ordinals in PCI bus order (with `CUDA_DEVICE_ORDER=PCI_BUS_ID`): every engine parses them.
+    #[default]
+    Index,
+    /// `GPU-...` UUIDs: refused for engines that parse entries as integers.
+    Uuid,
+}
+
+/// `--omp-threads`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OmpThreads {
+    /// Exactly N.
+    Count(u32),
+    /// One worker's share: `--cpus-per-gpu N`, else the bound CPUs divided by the GPUs.
+    Auto,
+}
+
+/// Parse `--omp-threads`: a whole number of at least 1, or `auto`.
+pub fn parse_omp_threads(text: &str) -> Result<OmpThreads, LaunchError> {
+    match text.trim() {
+        "auto" => Ok(OmpThreads::Auto),
+        t => match t.parse::<u32>() {
+            Ok(n) if n >= 1 => Ok(OmpThreads::Count(n)),
+            _ => Err(LaunchError::Usage(format!(
+                "--omp-threads {:?}: expected a whole number of at least 1, or auto",
+                truncate(text)
+            ))),
+        },
+    }
 }
 
 fn truncate(s: &str) -> String {
@@ -249,6 +293,15 @@ mod tests {
         );
         for bad in ["", "x", "0-4294967295", "1-0"] {
             assert!(parse_nodes(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn omp_threads() {
+        assert_eq!(parse_omp_threads("auto").unwrap(), OmpThreads::Auto);
+        assert_eq!(parse_omp_threads("4").unwrap(), OmpThreads::Count(4));
+        for bad in ["0", "-1", "x", ""] {
+            assert!(parse_omp_threads(bad).is_err(), "{bad}");
         }
     }
 

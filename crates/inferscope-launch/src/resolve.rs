@@ -6,6 +6,8 @@
 //! the environment. Every choice appends a sentence to `reasons`, every compromise to `warnings`.
 
 use crate::auto;
+use crate::engine::Engine;
+use crate::env::{self, EnvCtx};
 use crate::error::LaunchError;
 use crate::plan::{LaunchPlan, MemoryPlan, PlannedGpu, WorkerSlice};
 use crate::request::{GpuRef, MemMode, RunRequest, Target};
@@ -535,10 +537,21 @@ pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, Laun
         reasons.push(r);
     }
 
-    // 5. Environment.
+    // 5. Environment: only what cannot hurt; the rest is advice.
+    let engine = Engine::detect(&req.command);
     let mut env: BTreeMap<String, String> = BTreeMap::new();
+    let mut advice: Vec<String> = Vec::new();
     if !gpus.is_empty() {
-        cuda_env(s, &gpus, &req.env, &mut env, &mut reasons, &mut warnings);
+        let mut ctx = EnvCtx {
+            s,
+            req,
+            engine,
+            env: &mut env,
+            reasons: &mut reasons,
+            warnings: &mut warnings,
+            advice: &mut advice,
+        };
+        ctx.visibility(&gpus)?;
         for p in &gpus {
             if let Some(m) = s
                 .gpus
@@ -555,26 +568,31 @@ pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, Laun
                 ));
             }
         }
-        let alloc = ["PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"]
-            .into_iter()
-            .find(|k| req.env.contains_key(*k));
-        match alloc {
-            Some(k) => reasons.push(format!("{k} is already set; left as it is")),
-            None => {
-                env.insert(
-                    "PYTORCH_CUDA_ALLOC_CONF".into(),
-                    "expandable_segments:True".into(),
-                );
-            }
+        if gpus.len() > 1 {
+            reasons.push(format!(
+                "one process tree: the server and every worker it starts get all of CPUs {cpus} (the union); run does not bind each worker to its own GPU's CPUs"
+            ));
         }
     }
-    match req.env.get("OMP_NUM_THREADS") {
-        Some(v) => reasons.push(format!("OMP_NUM_THREADS={v} is already set; left as it is")),
-        None => {
-            let n = req.cpus_per_gpu.map(u64::from).unwrap_or(cpus.len());
-            env.insert("OMP_NUM_THREADS".into(), n.to_string());
-        }
-    }
+    env::alloc_conf(
+        req,
+        engine,
+        !gpus.is_empty(),
+        &mut env,
+        &mut reasons,
+        &mut warnings,
+        &mut advice,
+    )?;
+    env::omp_threads(
+        req,
+        engine,
+        &cpus,
+        gpus.len(),
+        &mut env,
+        &mut reasons,
+        &mut warnings,
+        &mut advice,
+    );
 
     Ok(LaunchPlan {
         live: s.is_live,
@@ -586,6 +604,8 @@ pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, Laun
         workers,
         env,
         command: req.command.clone(),
+        engine,
+        advice,
         reasons,
         warnings,
     })
@@ -640,80 +660,6 @@ fn one_node_alternative(s: &Snapshot, want: usize, allowed: Option<&CpuSet>) -> 
             )
         })
     })
-}
-
-fn cuda_env(
-    s: &Snapshot,
-    gpus: &[PlannedGpu],
-    inherited: &BTreeMap<String, String>,
-    env: &mut BTreeMap<String, String>,
-    reasons: &mut Vec<String>,
-    warnings: &mut Vec<String>,
-) {
-    let nvidia = gpus.iter().filter(|g| g.nvidia).count();
-    if nvidia == 0 {
-        warnings.push(
-            "AMD GPUs: inferscope sets no visibility variable for ROCm; set ROCR_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES yourself"
-                .into(),
-        );
-        return;
-    }
-    if nvidia < gpus.len() {
-        warnings.push(
-            "NVIDIA and AMD GPUs mixed: CUDA_VISIBLE_DEVICES is not set; set the visibility variables yourself"
-                .into(),
-        );
-        return;
-    }
-    let uuids: Option<Vec<String>> = gpus
-        .iter()
-        .map(|g| g.uuid.as_ref().map(|u| u.0.clone()))
-        .collect();
-    let value = match uuids {
-        Some(u) => {
-            reasons.push("CUDA_VISIBLE_DEVICES by UUID, which no renumbering changes".into());
-            u.join(",")
-        }
-        None => {
-            // CUDA's PCI_BUS_ID order counts the NVIDIA GPUs CUDA sees.
-            let order: Vec<inferscope_model::PciBusId> = match &s.cuda_order {
-                Reading::Value(o) => o.pci_bus_id.clone(),
-                Reading::Unknown(_) => s
-                    .gpus
-                    .iter()
-                    .filter(|g| g.vendor == GpuVendor::Nvidia)
-                    .map(|g| g.pci_bus_id)
-                    .collect(),
-            };
-            let mut idx = Vec::new();
-            for g in gpus {
-                match order.iter().position(|p| *p == g.pci_bus_id) {
-                    Some(i) => idx.push(i.to_string()),
-                    None => {
-                        warnings.push(format!(
-                            "{} is not among the GPUs CUDA sees in the snapshot; CUDA_VISIBLE_DEVICES is not set",
-                            g.label
-                        ));
-                        return;
-                    }
-                }
-            }
-            env.insert("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into());
-            reasons.push(
-                "CUDA_VISIBLE_DEVICES by index with CUDA_DEVICE_ORDER=PCI_BUS_ID: the GPUs' UUIDs are unknown without the driver"
-                    .into(),
-            );
-            idx.join(",")
-        }
-    };
-    if let Some(old) = inherited.get("CUDA_VISIBLE_DEVICES")
-        && *old != value
-    {
-        warnings.push(format!(
-            "replacing the inherited CUDA_VISIBLE_DEVICES={old} with {value}"
-        ));
-    }
-    env.insert("CUDA_VISIBLE_DEVICES".into(), value);
 }
 
 #[cfg(test)]

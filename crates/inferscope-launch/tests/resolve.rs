@@ -36,6 +36,9 @@ fn request(target: Target) -> RunRequest {
         cpus_per_gpu: None,
         env: BTreeMap::new(),
         command: vec!["vllm".into(), "serve".into(), "m".into()],
+        device_ids: inferscope_launch::DeviceIds::Index,
+        omp_threads: None,
+        alloc_conf: None,
     }
 }
 
@@ -115,8 +118,15 @@ fn one_node_group_binds_cpus_and_memory_to_that_node() {
     assert!(p.workers.is_empty());
     assert_eq!(p.env["CUDA_VISIBLE_DEVICES"], "0,1");
     assert_eq!(p.env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
-    assert_eq!(p.env["PYTORCH_CUDA_ALLOC_CONF"], "expandable_segments:True");
-    assert_eq!(p.env["OMP_NUM_THREADS"], "6");
+    // Nothing else unless asked (issue 13); vLLM's own OMP default is explained in the advice.
+    assert_eq!(p.env.len(), 2, "{:?}", p.env);
+    assert!(
+        p.advice
+            .iter()
+            .any(|a| a.contains("OMP_NUM_THREADS is not set: vLLM sets it itself")),
+        "{:?}",
+        p.advice
+    );
     assert!(
         !p.warnings.iter().any(|w| w.contains("span")),
         "{:?}",
@@ -150,7 +160,8 @@ fn cross_socket_group_warns_and_interleaves() {
         .find(|w| w.contains("span NUMA nodes 0-1"))
         .expect("a warning about spanning nodes");
     assert!(w.contains("GPU0,GPU1,GPU2,GPU3 share node 0"), "{w}");
-    assert_eq!(p.env["OMP_NUM_THREADS"], "12");
+    assert!(!p.env.contains_key("OMP_NUM_THREADS"));
+    assert!(p.reasons.iter().any(|r| r.contains("one process tree")));
 
     let mut req = gpus("4,3");
     req.mem = Some(MemMode::Preferred);
@@ -255,7 +266,7 @@ fn cpus_per_gpu_splits_a_node_among_four_workers() {
         ]
     );
     assert_eq!(p.cpus.to_string(), "0-11");
-    assert_eq!(p.env["OMP_NUM_THREADS"], "3");
+    assert!(!p.env.contains_key("OMP_NUM_THREADS"));
     assert_eq!(p.memory.unwrap().nodes.to_string(), "0");
 
     // Four workers started one by one get the same, disjoint, slots.
@@ -327,11 +338,9 @@ fn auto_prefers_links_then_free_memory_then_one_node() {
     let busy = with_driver(fixture(PCIE8), &[Some(40), Some(0), Some(0), Some(0)]);
     let p = plan(&busy, &request(Target::Auto(2)));
     assert_eq!(labels(&p), ["GPU2", "GPU3"]);
-    assert_eq!(
-        p.env["CUDA_VISIBLE_DEVICES"],
-        "GPU-0002-aaaa-bbbb,GPU-0003-aaaa-bbbb"
-    );
-    assert!(!p.env.contains_key("CUDA_DEVICE_ORDER"));
+    // Every UUID is known, and vLLM still gets indices (it parses entries with int()).
+    assert_eq!(p.env["CUDA_VISIBLE_DEVICES"], "2,3");
+    assert_eq!(p.env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
     let p = plan(&busy, &gpus("0"));
     assert!(
         p.warnings
@@ -402,10 +411,7 @@ fn gpus_by_uuid_pci_address_and_errors() {
     let s = with_driver(fixture(H100), &[]);
     let p = plan(&s, &gpus("GPU-0005,0000:18:00.0"));
     assert_eq!(labels(&p), ["GPU5", "GPU0"]);
-    assert_eq!(
-        p.env["CUDA_VISIBLE_DEVICES"],
-        "GPU-0005-aaaa-bbbb,GPU-0000-aaaa-bbbb"
-    );
+    assert_eq!(p.env["CUDA_VISIBLE_DEVICES"], "5,0");
     assert_eq!(p.gpus[0].uuid.as_ref().unwrap().0, "GPU-0005-aaaa-bbbb");
 
     let err = |s: &Snapshot, list: &str| resolve(s, &gpus(list)).unwrap_err().to_string();
@@ -439,7 +445,7 @@ fn numa_node_target_binds_without_gpus() {
     assert_eq!(p.memory.as_ref().unwrap().nodes.to_string(), "1");
     assert_eq!(
         p.env.keys().collect::<Vec<_>>(),
-        ["OMP_NUM_THREADS"],
+        Vec::<&String>::new(),
         "no GPU variables"
     );
     let p = plan(&s, &request(parse_nodes("0-1").unwrap()));
@@ -524,7 +530,7 @@ fn emitters_say_the_same_plan() {
     let numactl = emit(&p, Emit::Numactl);
     assert_eq!(
         numactl.lines().last().unwrap(),
-        "CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,1 OMP_NUM_THREADS=6 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True numactl --physcpubind=0,2,4,6,8,10 --membind=0 -- vllm serve meta-llama/Llama-3.1-8B --served-model-name 'my model'"
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,1 numactl --physcpubind=0,2,4,6,8,10 --membind=0 -- vllm serve meta-llama/Llama-3.1-8B --served-model-name 'my model'"
     );
     assert!(
         numactl.starts_with("# inferscope run: CPUs 0,2,4,6,8,10 (6 CPUs), memory bind on node 0")
@@ -538,8 +544,6 @@ fn emitters_say_the_same_plan() {
         "--shm-size=16g \\",
         "--ulimit memlock=-1 \\",
         "--cap-add SYS_NICE \\",
-        "-e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \\",
-        "-e OMP_NUM_THREADS=6 \\",
     ] {
         assert!(docker.contains(flag), "{flag} in\n{docker}");
     }

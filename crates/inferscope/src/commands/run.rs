@@ -19,7 +19,8 @@ pub mod act;
 
 use anyhow::bail;
 use inferscope_launch::{
-    Emit, LaunchError, LaunchPlan, MemMode, RunRequest, emit, parse_gpus, parse_nodes, resolve,
+    DeviceIds, Emit, LaunchError, LaunchPlan, MemMode, RunRequest, emit, parse_gpus, parse_nodes,
+    parse_omp_threads, resolve,
 };
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -36,6 +37,15 @@ pub enum MemArg {
     Preferred,
     /// Spread pages over the GPUs' nodes.
     Interleave,
+}
+
+/// `--device-ids` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeviceIdsArg {
+    /// CUDA indices in PCI bus order.
+    Index,
+    /// GPU UUIDs.
+    Uuid,
 }
 
 /// `--emit` values.
@@ -64,10 +74,21 @@ pub struct RunArgs {
     /// NUMA memory policy [default: bind on one node, interleave when the GPUs span nodes].
     #[arg(long, value_enum, value_name = "POLICY")]
     pub mem: Option<MemArg>,
-    /// Give each GPU's worker N CPUs of its node; the k-th GPU of a node (PCI order) gets the
-    /// k-th N, so workers started separately do not overlap.
+    /// Take N CPUs of each GPU's node: the k-th GPU of a node (PCI order) gets the k-th N, so
+    /// servers started separately do not overlap. One process tree gets the union: the workers
+    /// of a multi-GPU server are not bound one by one.
     #[arg(long, value_name = "N")]
     pub cpus_per_gpu: Option<u32>,
+    /// How CUDA_VISIBLE_DEVICES names the GPUs: index (with CUDA_DEVICE_ORDER=PCI_BUS_ID), or
+    /// uuid (refused for engines that reject UUIDs: vLLM, SGLang).
+    #[arg(long, value_enum, value_name = "FORM", default_value = "index")]
+    pub device_ids: DeviceIdsArg,
+    /// Set OMP_NUM_THREADS to N, or auto (one worker's share); unset by default.
+    #[arg(long, value_name = "N|auto")]
+    pub omp_threads: Option<String>,
+    /// Set PYTORCH_CUDA_ALLOC_CONF to VALUE; unset by default.
+    #[arg(long, value_name = "VALUE")]
+    pub alloc_conf: Option<String>,
     /// Print what would be bound and run, and stop.
     #[arg(long)]
     pub dry_run: bool,
@@ -170,6 +191,16 @@ pub fn run(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
+        device_ids: match args.device_ids {
+            DeviceIdsArg::Index => DeviceIds::Index,
+            DeviceIdsArg::Uuid => DeviceIds::Uuid,
+        },
+        omp_threads: args
+            .omp_threads
+            .as_deref()
+            .map(parse_omp_threads)
+            .transpose()?,
+        alloc_conf: args.alloc_conf.clone(),
     };
     let plan = resolve(&snapshot, &request)?;
     for w in &plan.warnings {
@@ -226,6 +257,7 @@ pub fn write_plan(plan: &LaunchPlan, out: &mut dyn Write) -> std::io::Result<()>
             g.numa_node
         )?;
     }
+    writeln!(out, "  engine   {}", plan.engine.rules().name)?;
     writeln!(out, "  CPUs     {} ({} CPUs)", plan.cpus, plan.cpus.len())?;
     for w in &plan.workers {
         writeln!(out, "  worker   {} slot {} CPUs {}", w.gpu, w.slot, w.cpus)?;
@@ -246,6 +278,13 @@ pub fn write_plan(plan: &LaunchPlan, out: &mut dyn Write) -> std::io::Result<()>
     writeln!(out, "Why:")?;
     for r in &plan.reasons {
         writeln!(out, "  - {r}")?;
+    }
+    if !plan.advice.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "Advice (not set):")?;
+        for a in &plan.advice {
+            writeln!(out, "  - {a}")?;
+        }
     }
     if !plan.warnings.is_empty() {
         writeln!(out)?;

@@ -1,0 +1,167 @@
+//! Which inference engine a command starts, and what that engine accepts in its environment.
+//!
+//! `run` sets as little as it can; this table says where even that little would break an
+//! engine. Each row cites the engine's own source for the release it was read from (see
+//! docs/run.md, "Engine compatibility"). Unknown programs get the CUDA runtime's own rules.
+
+use serde::{Deserialize, Serialize};
+
+/// An engine `run` recognises from its command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Engine {
+    /// `vllm serve`, `python -m vllm.entrypoints...`.
+    Vllm,
+    /// `python -m sglang.launch_server`.
+    Sglang,
+    /// `text-generation-launcher` (TGI).
+    Tgi,
+    /// `llama-server` (llama.cpp).
+    LlamaCpp,
+    /// `ollama serve`.
+    Ollama,
+    /// Anything else.
+    Unknown,
+}
+
+/// What one engine accepts and does to its environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    /// Name used in messages and JSON.
+    pub name: &'static str,
+    /// Whether `CUDA_VISIBLE_DEVICES` may hold `GPU-...` UUIDs.
+    pub accepts_uuids: bool,
+    /// Why (source file and function, release).
+    pub uuid_source: &'static str,
+    /// Set when the engine sets `OMP_NUM_THREADS` itself when it is unset: the source.
+    pub sets_omp_threads: Option<&'static str>,
+    /// Set when `expandable_segments:True` conflicts with this engine flag: (flag, source).
+    pub expandable_conflict: Option<(&'static str, &'static str)>,
+}
+
+impl Engine {
+    /// Detect the engine from the server command (program name, or `python -m MODULE`).
+    pub fn detect(command: &[String]) -> Engine {
+        let Some(program) = command.first() else {
+            return Engine::Unknown;
+        };
+        let base = program.rsplit('/').next().unwrap_or(program);
+        match base {
+            "vllm" => return Engine::Vllm,
+            "text-generation-launcher" => return Engine::Tgi,
+            "llama-server" => return Engine::LlamaCpp,
+            "ollama" => return Engine::Ollama,
+            _ => {}
+        }
+        if base.starts_with("python") {
+            let mut words = command.iter().skip(1);
+            while let Some(w) = words.next() {
+                let module = if w == "-m" {
+                    words.next().map(String::as_str)
+                } else {
+                    w.strip_prefix("-m").filter(|m| !m.is_empty())
+                };
+                if let Some(m) = module {
+                    let root = m.split('.').next().unwrap_or(m);
+                    return match root {
+                        "vllm" => Engine::Vllm,
+                        "sglang" => Engine::Sglang,
+                        _ => Engine::Unknown,
+                    };
+                }
+                if !w.starts_with('-') {
+                    // A script, not a module: its contents are not read.
+                    return Engine::Unknown;
+                }
+            }
+        }
+        Engine::Unknown
+    }
+
+    /// The compatibility row of this engine.
+    pub fn rules(self) -> Rules {
+        match self {
+            Engine::Vllm => Rules {
+                name: "vLLM",
+                accepts_uuids: false,
+                uuid_source: "vllm/platforms/interface.py Platform.device_id_to_physical_device_id (0.10.2) returns int() of each comma-separated entry",
+                sets_omp_threads: Some(
+                    "vllm/executor/multiproc_worker_utils.py set_multiprocessing_worker_envs (0.10.2) sets OMP_NUM_THREADS=1 when it is unset",
+                ),
+                expandable_conflict: Some((
+                    "--enable-sleep-mode",
+                    "vllm/device_allocator/cumem.py CuMemAllocator.__init__ (0.10.2) asserts expandable_segments:True is not in PYTORCH_CUDA_ALLOC_CONF",
+                )),
+            },
+            Engine::Sglang => Rules {
+                name: "SGLang",
+                accepts_uuids: false,
+                uuid_source: "sglang/srt/distributed/device_communicators/custom_all_reduce.py CustomAllreduce.__init__ (0.5.2) maps int() over the comma-separated entries",
+                sets_omp_threads: None,
+                expandable_conflict: None,
+            },
+            Engine::Tgi => Rules {
+                name: "TGI",
+                accepts_uuids: true,
+                uuid_source: "launcher/src/main.rs num_cuda_devices (text-generation-inference db931fc) only counts the comma-separated entries",
+                sets_omp_threads: None,
+                expandable_conflict: None,
+            },
+            Engine::LlamaCpp => Rules {
+                name: "llama.cpp",
+                accepts_uuids: true,
+                uuid_source: "ggml/src/ggml-cuda/ggml-cuda.cu ggml_cuda_init enumerates devices with cudaGetDeviceCount: the CUDA runtime parses the variable (indices, GPU- and MIG- UUIDs)",
+                sets_omp_threads: None,
+                expandable_conflict: None,
+            },
+            Engine::Ollama => Rules {
+                name: "Ollama",
+                accepts_uuids: true,
+                uuid_source: "docs/gpu.md (ollama) \"GPU Selection\": UUIDs are preferred over numeric IDs",
+                sets_omp_threads: None,
+                expandable_conflict: None,
+            },
+            Engine::Unknown => Rules {
+                name: "unknown engine",
+                accepts_uuids: true,
+                uuid_source: "the CUDA runtime accepts indices and GPU- UUIDs in CUDA_VISIBLE_DEVICES (CUDA C Programming Guide, CUDA Environment Variables)",
+                sets_omp_threads: None,
+                expandable_conflict: None,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(words: &str) -> Vec<String> {
+        words.split(' ').map(String::from).collect()
+    }
+
+    #[test]
+    fn detects_each_engine_from_its_command() {
+        for (c, e) in [
+            ("vllm serve m --tensor-parallel-size 2", Engine::Vllm),
+            ("/opt/venv/bin/vllm serve m", Engine::Vllm),
+            (
+                "python -m vllm.entrypoints.openai.api_server --model m",
+                Engine::Vllm,
+            ),
+            (
+                "python3.11 -u -m sglang.launch_server --model-path m",
+                Engine::Sglang,
+            ),
+            ("text-generation-launcher --model-id m", Engine::Tgi),
+            ("llama-server -m m.gguf", Engine::LlamaCpp),
+            ("ollama serve", Engine::Ollama),
+            ("python serve.py -m vllm", Engine::Unknown),
+            ("python -mtorch.distributed.run x", Engine::Unknown),
+            ("sh -c env", Engine::Unknown),
+        ] {
+            assert_eq!(Engine::detect(&cmd(c)), e, "{c}");
+        }
+        assert_eq!(Engine::detect(&[]), Engine::Unknown);
+    }
+}
