@@ -106,6 +106,9 @@ fn offline_cpus_reach_no_consumer() {
                     cpus_per_gpu: None,
                     env: Default::default(),
                     command: vec!["true".into()],
+                    device_ids: Default::default(),
+                    omp_threads: None,
+                    alloc_conf: None,
                 },
             )
             .unwrap();
