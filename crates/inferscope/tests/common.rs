@@ -63,6 +63,23 @@ pub fn expected_rows(path: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Every bad file listed in `DIR/EXPECTED.md` (`| `file` | message |`), given to `inferscope
+/// ARGS... DIR/file`, exits 2 with nothing on stdout and exactly `inferscope: error: PATH: message`
+/// on stderr. `count` guards against a table that silently lost rows.
+pub fn assert_bad_inputs(dir: &str, args: &[&str], count: usize) {
+    let rows = expected_rows(&format!("{dir}/EXPECTED.md"));
+    assert_eq!(rows.len(), count, "{dir}/EXPECTED.md rows");
+    for (file, message) in rows {
+        let path = format!("{dir}/{file}");
+        let mut full: Vec<&str> = args.to_vec();
+        full.push(&path);
+        let (code, out, err) = inferscope(&full);
+        assert_eq!(code, 2, "{file}: {err}");
+        assert!(out.is_empty(), "{file}: stdout {out:?}");
+        assert_eq!(err, format!("inferscope: error: {path}: {message}\n"));
+    }
+}
+
 /// A running `inferscope serve --metrics --listen 127.0.0.1:0 ARGS...`, killed when dropped, and
 /// the address it printed on its first stderr line.
 pub struct Exporter {

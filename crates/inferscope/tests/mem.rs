@@ -9,15 +9,7 @@ use std::process::{Command, Stdio};
 
 #[test]
 fn oom_bad_inputs_give_one_line_and_exit_2() {
-    let rows = expected_rows("fixtures/bad/oom/EXPECTED.md");
-    assert_eq!(rows.len(), 3);
-    for (file, message) in rows {
-        let path = format!("fixtures/bad/oom/{file}");
-        let (code, out, err) = inferscope(&["mem", "oom", &path]);
-        assert_eq!(code, 2, "{file}: {err}");
-        assert!(out.is_empty());
-        assert_eq!(err, format!("inferscope: error: {path}: {message}\n"));
-    }
+    common::assert_bad_inputs("fixtures/bad/oom", &["mem", "oom"], 3);
 }
 
 #[test]

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{expected_rows, inferscope, repo};
+use common::{inferscope, repo};
 use serde_json::Value;
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -309,15 +309,7 @@ fn every_llama_server_log_parses_through_the_binary() {
 
 #[test]
 fn bad_inputs_give_one_line_and_exit_2() {
-    let rows = expected_rows("fixtures/bad/startup/EXPECTED.md");
-    assert_eq!(rows.len(), 4);
-    for (file, message) in rows {
-        let path = format!("fixtures/bad/startup/{file}");
-        let (code, out, err) = inferscope(&["mem", "startup", &path]);
-        assert_eq!(code, 2, "{file}: {err}");
-        assert!(out.is_empty());
-        assert_eq!(err, format!("inferscope: error: {path}: {message}\n"));
-    }
+    common::assert_bad_inputs("fixtures/bad/startup", &["mem", "startup"], 4);
 }
 
 #[test]
