@@ -13,6 +13,7 @@
 // gpus.rs, speed.rs, data/gpus.toml                                   — GPU catalog and speed
 // engine.rs, find.rs                                                  — serving-command parsing, --find
 
+pub mod allocator;
 pub mod arch;
 pub mod catalog;
 pub mod checkpoint;

@@ -619,7 +619,20 @@ pub fn plan(req: &PlanRequest) -> Plan {
                     assumptions.push("SGLang: free memory at start = torch-visible total − 0.25 GiB CUDA context (pass the real figure on a shared GPU)".into());
                     total.saturating_sub(non_torch_bytes(1, 1, true))
                 });
-                let r = crate::sglang::kv(&crate::sglang::SglangInputs {
+                // loading costs more than the tensors (fp32 RoPE cache, allocator rounding)
+                let (extra, load_rules) = crate::sglang::load_extra(
+                    arch,
+                    quant,
+                    Shard {
+                        tp,
+                        pp,
+                        stage: 0,
+                        expert_parallel: req.expert_parallel,
+                    },
+                    req.engine_version.as_deref(),
+                );
+                first.weights += extra;
+                let mut r = crate::sglang::kv(&crate::sglang::SglangInputs {
                     version: req.engine_version.as_deref(),
                     gpu_mem_mib: total as f64 / f64::from(1u32 << 20),
                     free_at_start: free,
@@ -634,6 +647,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
                     mla: arch.mla.is_some(),
                     multimodal: arch.vision_params > 0,
                 });
+                r.info.rules.extend(load_rules);
                 let f = r.mem_fraction_static;
                 // activations and CUDA graphs live outside mem_fraction_static
                 first.activation = 0;

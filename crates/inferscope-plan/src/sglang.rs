@@ -14,7 +14,9 @@
 //! free. `--mem-fraction-static` therefore covers weights and KV only; activations and CUDA
 //! graphs live in the rest. Pure: the caller supplies the memory figures.
 
-use crate::memory::{EngineVersion, GIB};
+use crate::allocator;
+use crate::arch::{ModelArch, Quantization};
+use crate::memory::{EngineVersion, GIB, Shard};
 use crate::rules::{Accounting, EngineRules, Rule};
 
 /// Inputs of SGLang's KV sizing on one GPU.
@@ -273,6 +275,54 @@ pub fn kv(i: &SglangInputs) -> SglangKv {
             rules,
         },
     }
+}
+
+/// What SGLang's weight loading takes on one GPU beyond the planner's weights, with the
+/// rules applied: the bytes to add to the planner's per-GPU weights.
+///
+/// - From 0.4.3 on CUDA the RoPE cos/sin cache stays in fp32 (`RotaryEmbedding.__init__`,
+///   "cache needs to be in FP32 for numerical stability": 0.4.3.post4
+///   `sglang/srt/layers/rotary_embedding.py`, 0.5.10.post1 `layers/rotary_embedding/base.py`);
+///   the planner's weights count it in the model dtype. 0.3.3 uses vLLM's `get_rope`, which
+///   casts it to the model dtype.
+/// - "Load weight end. mem usage" and `profile_max_num_token` read the driver's free memory
+///   (`get_available_gpu_memory`: `torch.cuda.empty_cache()` then `torch.cuda.mem_get_info`),
+///   so the caching allocator's rounding of each parameter is charged too ([`allocator`]).
+pub fn load_extra(
+    arch: &ModelArch,
+    quant: Option<&Quantization>,
+    shard: Shard,
+    version: Option<&str>,
+) -> (u64, Vec<Rule>) {
+    let ver = version
+        .and_then(EngineVersion::parse)
+        .unwrap_or(EngineVersion {
+            major: 0,
+            minor: 5,
+            patch: 10,
+        });
+    let positions_dim = arch.max_position_embeddings * u64::from(arch.rotary_dim);
+    let counted = positions_dim * arch.dtype.bytes();
+    let fp32 = (ver.major, ver.minor, ver.patch) >= (0, 4, 3);
+    let rope = if fp32 { positions_dim * 4 } else { counted };
+    let slack = allocator::load_slack(arch, quant, shard, rope);
+    let mut rules = Vec::new();
+    if fp32 {
+        rules.push(rule(
+            "rope_cache",
+            format!("fp32 on CUDA: {:.3} GiB", rope as f64 / GIB),
+            "0.4.3.post4 sglang/srt/layers/rotary_embedding.py RotaryEmbedding.__init__ (cache kept in FP32 when CUDA)",
+        ));
+    }
+    rules.push(rule(
+        "load_allocator_slack",
+        format!(
+            "{:.3} GiB the CUDA caching allocator holds beyond the parameters (2 MiB rounding per tensor)",
+            slack as f64 / GIB
+        ),
+        "sglang/srt/utils.py get_available_gpu_memory (empty_cache, mem_get_info); PyTorch c10/cuda/CUDACachingAllocator.cpp (kRoundLarge, kLargeBuffer)",
+    ));
+    (rope.saturating_sub(counted) + slack, rules)
 }
 
 fn round3(x: f64) -> f64 {

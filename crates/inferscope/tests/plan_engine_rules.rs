@@ -205,6 +205,15 @@ fn sglang_and_tgi_use_their_own_accounting() {
     assert_eq!(v["engine_rules"]["engine"], "sglang");
     assert!(rule(&v, "kv_pool").contains("free at start"));
     assert_eq!(rule(&v, "mem_fraction_static"), "0.85");
+    // loading charges the fp32 RoPE cache and the allocator's per-tensor rounding (0.22 GiB)
+    assert!(rule(&v, "load_allocator_slack").starts_with("0.22"), "{v}");
+    assert!(rule(&v, "rope_cache").contains("fp32"), "{v}");
+    // the real start-up (fixtures/tools/engine-logs/sglang.jsonl) measured 15.54 GiB of
+    // weights and 46611 tokens; the plan assumes free-at-start = total − 0.25 GiB
+    let w = v["per_gpu"]["weights_gib"].as_f64().unwrap();
+    assert!((w - 15.54).abs() <= 0.03, "{w}");
+    let t = v["kv_cache_tokens"].as_f64().unwrap();
+    assert!((t / 46611.0 - 1.0).abs() < 0.03, "{t}");
     let (_c, out, err) = inferscope(&[
         "plan",
         "--gpu",
