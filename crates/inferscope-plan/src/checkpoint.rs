@@ -94,11 +94,12 @@ impl CheckpointWeights {
     }
 }
 
-/// Decoder layer index in a tensor name (`...layers.12.`, `h.12.`, `blocks.12.`).
+/// Decoder layer index in a tensor name (`...layers.12.`, `h.12.`, `blocks.12.`, GGUF's
+/// `blk.12.`).
 fn layer_index(name: &str) -> Option<usize> {
     let parts: Vec<&str> = name.split('.').collect();
     parts.windows(3).find_map(|w| match w {
-        [k, n, _] if matches!(*k, "layers" | "h" | "blocks") => n.parse().ok(),
+        [k, n, _] if matches!(*k, "layers" | "h" | "blocks" | "blk") => n.parse().ok(),
         _ => None,
     })
 }
@@ -122,6 +123,7 @@ fn replicated(name: &str) -> bool {
         || name.ends_with("mlp.gate.weight")
         || name.ends_with("e_score_correction_bias")
         || name.contains("router")
+        || name.contains("ffn_gate_inp")
 }
 
 /// Summarise the tensors of a checkpoint whose text model has `num_layers` decoder layers.
@@ -142,7 +144,11 @@ pub fn summarize(tensors: &[TensorInfo], num_layers: u32) -> CheckpointWeights {
                 Some(l) => {
                     if replicated(n) {
                         l.replicated += t.bytes;
-                    } else if n.contains("k_proj") || n.contains("v_proj") {
+                    } else if n.contains("k_proj")
+                        || n.contains("v_proj")
+                        || n.contains("attn_k.")
+                        || n.contains("attn_v.")
+                    {
                         l.kv += t.bytes;
                     } else {
                         l.split += t.bytes;
@@ -154,7 +160,11 @@ pub fn summarize(tensors: &[TensorInfo], num_layers: u32) -> CheckpointWeights {
         }
         if n.contains("lm_head") || n.ends_with("output.weight") {
             c.lm_head += t.bytes;
-        } else if n.contains("embed") || n.contains("wte") || n.contains("wpe") {
+        } else if n.contains("embed")
+            || n.contains("token_embd")
+            || n.contains("wte")
+            || n.contains("wpe")
+        {
             c.embedding += t.bytes;
         } else {
             c.other += t.bytes;
@@ -213,5 +223,27 @@ mod tests {
         );
         assert_eq!(layer_index("transformer.h.5.attn.c_attn.weight"), Some(5));
         assert_eq!(layer_index("model.norm.weight"), None);
+        // GGUF names (llama.cpp's tensor map)
+        let g = summarize(
+            &[
+                t("token_embd.weight", 50),
+                t("output.weight", 60),
+                t("output_norm.weight", 4),
+                t("blk.0.attn_k.weight", 10),
+                t("blk.0.attn_output.weight", 20),
+                t("blk.1.ffn_gate_inp.weight", 3),
+            ],
+            2,
+        );
+        assert_eq!((g.embedding, g.lm_head, g.other), (50, 60, 4));
+        assert_eq!(
+            g.layers[0],
+            LayerBytes {
+                split: 20,
+                kv: 10,
+                replicated: 0
+            }
+        );
+        assert_eq!(g.layers[1].replicated, 3);
     }
 }

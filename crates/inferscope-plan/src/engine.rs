@@ -195,6 +195,8 @@ enum Meaning {
     KvUnified(bool),
     SwaFull,
     FlashAttn,
+    TensorSplit,
+    SplitMode,
     Model,
     /// Known, no memory effect; takes a value.
     Inert,
@@ -286,6 +288,8 @@ fn meaning(engine: Engine, flag: &str) -> Option<Meaning> {
         (Engine::LlamaCpp, "-no-kvu" | "--no-kv-unified") => KvUnified(false),
         (Engine::LlamaCpp, "--swa-full") => SwaFull,
         (Engine::LlamaCpp, "-fa" | "--flash-attn") => FlashAttn,
+        (Engine::LlamaCpp, "-ts" | "--tensor-split") => TensorSplit,
+        (Engine::LlamaCpp, "-sm" | "--split-mode") => SplitMode,
         (Engine::LlamaCpp, "--host" | "--port" | "-t" | "--threads" | "-a" | "--alias") => Inert,
         (Engine::LlamaCpp, "--cont-batching" | "-cb" | "--metrics" | "--jinja") => InertSwitch,
         _ => return None,
@@ -410,6 +414,35 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
             Meaning::FlashAttn => {
                 s.llama_cpp.flash_attn = Some(value.unwrap_or_else(|| "on".into()))
             }
+            Meaning::TensorSplit => {
+                // llama.cpp's arg.cpp splits on `,` or `/`: proportions, not all zero
+                let parts: Option<Vec<f64>> = v
+                    .split([',', '/'])
+                    .filter(|p| !p.trim().is_empty())
+                    .map(|p| {
+                        p.trim()
+                            .parse::<f64>()
+                            .ok()
+                            .filter(|x| x.is_finite() && *x >= 0.0)
+                    })
+                    .collect();
+                match parts {
+                    Some(p) if !p.is_empty() && p.len() <= 128 && p.iter().any(|x| *x > 0.0) => {
+                        s.llama_cpp.tensor_split = Some(p)
+                    }
+                    _ => {
+                        return Err(err(format!(
+                            "{flag} {v:?}: expected proportions per GPU such as 3,1"
+                        )));
+                    }
+                }
+            }
+            Meaning::SplitMode => match v.as_str() {
+                "none" | "layer" | "row" => s.llama_cpp.split_mode = Some(v),
+                _ => {
+                    return Err(err(format!("{flag} {v:?}: expected none, layer or row")));
+                }
+            },
             Meaning::Model => s.model = Some(v),
             Meaning::Inert => s.no_memory_effect.push(format!("{flag} {v}")),
             Meaning::InertSwitch => s.no_memory_effect.push(flag),
@@ -542,6 +575,27 @@ mod tests {
             e.0.contains("expected a number of layers, all or auto"),
             "{e}"
         );
+        let s = parse_command(&words("llama-server -m m.gguf -ts 3/1 -sm layer")).unwrap();
+        assert_eq!(s.llama_cpp.tensor_split, Some(vec![3.0, 1.0]));
+        assert_eq!(s.llama_cpp.split_mode.as_deref(), Some("layer"));
+        for (cmd, msg) in [
+            (
+                "llama-server -m m -ts 0,0",
+                "-ts \"0,0\": expected proportions per GPU such as 3,1",
+            ),
+            (
+                "llama-server -m m --tensor-split a,b",
+                "expected proportions",
+            ),
+            ("llama-server -m m -ts -1,2", "expected proportions"),
+            (
+                "llama-server -m m -sm rows",
+                "-sm \"rows\": expected none, layer or row",
+            ),
+        ] {
+            let e = parse_command(&words(cmd)).unwrap_err();
+            assert!(e.0.contains(msg), "{cmd}: {e}");
+        }
     }
 
     #[test]

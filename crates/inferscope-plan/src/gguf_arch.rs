@@ -66,6 +66,20 @@ fn swa_layers(h: &GgufHeader, arch: &str, layers: usize, window: u64) -> Vec<boo
         .collect()
 }
 
+/// The file's exact tensor bytes, summarised by layer for placement and sharding
+/// (`token_embd`, `output`, `blk.N.*`: [`crate::checkpoint::summarize`]).
+pub fn checkpoint(h: &GgufHeader, num_layers: u32) -> crate::checkpoint::CheckpointWeights {
+    let tensors: Vec<crate::checkpoint::TensorInfo> = h
+        .tensors
+        .iter()
+        .map(|t| crate::checkpoint::TensorInfo {
+            name: t.name.clone(),
+            bytes: t.bytes,
+        })
+        .collect();
+    crate::checkpoint::summarize(&tensors, num_layers)
+}
+
 /// Build the architecture from a parsed GGUF header.
 pub fn from_gguf(h: &GgufHeader) -> Result<ModelArch, GgufArchError> {
     let arch = h

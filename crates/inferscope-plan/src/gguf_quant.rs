@@ -166,6 +166,15 @@ pub struct GgufWeights {
     pub bits_per_weight: f64,
     /// (type, parameters) in the file.
     pub mix: Vec<(GgmlType, u64)>,
+    /// `token_embd.weight`, bytes (in its own type: the output's when tied).
+    #[serde(skip)]
+    pub embedding_bytes: u64,
+    /// `output.weight`, bytes (0 when tied to the embeddings).
+    #[serde(skip)]
+    pub output_bytes: u64,
+    /// Bytes of each repeating layer (`blk.i`), in order.
+    #[serde(skip)]
+    pub per_layer: Vec<u64>,
 }
 
 /// `use_more_bits` of llama-quant.cpp.
@@ -210,7 +219,7 @@ pub fn size(arch: &ModelArch, ft: GgufFileType) -> GgufWeights {
     let mut layer_total = 0u64;
     let mut experts_total = 0u64;
     let mut matrix = (0u64, 0u64);
-    let mut add = |t: GgmlType, rows: u64, cols: u64, layer: bool, expert: bool| {
+    let mut add = |t: GgmlType, rows: u64, cols: u64, layer: bool, expert: bool| -> u64 {
         let t = fits(t, cols);
         let b = bytes(t, rows, cols);
         *mix.entry(t).or_default() += rows * cols;
@@ -225,6 +234,7 @@ pub fn size(arch: &ModelArch, ft: GgufFileType) -> GgufWeights {
         if expert {
             experts_total += b;
         }
+        b
     };
     // output / tied embeddings
     let output_t = if !base.is_quantized() {
@@ -239,12 +249,16 @@ pub fn size(arch: &ModelArch, ft: GgufFileType) -> GgufWeights {
     } else {
         base
     };
-    add(embd_t, arch.vocab_size, h, false, false);
-    if !arch.tie_word_embeddings {
-        add(output_t, arch.vocab_size, h, false, false);
-    }
+    let embedding_bytes = add(embd_t, arch.vocab_size, h, false, false);
+    let output_bytes = if arch.tie_word_embeddings {
+        0
+    } else {
+        add(output_t, arch.vocab_size, h, false, false)
+    };
     add(GgmlType::F32, 1, h, false, false); // output_norm
+    let mut per_layer = Vec::with_capacity(n.min(1 << 16) as usize);
     for i in 0..n {
+        let mut lb = 0u64;
         let v_t = if !base.is_quantized() {
             base
         } else {
@@ -297,11 +311,11 @@ pub fn size(arch: &ModelArch, ft: GgufFileType) -> GgufWeights {
             F::Q3_K_L => GgmlType::Q5_K,
             _ => base,
         };
-        add(base, q_dim, h, true, false); // attn_q
-        add(base, kv_dim, h, true, false); // attn_k
-        add(v_t, kv_dim, h, true, false); // attn_v
-        add(o_t, h, q_dim, true, false); // attn_output
-        add(GgmlType::F32, 2, h, true, false); // attn_norm, ffn_norm
+        lb += add(base, q_dim, h, true, false); // attn_q
+        lb += add(base, kv_dim, h, true, false); // attn_k
+        lb += add(v_t, kv_dim, h, true, false); // attn_v
+        lb += add(o_t, h, q_dim, true, false); // attn_output
+        lb += add(GgmlType::F32, 2, h, true, false); // attn_norm, ffn_norm
         let moe_layer = arch.moe.as_ref().and_then(|m| {
             let is_moe = m.moe_layers.get(i as usize).copied().unwrap_or(true);
             is_moe.then_some(m)
@@ -309,21 +323,22 @@ pub fn size(arch: &ModelArch, ft: GgufFileType) -> GgufWeights {
         match moe_layer {
             Some(m) => {
                 let e = u64::from(m.experts);
-                add(base, e * m.expert_intermediate, h, true, true); // gate_exps
-                add(base, e * m.expert_intermediate, h, true, true); // up_exps
-                add(down_t, e * h, m.expert_intermediate, true, true); // down_exps
-                add(GgmlType::F32, e, h, true, false); // router
+                lb += add(base, e * m.expert_intermediate, h, true, true); // gate_exps
+                lb += add(base, e * m.expert_intermediate, h, true, true); // up_exps
+                lb += add(down_t, e * h, m.expert_intermediate, true, true); // down_exps
+                lb += add(GgmlType::F32, e, h, true, false); // router
                 if m.shared_intermediate > 0 {
-                    add(base, 2 * m.shared_intermediate, h, true, false);
-                    add(down_t, h, m.shared_intermediate, true, false);
+                    lb += add(base, 2 * m.shared_intermediate, h, true, false);
+                    lb += add(down_t, h, m.shared_intermediate, true, false);
                 }
             }
             None => {
                 let up_mats = if arch.mlp == MlpKind::Gated { 2 } else { 1 };
-                add(base, up_mats * arch.intermediate_size, h, true, false);
-                add(down_t, h, arch.intermediate_size, true, false);
+                lb += add(base, up_mats * arch.intermediate_size, h, true, false);
+                lb += add(down_t, h, arch.intermediate_size, true, false);
             }
         }
+        per_layer.push(lb);
     }
     let mix: Vec<(GgmlType, u64)> = mix.into_iter().collect();
     let params: u64 = mix.iter().map(|(_, p)| p).sum();
@@ -342,6 +357,9 @@ pub fn size(arch: &ModelArch, ft: GgufFileType) -> GgufWeights {
             0.0
         },
         mix,
+        embedding_bytes,
+        output_bytes,
+        per_layer,
     }
 }
 

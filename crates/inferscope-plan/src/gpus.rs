@@ -207,6 +207,17 @@ pub struct LinkLatency {
     pub source: String,
 }
 
+/// A GPU catalog TOML that is not well-formed; the message names the entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CatalogError {
+    /// Not TOML of the catalog's shape.
+    #[error("{0}")]
+    Toml(String),
+    /// An entry breaks a rule (empty or shared names, bad latencies).
+    #[error("{0}")]
+    Entry(String),
+}
+
 /// The parsed catalog with its name index.
 #[derive(Debug)]
 pub struct Catalog {
@@ -218,14 +229,18 @@ pub struct Catalog {
 
 impl Catalog {
     /// Parses a catalog TOML (the embedded one via [`catalog`]); checks it is well-formed.
-    pub fn parse(text: &str) -> Result<Catalog, String> {
-        let file: CatalogFile = toml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<Catalog, CatalogError> {
+        let file: CatalogFile =
+            toml::from_str(text).map_err(|e| CatalogError::Toml(e.to_string()))?;
         let mut keys: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for (i, g) in file.gpus_iter() {
             for n in std::iter::once(&g.name).chain(g.aliases.iter()) {
                 let k = normalize(n);
                 if k.is_empty() {
-                    return Err(format!("{}: empty name or alias {n:?}", g.name));
+                    return Err(CatalogError::Entry(format!(
+                        "{}: empty name or alias {n:?}",
+                        g.name
+                    )));
                 }
                 let v = keys.entry(k).or_default();
                 if !v.contains(&i) {
@@ -239,14 +254,17 @@ impl Catalog {
                 .filter_map(|&i| file.gpu.get(i))
                 .map(|g| g.name.as_str())
                 .collect();
-            return Err(format!(
+            return Err(CatalogError::Entry(format!(
                 "name {k:?} is given to several GPUs: {}",
                 names.join(", ")
-            ));
+            )));
         }
         for l in &file.link_latency {
             if !(l.allreduce_us.is_finite() && l.allreduce_us > 0.0) {
-                return Err(format!("link_latency {}: allreduce_us must be > 0", l.link));
+                return Err(CatalogError::Entry(format!(
+                    "link_latency {}: allreduce_us must be > 0",
+                    l.link
+                )));
             }
         }
         Ok(Catalog {
@@ -426,14 +444,14 @@ fn split_memory_suffix(key: &str) -> (&str, Option<f64>) {
     (key, None)
 }
 
-static CATALOG: OnceLock<Result<Catalog, String>> = OnceLock::new();
+static CATALOG: OnceLock<Result<Catalog, CatalogError>> = OnceLock::new();
 
 /// The embedded catalog, parsed once.
 pub fn catalog() -> Result<&'static Catalog, GpuLookupError> {
     CATALOG
         .get_or_init(|| Catalog::parse(CATALOG_TOML))
         .as_ref()
-        .map_err(|e| GpuLookupError::Catalog(e.clone()))
+        .map_err(|e| GpuLookupError::Catalog(e.to_string()))
 }
 
 /// Resolves a GPU name forgivingly; an ambiguous name is an error listing the candidates.

@@ -59,7 +59,7 @@ impl GpuLayers {
 
 /// llama-server settings that only llama.cpp has (the rest map onto [`PlanRequest`]: `-c` is
 /// `max_model_len`, `-np` is `max_num_seqs`, `-ctk` is `kv_cache_dtype`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LlamaCppSettings {
     /// `-ngl` (None = auto).
     #[serde(default)]
@@ -79,6 +79,12 @@ pub struct LlamaCppSettings {
     /// `-fa on|off|auto` (None = auto).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flash_attn: Option<String>,
+    /// `-ts`/`--tensor-split` proportions per GPU (None = by free memory: equal on equal GPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_split: Option<Vec<f64>>,
+    /// `-sm`/`--split-mode` `none|layer|row` (None = layer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_mode: Option<String>,
 }
 
 /// What llama.cpp will allocate (`plan --json` key `llama_cpp`).
@@ -166,27 +172,22 @@ const CUDA_CONTEXT_BYTES: u64 = 300 << 20;
 /// Free memory `--fit` leaves per GPU (`--fit-target`, default 1024 MiB).
 const FIT_MARGIN_BYTES: u64 = 1 << 30;
 
-/// Plan a `llama-server` (see the module doc).
-pub fn plan(req: &PlanRequest) -> Plan {
-    let arch = &req.arch;
-    let s = &req.llama_cpp;
-    let mut assumptions: Vec<String> = vec![format!(
-        "llama.cpp accounting (the llama.cpp of llama-cpp-python 0.3.36, checked against its \
-         llama-server logs{})",
-        req.engine_version
-            .as_deref()
-            .map(|v| format!("; --engine-version {v} not modelled separately"))
-            .unwrap_or_default()
-    )];
-    let mut problems: Vec<String> = Vec::new();
-    let layers = arch.num_layers.max(1);
-    let n_ctx_train = arch.max_position_embeddings.max(1);
+/// Slots and context cells (`-np`, `-c`, `-kvu`).
+struct Context {
+    slots: u32,
+    unified: bool,
+    streams: u64,
+    n_ctx: u64,
+    n_ctx_seq: u64,
+    n_ctx_slot: u64,
+}
 
-    // ---- slots and context ----
+fn context(req: &PlanRequest, assumptions: &mut Vec<String>) -> Context {
+    let n_ctx_train = req.arch.max_position_embeddings.max(1);
     let np_auto = req.max_num_seqs.is_none();
     let slots = req.max_num_seqs.unwrap_or(4).clamp(1, 4096);
     // With -np auto the server forces a unified pool, whatever -kvu/-no-kvu says.
-    let unified = np_auto || s.kv_unified.unwrap_or(false);
+    let unified = np_auto || req.llama_cpp.kv_unified.unwrap_or(false);
     if np_auto {
         assumptions.push("-np auto: 4 slots sharing one unified KV pool".into());
     }
@@ -207,30 +208,52 @@ pub fn plan(req: &PlanRequest) -> Plan {
     if !unified {
         n_ctx = n_ctx_seq * streams;
     }
-    let n_ctx_slot = n_ctx_seq.min(n_ctx_train);
     if n_ctx_seq > n_ctx_train {
         assumptions.push(format!(
             "a slot's context {n_ctx_seq} exceeds the training context {n_ctx_train}: llama-server caps it at {n_ctx_train}"
         ));
     }
+    Context {
+        slots,
+        unified,
+        streams,
+        n_ctx,
+        n_ctx_seq,
+        n_ctx_slot: n_ctx_seq.min(n_ctx_train),
+    }
+}
 
-    // ---- cache types ----
-    let type_k = req
+/// K and V cache types (`-ctk`, `-ctv`) and their block layouts.
+struct CacheTypes {
+    name_k: String,
+    name_v: String,
+    k: (u64, u64),
+    v: (u64, u64),
+    flash_attn: String,
+}
+
+fn cache_types(
+    req: &PlanRequest,
+    assumptions: &mut Vec<String>,
+    problems: &mut Vec<String>,
+) -> CacheTypes {
+    let name_k = req
         .kv_cache_dtype
         .as_deref()
         .filter(|t| *t != "auto")
         .unwrap_or("f16")
         .to_ascii_lowercase();
-    let type_v = s
+    let name_v = req
+        .llama_cpp
         .cache_type_v
         .as_deref()
         .unwrap_or("f16")
         .to_ascii_lowercase();
-    let mut k_type = ggml_type(&type_k);
-    let mut v_type = ggml_type(&type_v);
+    let mut k_type = ggml_type(&name_k);
+    let mut v_type = ggml_type(&name_v);
     for (flag, name, t) in [
-        ("-ctk", &type_k, &mut k_type),
-        ("-ctv", &type_v, &mut v_type),
+        ("-ctk", &name_k, &mut k_type),
+        ("-ctv", &name_v, &mut v_type),
     ] {
         if t.is_none() {
             problems.push(format!(
@@ -239,28 +262,57 @@ pub fn plan(req: &PlanRequest) -> Plan {
             *t = ggml_type("f16");
         }
     }
-    let (k_type, v_type) = (k_type.unwrap_or((2, 1)), v_type.unwrap_or((2, 1)));
-    let fa = s.flash_attn.as_deref().unwrap_or("auto");
-    if v_type.1 > 1 && arch.mla.is_none() {
+    let (k, v) = (k_type.unwrap_or((2, 1)), v_type.unwrap_or((2, 1)));
+    let fa = req
+        .llama_cpp
+        .flash_attn
+        .clone()
+        .unwrap_or_else(|| "auto".into());
+    if v.1 > 1 && req.arch.mla.is_none() {
         if fa == "off" {
             problems.push(format!(
-                "-ctv {type_v} needs flash attention, but -fa is off (llama.cpp refuses a quantized V cache without it)"
+                "-ctv {name_v} needs flash attention, but -fa is off (llama.cpp refuses a quantized V cache without it)"
             ));
         } else if fa != "on" {
             assumptions.push(format!(
-                "-ctv {type_v} needs flash attention: -fa auto must enable it on this GPU"
+                "-ctv {name_v} needs flash attention: -fa auto must enable it on this GPU"
             ));
         }
     }
+    CacheTypes {
+        name_k,
+        name_v,
+        k,
+        v,
+        flash_attn: fa,
+    }
+}
 
-    // ---- KV cells per layer ----
+/// KV bytes of each layer, and the sliding-window layers' cells.
+struct LayerKv {
+    per_layer: Vec<u64>,
+    swa_cells: Option<u64>,
+    has_swa: bool,
+    ubatch: u64,
+}
+
+fn layer_kv(
+    req: &PlanRequest,
+    c: &Context,
+    t: &CacheTypes,
+    assumptions: &mut Vec<String>,
+    problems: &mut Vec<String>,
+) -> LayerKv {
+    let arch = &req.arch;
+    let s = &req.llama_cpp;
+    let layers = arch.num_layers.max(1);
     // llama.cpp: n_ubatch = min(-b, -ub), defaults 2048 and 512.
     let ubatch = s
         .ubatch_size
         .unwrap_or(512)
         .min(req.max_num_batched_tokens.unwrap_or(2048))
         .clamp(1, 1 << 20);
-    let kv_size = if unified { n_ctx } else { n_ctx_seq };
+    let kv_size = if c.unified { c.n_ctx } else { c.n_ctx_seq };
     let swa_window = arch.layers.iter().find_map(|l| match l.kind {
         AttentionKind::Sliding(w) | AttentionKind::ChunkedLocal(w) => Some(u64::from(w)),
         _ => None,
@@ -269,7 +321,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
         if s.swa_full {
             kv_size
         } else {
-            let per = w.saturating_mul(if unified { u64::from(slots) } else { 1 });
+            let per = w.saturating_mul(if c.unified { u64::from(c.slots) } else { 1 });
             pad256(kv_size.min(per.saturating_add(ubatch)))
         }
     });
@@ -287,7 +339,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
     if arch.layers.iter().any(|l| l.kind == AttentionKind::NoKv) {
         assumptions.push("recurrent (no-KV) layers: their state memory is not modelled".into());
     }
-    let layer_kv_bytes: Vec<u64> = (0..layers as usize)
+    let per_layer: Vec<u64> = (0..layers as usize)
         .map(|l| {
             let (k, v) = kv_elements(arch, l);
             let cells = match arch.layers.get(l).map(|a| a.kind) {
@@ -297,51 +349,123 @@ pub fn plan(req: &PlanRequest) -> Plan {
                 _ => kv_size,
             };
             cells
-                .saturating_mul(streams)
-                .saturating_mul(row_bytes(k_type, k).saturating_add(row_bytes(v_type, v)))
+                .saturating_mul(c.streams)
+                .saturating_mul(row_bytes(t.k, k).saturating_add(row_bytes(t.v, v)))
         })
         .collect();
     // A block-quantized row must hold whole blocks, in every layer.
-    for (flag, name, t, k_or_v) in [("-ctk", &type_k, k_type, 0), ("-ctv", &type_v, v_type, 1)] {
+    for (flag, name, bt, k_or_v) in [("-ctk", &t.name_k, t.k, 0), ("-ctv", &t.name_v, t.v, 1)] {
         let misfit = (0..layers as usize).find_map(|l| {
             let (k, v) = kv_elements(arch, l);
             let n = if k_or_v == 0 { k } else { v };
-            (t.1 > 1 && n % t.1 != 0).then_some((l, n))
+            (bt.1 > 1 && n % bt.1 != 0).then_some((l, n))
         });
         if let Some((l, n)) = misfit {
             problems.push(format!(
                 "{flag} {name}: layer {l} has {n} values per token, not a multiple of its block of {}",
-                t.1
+                bt.1
             ));
         }
     }
-    let sum = |it: &mut dyn Iterator<Item = u64>| it.fold(0u64, u64::saturating_add);
-    let kv_total = sum(&mut layer_kv_bytes.iter().copied());
+    LayerKv {
+        per_layer,
+        swa_cells,
+        has_swa: swa_window.is_some(),
+        ubatch,
+    }
+}
 
-    // ---- weights: token embeddings stay in host memory; -ngl moves the repeating layers,
-    // then the output layer (a copy of the embeddings when they are tied), to the GPU ----
+/// The weights as llama.cpp places them: the output layer and each repeating layer (token
+/// embeddings stay in host memory: the rest of `total`).
+struct WeightParts {
+    output: u64,
+    per_layer: Vec<u64>,
+    total: u64,
+}
+
+fn weight_parts(req: &PlanRequest, assumptions: &mut Vec<String>) -> WeightParts {
+    let arch = &req.arch;
+    let layers = arch.num_layers.max(1) as usize;
+    // 1. a GGUF file's own tensors: every tensor in its own ggml type
+    if let Some(c) = req.checkpoint.as_ref().filter(|c| c.tensors > 0) {
+        assumptions.push(format!(
+            "weights: exact bytes of the file's {} tensors, each in its own ggml type; token \
+             embeddings stay in host memory, -ngl moves whole layers, then the output layer",
+            c.tensors
+        ));
+        let mut per_layer: Vec<u64> = c
+            .layers
+            .iter()
+            .map(|l| l.split + l.kv + l.replicated)
+            .collect();
+        per_layer.resize(layers, 0);
+        return WeightParts {
+            // a tied output layer is the embeddings' copy
+            output: if c.lm_head > 0 {
+                c.lm_head
+            } else {
+                c.embedding
+            } + c.other,
+            per_layer,
+            total: c.loaded_bytes(),
+        };
+    }
+    // 2. a catalog model with a GGUF file type: llama-quantize's per-tensor types
+    let ft = arch
+        .quantization
+        .as_ref()
+        .and_then(|q| q.method.strip_prefix("gguf:"))
+        .and_then(|m| m.split(':').next())
+        .and_then(crate::gguf_quant::GgufFileType::parse);
+    if let Some(ft) = ft {
+        let g = crate::gguf_quant::size(arch, ft);
+        assumptions.push(format!(
+            "weights: {ft:?} as llama-quantize types each tensor (output {:.2} GiB, token \
+             embeddings {:.2} GiB in their own types); token embeddings stay in host memory, \
+             -ngl moves whole layers, then the output layer",
+            g.output_bytes.max(g.embedding_bytes) as f64 / GIB,
+            g.embedding_bytes as f64 / GIB
+        ));
+        let mut per_layer = g.per_layer.clone();
+        per_layer.resize(layers, 0);
+        let output = if g.output_bytes > 0 {
+            g.output_bytes
+        } else {
+            g.embedding_bytes
+        };
+        return WeightParts {
+            output: output + g.non_layer_bytes - g.embedding_bytes - g.output_bytes,
+            per_layer,
+            total: g.total_bytes,
+        };
+    }
+    // 3. the architecture formula, scaled to the checkpoint's bytes
     let weights = checkpoint_bytes(arch);
     let parts = weights_per_gpu(arch, arch.quantization.as_ref(), Shard::SINGLE);
     let modelled = (parts.total() - parts.rope_cache - parts.runtime).max(1);
-    // Scale the modelled parts to the exact file bytes (GGUF quant mixes differ per tensor).
     let scale = |b: u64| (u128::from(b) * u128::from(weights) / u128::from(modelled)) as u64;
-    let embd = scale(parts.embedding);
-    let output = scale(if parts.lm_head > 0 {
-        parts.lm_head
-    } else {
-        parts.embedding
-    });
-    let per_layer =
-        scale(parts.attention + parts.mlp + parts.experts + parts.other) / u64::from(layers);
+    let per = scale(parts.attention + parts.mlp + parts.experts + parts.other) / layers as u64;
     assumptions.push(
         "weights: token embeddings stay in host memory; -ngl moves whole layers, then the \
          output layer (llama.cpp's placement; layer sizes from the architecture, scaled to the \
-         file's bytes)"
+         checkpoint's bytes)"
             .into(),
     );
+    WeightParts {
+        output: scale(if parts.lm_head > 0 {
+            parts.lm_head
+        } else {
+            parts.embedding
+        }),
+        per_layer: vec![per; layers],
+        total: weights,
+    }
+}
 
-    // ---- compute buffer and context (estimates) ----
-    let compute = (ubatch * 4)
+/// Compute buffer of one `n_ubatch` (an estimate: llama.cpp prints the real one).
+fn compute_buffer(req: &PlanRequest, ubatch: u64, n_ctx_seq: u64, fa: &str) -> u64 {
+    let arch = &req.arch;
+    (ubatch * 4)
         .saturating_mul(arch.vocab_size)
         .saturating_add((ubatch * 16).saturating_mul(arch.hidden_size.max(arch.intermediate_size)))
         .saturating_add(if fa == "off" {
@@ -350,45 +474,140 @@ pub fn plan(req: &PlanRequest) -> Plan {
                 .saturating_mul(u64::from(arch.num_attention_heads))
         } else {
             0
-        });
+        })
+}
+
+/// Which GPU each offloaded layer goes to (llama.cpp `llama_model::load_tensors`,
+/// `-sm layer`): with `n` layers offloaded, the last `n` repeating layers (and the output layer
+/// when `n` exceeds them) are spread by the cumulative `--tensor-split` proportions, layer
+/// `il` going to the first device whose cumulative share exceeds `(il − start) / n`. Returns,
+/// per GPU, (weights, KV).
+fn place(w: &WeightParts, kv: &[u64], n: u32, layers: u32, split: &[f64]) -> Vec<(u64, u64)> {
+    let devices = split.len().max(1);
+    let sum: f64 = split.iter().sum::<f64>().max(f64::MIN_POSITIVE);
+    let mut cumulative = Vec::with_capacity(devices);
+    let mut acc = 0.0;
+    for x in split {
+        acc += x / sum;
+        cumulative.push(acc);
+    }
+    let mut out = vec![(0u64, 0u64); devices];
+    let n = n.min(layers + 1);
+    let start = layers.saturating_sub(n);
+    let act = f64::from(n.max(1));
+    let device_of = |il: u32| -> usize {
+        let r = f64::from(il - start) / act;
+        cumulative
+            .iter()
+            .position(|c| *c > r)
+            .unwrap_or(devices - 1)
+    };
+    for il in start..layers {
+        let d = device_of(il);
+        if let Some(slot) = out.get_mut(d) {
+            slot.0 = slot
+                .0
+                .saturating_add(w.per_layer.get(il as usize).copied().unwrap_or(0));
+            slot.1 = slot
+                .1
+                .saturating_add(kv.get(il as usize).copied().unwrap_or(0));
+        }
+    }
+    if n > layers {
+        let d = device_of(layers);
+        if let Some(slot) = out.get_mut(d) {
+            slot.0 = slot.0.saturating_add(w.output);
+        }
+    }
+    out
+}
+
+/// Plan a `llama-server` (see the module doc). Phases: context, cache types, per-layer KV,
+/// weights, compute buffer, how many layers fit, placement over the GPUs, the plan.
+pub fn plan(req: &PlanRequest) -> Plan {
+    let arch = &req.arch;
+    let s = &req.llama_cpp;
+    let mut assumptions: Vec<String> = vec![format!(
+        "llama.cpp accounting (the llama.cpp of llama-cpp-python 0.3.36, checked against its \
+         llama-server logs{})",
+        req.engine_version
+            .as_deref()
+            .map(|v| format!("; --engine-version {v} not modelled separately"))
+            .unwrap_or_default()
+    )];
+    let mut problems: Vec<String> = Vec::new();
+    let layers = arch.num_layers.max(1);
+
+    let c = context(req, &mut assumptions);
+    let t = cache_types(req, &mut assumptions, &mut problems);
+    let kv = layer_kv(req, &c, &t, &mut assumptions, &mut problems);
+    let sum = |it: &mut dyn Iterator<Item = u64>| it.fold(0u64, u64::saturating_add);
+    let kv_total = sum(&mut kv.per_layer.iter().copied());
+    let w = weight_parts(req, &mut assumptions);
+    let compute = compute_buffer(req, kv.ubatch, c.n_ctx_seq, &t.flash_attn);
     assumptions.push(format!(
-        "compute buffer ≈ n_ubatch {ubatch} × (vocab × 4 B logits + activations){}: an estimate, \
+        "compute buffer ≈ n_ubatch {} × (vocab × 4 B logits + activations){}: an estimate, \
          llama.cpp prints the real one at start-up",
-        if fa == "off" {
+        kv.ubatch,
+        if t.flash_attn == "off" {
             " + the KQ matrix (flash attention off)"
         } else {
             ""
         }
     ));
     assumptions.push(format!(
-        "CUDA context ≈ {} MiB per process (outside llama.cpp's own accounting)",
+        "CUDA context ≈ {} MiB per process and GPU (outside llama.cpp's own accounting)",
         CUDA_CONTEXT_BYTES >> 20
     ));
 
-    let total = req.gpu.total_bytes.min(1 << 50);
-    let on_gpu = |n: u32| -> (u64, u64) {
-        let n = n.min(layers + 1);
-        let w = per_layer
-            .saturating_mul(u64::from(n.min(layers)))
-            .saturating_add(if n > layers { output } else { 0 });
-        let kv = sum(&mut layer_kv_bytes
-            .iter()
-            .copied()
-            .skip((layers - n.min(layers)) as usize));
-        (w, kv)
+    // ---- GPUs: -sm none keeps everything on one; layer (default) splits layers; row is
+    // not modelled (placed as layer) ----
+    let gpus = match s.split_mode.as_deref() {
+        Some("none") => 1,
+        _ => req.gpu.count.clamp(1, 128) as usize,
     };
-    let need = |n: u32| {
-        let (w, kv) = on_gpu(n);
-        w.saturating_add(kv)
-            .saturating_add(compute)
-            .saturating_add(CUDA_CONTEXT_BYTES)
+    let split: Vec<f64> = match &s.tensor_split {
+        Some(ts) => {
+            let mut v: Vec<f64> = ts.iter().copied().take(gpus).collect();
+            v.resize(gpus, 0.0);
+            v
+        }
+        None => vec![1.0; gpus],
+    };
+    if gpus > 1 {
+        assumptions.push(format!(
+            "-sm layer over {gpus} GPUs, --tensor-split {} (unset: by free memory, equal on \
+             equal GPUs); each GPU holds its layers' weights and KV, its compute buffer and a \
+             CUDA context",
+            split
+                .iter()
+                .map(|x| format!("{x}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
+        if s.split_mode.as_deref() == Some("row") {
+            assumptions.push(
+                "-sm row splits each matrix by rows: placed as -sm layer here (not modelled)"
+                    .into(),
+            );
+        }
+    }
+    let total = req.gpu.total_bytes.min(1 << 50);
+    let overhead = compute.saturating_add(CUDA_CONTEXT_BYTES);
+    // the busiest GPU with `n` layers offloaded: (weights, KV, used)
+    let busiest = |n: u32| -> (u64, u64, u64) {
+        place(&w, &kv.per_layer, n, layers, &split)
+            .into_iter()
+            .map(|(wb, kb)| (wb, kb, wb.saturating_add(kb).saturating_add(overhead)))
+            .max_by_key(|x| x.2)
+            .unwrap_or((0, 0, overhead))
     };
     let gpu_layers = match s.gpu_layers {
         Some(GpuLayers::Count(n)) => n.min(layers + 1),
         Some(GpuLayers::Word(GpuLayersWord::All)) => layers + 1,
         None | Some(GpuLayers::Word(GpuLayersWord::Auto)) => {
-            // The most layers that fit: `need` grows with n, so a binary search.
-            let fits_with = |n: u32| need(n).saturating_add(FIT_MARGIN_BYTES) <= total;
+            // The most layers that fit: the busiest GPU grows with n, so a binary search.
+            let fits_with = |n: u32| busiest(n).2.saturating_add(FIT_MARGIN_BYTES) <= total;
             let (mut lo, mut hi) = (0u32, layers + 1);
             while lo < hi {
                 let mid = lo + (hi - lo).div_ceil(2);
@@ -398,28 +617,25 @@ pub fn plan(req: &PlanRequest) -> Plan {
                     hi = mid - 1;
                 }
             }
-            let fit = lo;
             assumptions.push(format!(
                 "-ngl auto: --fit offloads as many layers as fit with {} MiB free: {} of {}{}",
                 FIT_MARGIN_BYTES >> 20,
-                fit.min(layers),
+                lo.min(layers),
                 layers,
-                if fit > layers {
+                if lo > layers {
                     " and the output layer"
                 } else {
                     ""
                 }
             ));
-            fit
+            lo
         }
     };
-    assumptions.push(
-        "one GPU holds every offloaded layer (llama.cpp can split layers over several with \
-         -sm layer; not modelled)"
-            .into(),
-    );
-    let (w_gpu, kv_gpu) = on_gpu(gpu_layers);
-    let used = need(gpu_layers);
+    let placed = place(&w, &kv.per_layer, gpu_layers, layers, &split);
+    let gpus_used = placed.iter().filter(|(wb, _)| *wb > 0).count().max(1);
+    let (w_gpu, kv_gpu, used) = busiest(gpu_layers);
+    let w_all_gpus = sum(&mut placed.iter().map(|p| p.0));
+    let kv_all_gpus = sum(&mut placed.iter().map(|p| p.1));
     let free_after = total as f64 - used as f64;
     if free_after < 0.0 {
         problems.push(format!(
@@ -438,19 +654,20 @@ pub fn plan(req: &PlanRequest) -> Plan {
         ));
     }
 
-    let max_concurrency = if unified {
-        (n_ctx as f64 / n_ctx_slot as f64).min(f64::from(slots))
+    let max_concurrency = if c.unified {
+        (c.n_ctx as f64 / c.n_ctx_slot as f64).min(f64::from(c.slots))
     } else {
-        f64::from(slots)
+        f64::from(c.slots)
     };
     let fits = problems.is_empty();
     let meets = req
         .concurrency
-        .map(|c| fits && max_concurrency >= f64::from(c));
+        .map(|n| fits && max_concurrency >= f64::from(n));
     let kv_bytes_per_token = sum(&mut (0..layers as usize).map(|l| {
         let (k, v) = kv_elements(arch, l);
-        row_bytes(k_type, k).saturating_add(row_bytes(v_type, v))
+        row_bytes(t.k, k).saturating_add(row_bytes(t.v, v))
     }));
+    let host = w.total.saturating_sub(w_all_gpus) + kv_total.saturating_sub(kv_all_gpus);
     Plan {
         fits,
         problems,
@@ -464,23 +681,23 @@ pub fn plan(req: &PlanRequest) -> Plan {
             kv_cache_gib: gib2(kv_gpu as f64),
             free_after_kv_gib: gib2(free_after),
         },
-        kv_cache_tokens: n_ctx,
+        kv_cache_tokens: c.n_ctx,
         max_concurrency: (max_concurrency * 100.0).round() / 100.0,
         concurrency: req.concurrency,
         meets_concurrency: meets,
-        max_model_len: Some(n_ctx_slot),
+        max_model_len: Some(c.n_ctx_slot),
         tensor_parallel_size: Some(1),
         pipeline_parallel_size: 1,
-        gpus_used: 1,
-        weights_bytes_total: Some(weights),
+        gpus_used: gpus_used as u32,
+        weights_bytes_total: Some(w.total),
         weights_bytes_per_gpu: w_gpu,
         gpus: Vec::new(),
         numa_nodes: Vec::new(),
         kv_bytes_per_token,
         blocks: 0,
         block_size: 1,
-        kv_cache_groups: 1 + u32::from(swa_window.is_some()),
-        kv_cache_dtype: nearest_dtype(&type_k),
+        kv_cache_groups: 1 + u32::from(kv.has_swa),
+        kv_cache_dtype: nearest_dtype(&t.name_k),
         model: req.model_name.clone(),
         gpu: req.gpu.name.clone(),
         engine: EngineInfo {
@@ -506,27 +723,18 @@ pub fn plan(req: &PlanRequest) -> Plan {
             }],
         }),
         llama_cpp: Some(LlamaCppPlan {
-            n_ctx,
-            n_ctx_seq,
-            n_ctx_slot,
-            slots,
-            kv_unified: unified,
-            cache_type_k: type_k,
-            cache_type_v: type_v,
-            swa_cells,
+            n_ctx: c.n_ctx,
+            n_ctx_seq: c.n_ctx_seq,
+            n_ctx_slot: c.n_ctx_slot,
+            slots: c.slots,
+            kv_unified: c.unified,
+            cache_type_k: t.name_k,
+            cache_type_v: t.name_v,
+            swa_cells: kv.swa_cells,
             gpu_layers: gpu_layers.min(layers),
             layers,
             kv_cache_mib: (kv_total as f64 / (1u64 << 20) as f64 * 100.0).round() / 100.0,
-            host_gib: gib2(
-                embd as f64
-                    + per_layer as f64 * f64::from(layers - gpu_layers.min(layers))
-                    + if gpu_layers > layers {
-                        0.0
-                    } else {
-                        output as f64
-                    }
-                    + kv_total.saturating_sub(kv_gpu) as f64,
-            ),
+            host_gib: gib2(host as f64),
         }),
     }
 }
@@ -696,5 +904,66 @@ mod tests {
         );
         assert_eq!(GpuLayers::parse("33"), Some(GpuLayers::Count(33)));
         assert_eq!(GpuLayers::parse("many"), None);
+    }
+
+    #[test]
+    fn gguf_file_types_place_each_tensor_in_its_own_type() {
+        // Meta-Llama-3-70B Q4_K_M: llama-bench printed 39.59 GiB for the real file
+        // (fixtures/speed/cases.jsonl). All layers and the output (Q6_K) on the GPU; only
+        // token_embd (Q4_K, 128256 × 8192 × 144/256 B = 0.55 GiB) stays on the host. The old
+        // scaling charged the embeddings in bf16 and shrank every layer by 3.5 %.
+        let a = lookup("meta-llama/Meta-Llama-3-70B-Instruct").unwrap();
+        let (q, g) = crate::gguf_quant::apply(&a, crate::gguf_quant::GgufFileType::Q4_K_M);
+        let mut r = request("meta-llama/Meta-Llama-3-70B-Instruct", 80);
+        r.arch = q;
+        r.max_model_len = Some(8192);
+        r.max_num_seqs = Some(1);
+        r.llama_cpp.gpu_layers = Some(GpuLayers::Word(GpuLayersWord::All));
+        let p = plan(&r);
+        let gib = |b: u64| b as f64 / GIB;
+        assert_eq!(p.weights_bytes_per_gpu, g.total_bytes - g.embedding_bytes);
+        assert!((gib(g.embedding_bytes) - 0.55).abs() < 0.01);
+        assert!((gib(p.weights_bytes_per_gpu) - 39.04).abs() < 0.2, "{p:?}");
+        assert!(p.assumptions.iter().any(|x| x.contains("own types")));
+    }
+
+    #[test]
+    fn layers_split_over_gpus_by_tensor_split() {
+        // Two GPUs, -sm layer: 80 layers + output; equal split by default, 3:1 with -ts 3,1.
+        let a = lookup("meta-llama/Meta-Llama-3-70B-Instruct").unwrap();
+        let (q, g) = crate::gguf_quant::apply(&a, crate::gguf_quant::GgufFileType::Q4_K_M);
+        let mut r = request("meta-llama/Meta-Llama-3-70B-Instruct", 24);
+        r.arch = q;
+        r.gpu.count = 2;
+        r.max_model_len = Some(4096);
+        r.max_num_seqs = Some(1);
+        r.llama_cpp.gpu_layers = Some(GpuLayers::Word(GpuLayersWord::All));
+        let p = plan(&r);
+        assert_eq!(p.gpus_used, 2);
+        let on_gpus = g.total_bytes - g.embedding_bytes;
+        // the busier GPU holds about half (the output layer tips it)
+        let half = p.weights_bytes_per_gpu as f64 / on_gpus as f64;
+        assert!(half > 0.5 && half < 0.53, "{half}");
+        // 39 GiB over two 24 GiB cards fits; on one it does not
+        assert!(p.fits, "{:?}", p.problems);
+        r.llama_cpp.split_mode = Some("none".into());
+        assert!(!plan(&r).fits);
+        r.llama_cpp.split_mode = None;
+        r.llama_cpp.tensor_split = Some(vec![3.0, 1.0]);
+        let p = plan(&r);
+        let share = p.weights_bytes_per_gpu as f64 / on_gpus as f64;
+        assert!(share > 0.74 && share < 0.77, "{share}");
+        assert!(!p.fits);
+        // placement unit: 4 layers of 10, output 5, 3:1 → layers 0..3 on GPU 0 with n = 5
+        let w = WeightParts {
+            output: 5,
+            per_layer: vec![10; 4],
+            total: 50,
+        };
+        assert_eq!(place(&w, &[1; 4], 5, 4, &[3.0, 1.0]), vec![(40, 4), (5, 0)]);
+        assert_eq!(
+            place(&w, &[1; 4], 2, 4, &[1.0, 1.0]),
+            vec![(10, 1), (10, 1)]
+        );
     }
 }

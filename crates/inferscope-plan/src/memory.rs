@@ -501,19 +501,12 @@ pub fn activation_bytes(arch: &ModelArch, p: ProfileShape) -> u64 {
 /// CUDA-graph memory when graphs are captured (not with `--enforce-eager`).
 ///
 /// Rough fit to the H100 logs (0.65–1.79 GiB): 0.5 GiB + 0.013 GiB per layer on this GPU, less
-/// a little under TP. It does not move the KV figure in the releases modelled (see
-/// [`cuda_graph_in_budget`]), only whether the remaining `1 − util` share holds the graphs.
+/// a little under TP. Up to 0.19 it does not move the KV figure, only whether the remaining
+/// `1 − util` share holds the graphs; from 0.20 the estimate is taken out of the budget
+/// ([`crate::rules`], `cuda_graph_in_budget`).
 pub fn cuda_graph_bytes(layers_here: u32, tp: u32) -> u64 {
     let tp_factor = if tp > 1 { 0.85 } else { 1.0 };
     ((0.5 + 0.013 * f64::from(layers_here)) * tp_factor * GIB) as u64
-}
-
-/// Whether vLLM subtracts CUDA-graph memory before sizing the KV cache. Every release in the
-/// logs (0.4 to 0.19) captures graphs after KV sizing, outside `gpu_memory_utilization`
-/// (vLLM ≥ 0.11 prints the graph memory it measured but only subtracts an estimate with
-/// `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1`).
-pub fn cuda_graph_in_budget(estimate_env: bool) -> bool {
-    estimate_env
 }
 
 /// One KV-cache group's kind, as vLLM V1 builds them.

@@ -304,7 +304,15 @@ pub fn plan(req: &PlanRequest) -> Plan {
             }
         });
     let quant = flag_quant.as_ref().or(arch.quantization.as_ref());
-    if let Some(q) = quant {
+    if let Some(q) = quant.filter(|q| q.method.starts_with("gguf")) {
+        // a GGUF file types each tensor itself: output.weight's own ggml type decides the LM head
+        assumptions.push(format!(
+            "weights: GGUF, {:.3} bytes per layer weight (the file's mix); token embeddings and \
+             output.weight keep their own ggml types (exact when the GGUF file is given, else \
+             llama-quantize's choice for the file type); norms stay F32",
+            q.bytes_per_weight()
+        ));
+    } else if let Some(q) = quant {
         assumptions.push(format!(
             "weights: {} {}-bit{}, {:.3} bytes per quantized weight; embeddings, norms, routers and lm_head stay {:?}{}",
             q.method,

@@ -249,10 +249,11 @@ pub fn resolve_model(spec: &str, revision: Option<&str>) -> anyhow::Result<Resol
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             let arch = inferscope_plan::gguf_arch::from_gguf(&h)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            let checkpoint = Some(inferscope_plan::gguf_arch::checkpoint(&h, arch.num_layers));
             return Ok(ResolvedModel {
                 arch,
                 source: format!("{} (GGUF: exact tensor bytes)", path.display()),
-                checkpoint: None,
+                checkpoint,
             });
         }
         let text = read_bounded(path)?;
