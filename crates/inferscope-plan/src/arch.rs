@@ -382,43 +382,42 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
-/// Read a Hugging Face `config.json`.
-pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
-    if json.len() > MAX_CONFIG_BYTES {
-        return Err(PlanError::TooLarge(json.len()));
+/// The dense shape every model has (phase 2 of [`from_hf_config`]).
+struct CoreShape {
+    num_layers: u64,
+    hidden_size: u64,
+    heads: u64,
+    kv_heads: u64,
+    head_dim: u64,
+    vocab_size: u64,
+    intermediate_size: u64,
+    max_position_embeddings: u64,
+    tie_word_embeddings: bool,
+    dtype: Dtype,
+    rotary_dim: u32,
+    learned_positions: u64,
+    attention_bias: bool,
+}
+
+/// Phase 1: the text model's config (`text_config`/`llm_config` of a multimodal model, else
+/// the top level).
+fn text_config<'a>(
+    top: &'a Map<String, Value>,
+    empty: &'a Map<String, Value>,
+) -> Result<&'a Map<String, Value>, PlanError> {
+    match top.get("text_config").or_else(|| top.get("llm_config")) {
+        Some(Value::Object(t)) => Ok(t),
+        Some(Value::Null) | None => Ok(empty),
+        Some(other) => Err(PlanError::Invalid {
+            field: "text_config",
+            detail: format!("expected an object, got {}", type_name(other)),
+        }),
     }
-    let root: Value = serde_json::from_str(json).map_err(|e| PlanError::Json(e.to_string()))?;
-    let Value::Object(top) = &root else {
-        return Err(PlanError::Json(format!(
-            "expected an object at the top level, got {}",
-            type_name(&root)
-        )));
-    };
-    let empty = Map::new();
-    let text = match top.get("text_config").or_else(|| top.get("llm_config")) {
-        Some(Value::Object(t)) => t,
-        Some(Value::Null) | None => &empty,
-        Some(other) => {
-            return Err(PlanError::Invalid {
-                field: "text_config",
-                detail: format!("expected an object, got {}", type_name(other)),
-            });
-        }
-    };
-    let cfg = Cfg { text, top };
-    let model_type = cfg.string("model_type").unwrap_or("").to_ascii_lowercase();
-    let top_type = top
-        .get("model_type")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    let architecture = top
-        .get("architectures")
-        .and_then(Value::as_array)
-        .and_then(|a| a.first())
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    let family = Family::of(&model_type, &top_type);
+}
+
+/// Phase 2: layers, widths, heads, vocabulary, context, dtype, rotary (family defaults fill
+/// what the config leaves out).
+fn core_shape(cfg: &Cfg, family: Family) -> Result<CoreShape, PlanError> {
     let d = family.defaults();
 
     let num_layers = match cfg.uint(
@@ -549,8 +548,31 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
             Family::Qwen2 | Family::Opt | Family::Phi | Family::GptOss
         ));
 
-    // ---- per-layer attention ----
-    let n = num_layers as usize;
+    Ok(CoreShape {
+        num_layers,
+        hidden_size,
+        heads,
+        kv_heads,
+        head_dim,
+        vocab_size,
+        intermediate_size,
+        max_position_embeddings,
+        tie_word_embeddings,
+        dtype,
+        rotary_dim,
+        learned_positions,
+        attention_bias,
+    })
+}
+
+/// Phase 3: each layer's attention kind (`layer_types`, else the family's sliding/chunked
+/// pattern); a window covering the whole context is full attention.
+fn attention_kinds(
+    cfg: &Cfg,
+    family: Family,
+    n: usize,
+    max_position_embeddings: u64,
+) -> Result<Vec<AttentionKind>, PlanError> {
     let window = cfg.uint("sliding_window", &["sliding_window"], MAX_POSITIONS)?;
     let window = window
         .filter(|w| *w > 0)
@@ -661,6 +683,16 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
             *k = AttentionKind::Full;
         }
     }
+    Ok(kinds)
+}
+
+/// Phase 4: per-layer KV heads and head size (global layers may differ: Gemma 4).
+fn layer_attention(
+    cfg: &Cfg,
+    kinds: &[AttentionKind],
+    kv_heads: u64,
+    head_dim: u64,
+) -> Result<Vec<LayerAttention>, PlanError> {
     let global_kv = cfg.uint(
         "num_global_key_value_heads",
         &["num_global_key_value_heads"],
@@ -668,7 +700,7 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
     )?;
     let global_hd = cfg.uint("global_head_dim", &["global_head_dim"], 1 << 16)?;
     let k_eq_v = cfg.boolean("attention_k_eq_v").unwrap_or(false);
-    let layers: Vec<LayerAttention> = kinds
+    Ok(kinds
         .iter()
         .map(|&kind| {
             let global = kind == AttentionKind::Full;
@@ -687,31 +719,42 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
                 k_eq_v: global && k_eq_v && global_kv.is_some(),
             }
         })
-        .collect();
+        .collect())
+}
 
-    // ---- MLA ----
-    let mla = match cfg.uint("kv_lora_rank", &["kv_lora_rank"], MAX_HIDDEN)? {
-        Some(r) if r > 0 => Some(Mla {
-            kv_lora_rank: r as u32,
-            qk_rope_head_dim: cfg
-                .uint("qk_rope_head_dim", &["qk_rope_head_dim"], 1 << 16)?
-                .ok_or(PlanError::Missing("qk_rope_head_dim"))?
-                as u32,
-            qk_nope_head_dim: cfg
-                .uint("qk_nope_head_dim", &["qk_nope_head_dim"], 1 << 16)?
-                .unwrap_or(128) as u32,
-            v_head_dim: cfg
-                .uint("v_head_dim", &["v_head_dim"], 1 << 16)?
-                .unwrap_or(128) as u32,
-            q_lora_rank: cfg
-                .uint("q_lora_rank", &["q_lora_rank"], MAX_HIDDEN)?
-                .filter(|q| *q > 0)
-                .map(|q| q as u32),
-        }),
-        _ => None,
-    };
+/// Phase 5: multi-head latent attention (DeepSeek), when `kv_lora_rank` is set.
+fn mla(cfg: &Cfg) -> Result<Option<Mla>, PlanError> {
+    Ok(
+        match cfg.uint("kv_lora_rank", &["kv_lora_rank"], MAX_HIDDEN)? {
+            Some(r) if r > 0 => Some(Mla {
+                kv_lora_rank: r as u32,
+                qk_rope_head_dim: cfg
+                    .uint("qk_rope_head_dim", &["qk_rope_head_dim"], 1 << 16)?
+                    .ok_or(PlanError::Missing("qk_rope_head_dim"))?
+                    as u32,
+                qk_nope_head_dim: cfg
+                    .uint("qk_nope_head_dim", &["qk_nope_head_dim"], 1 << 16)?
+                    .unwrap_or(128) as u32,
+                v_head_dim: cfg
+                    .uint("v_head_dim", &["v_head_dim"], 1 << 16)?
+                    .unwrap_or(128) as u32,
+                q_lora_rank: cfg
+                    .uint("q_lora_rank", &["q_lora_rank"], MAX_HIDDEN)?
+                    .filter(|q| *q > 0)
+                    .map(|q| q as u32),
+            }),
+            _ => None,
+        },
+    )
+}
 
-    // ---- MoE ----
+/// Phase 6: mixture of experts: routed/shared experts and which layers are sparse.
+fn moe(
+    cfg: &Cfg,
+    family: Family,
+    n: usize,
+    intermediate_size: u64,
+) -> Result<Option<Moe>, PlanError> {
     let experts = cfg
         .uint(
             "num_experts",
@@ -724,7 +767,7 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
             MAX_EXPERTS,
         )?
         .unwrap_or(0);
-    let moe = if experts > 1 {
+    Ok(if experts > 1 {
         let per_tok = cfg
             .uint(
                 "num_experts_per_tok",
@@ -807,7 +850,75 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
         })
     } else {
         None
+    })
+}
+
+/// Phase 7: bound the whole model so that byte arithmetic downstream cannot overflow.
+fn check_size(
+    c: &CoreShape,
+    intermediate_size: u64,
+    moe: Option<&Moe>,
+    vision_params: u64,
+) -> Result<(), PlanError> {
+    let est = {
+        let h = c.hidden_size as f64;
+        let per_layer = 4.0 * h * (c.heads.max(c.kv_heads) * c.head_dim) as f64
+            + 3.0 * h * intermediate_size as f64
+            + moe.map_or(0.0, |m| {
+                f64::from(m.experts) * 3.0 * h * m.expert_intermediate as f64
+                    + 3.0 * h * m.shared_intermediate as f64
+            });
+        c.num_layers as f64 * per_layer + 2.0 * c.vocab_size as f64 * h + vision_params as f64
     };
+    if est > MAX_PARAMS {
+        return Err(PlanError::Invalid {
+            field: "num_hidden_layers",
+            detail: format!(
+                "the sizes describe about {est:.3e} parameters, more than the {MAX_PARAMS:e} this planner accepts"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Read a Hugging Face `config.json` into the planner's model description. Phases: the text
+/// config ([`text_config`]), the dense shape ([`core_shape`]), attention per layer
+/// ([`attention_kinds`], [`layer_attention`]), MLA, MoE, quantization and vision, a size bound
+/// ([`check_size`]), then the assembly.
+pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
+    if json.len() > MAX_CONFIG_BYTES {
+        return Err(PlanError::TooLarge(json.len()));
+    }
+    let root: Value = serde_json::from_str(json).map_err(|e| PlanError::Json(e.to_string()))?;
+    let Value::Object(top) = &root else {
+        return Err(PlanError::Json(format!(
+            "expected an object at the top level, got {}",
+            type_name(&root)
+        )));
+    };
+    let empty = Map::new();
+    let text = text_config(top, &empty)?;
+    let cfg = Cfg { text, top };
+    let model_type = cfg.string("model_type").unwrap_or("").to_ascii_lowercase();
+    let top_type = top
+        .get("model_type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let architecture = top
+        .get("architectures")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let family = Family::of(&model_type, &top_type);
+    let c = core_shape(&cfg, family)?;
+    let n = c.num_layers as usize;
+    let kinds = attention_kinds(&cfg, family, n, c.max_position_embeddings)?;
+    let layers = layer_attention(&cfg, &kinds, c.kv_heads, c.head_dim)?;
+    let mla = mla(&cfg)?;
+    let moe = moe(&cfg, family, n, c.intermediate_size)?;
+    let intermediate_size = c.intermediate_size;
     // Llama 4 dense layers use intermediate_size_mlp; experts use intermediate_size.
     let intermediate_size = if family == Family::Llama4 {
         cfg.uint(
@@ -830,7 +941,7 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
     let vision_params = top
         .get("vision_config")
         .and_then(Value::as_object)
-        .map(|v| vision_params(v, hidden_size))
+        .map(|v| vision_params(v, c.hidden_size))
         .unwrap_or(0);
     let mtp_layers = cfg
         .uint(
@@ -840,27 +951,9 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
         )?
         .unwrap_or(0) as u32;
 
-    // Bound the whole model so that byte arithmetic downstream cannot overflow.
-    let est = {
-        let h = hidden_size as f64;
-        let per_layer = 4.0 * h * (heads.max(kv_heads) * head_dim) as f64
-            + 3.0 * h * intermediate_size as f64
-            + moe.as_ref().map_or(0.0, |m| {
-                f64::from(m.experts) * 3.0 * h * m.expert_intermediate as f64
-                    + 3.0 * h * m.shared_intermediate as f64
-            });
-        num_layers as f64 * per_layer + 2.0 * vocab_size as f64 * h + vision_params as f64
-    };
-    if est > MAX_PARAMS {
-        return Err(PlanError::Invalid {
-            field: "num_hidden_layers",
-            detail: format!(
-                "the sizes describe about {est:.3e} parameters, more than the {MAX_PARAMS:e} this planner accepts"
-            ),
-        });
-    }
+    check_size(&c, intermediate_size, moe.as_ref(), vision_params)?;
     // MLA applies RoPE to the qk_rope_head_dim part only.
-    let rotary_dim = mla.map_or(rotary_dim, |m| m.qk_rope_head_dim);
+    let rotary_dim = mla.map_or(c.rotary_dim, |m| m.qk_rope_head_dim);
     let mlp = if matches!(family, Family::Opt | Family::Phi) {
         MlpKind::Plain
     } else {
@@ -870,23 +963,23 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
     Ok(ModelArch {
         model_type,
         architecture,
-        num_layers: num_layers as u32,
-        hidden_size,
-        num_attention_heads: heads as u32,
-        num_kv_heads: kv_heads as u32,
-        head_dim: head_dim as u32,
-        vocab_size,
+        num_layers: c.num_layers as u32,
+        hidden_size: c.hidden_size,
+        num_attention_heads: c.heads as u32,
+        num_kv_heads: c.kv_heads as u32,
+        head_dim: c.head_dim as u32,
+        vocab_size: c.vocab_size,
         intermediate_size,
         mlp,
-        tie_word_embeddings,
-        max_position_embeddings,
+        tie_word_embeddings: c.tie_word_embeddings,
+        max_position_embeddings: c.max_position_embeddings,
         rotary_dim,
-        learned_positions,
-        attention_bias,
+        learned_positions: c.learned_positions,
+        attention_bias: c.attention_bias,
         layers,
         mla,
         moe,
-        dtype,
+        dtype: c.dtype,
         quantization,
         vision_params,
         mtp_layers,
