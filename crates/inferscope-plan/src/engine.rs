@@ -297,6 +297,8 @@ fn meaning(engine: Engine, flag: &str) -> Option<Meaning> {
 }
 
 /// Parse a serving command (the words after `inferscope plan --`).
+///
+/// One piece (~160 lines): a single pass over the words, one arm per flag meaning.
 pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
     let (engine, start) = detect(args)?;
     let mut s = EngineSettings::new(engine);

@@ -81,6 +81,8 @@ pub fn checkpoint(h: &GgufHeader, num_layers: u32) -> crate::checkpoint::Checkpo
 }
 
 /// Build the architecture from a parsed GGUF header.
+///
+/// One piece (~150 lines): each `{arch}.*` key read once, in the order the struct needs them.
 pub fn from_gguf(h: &GgufHeader) -> Result<ModelArch, GgufArchError> {
     let arch = h
         .architecture()

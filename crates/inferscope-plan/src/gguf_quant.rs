@@ -204,6 +204,9 @@ fn fits(t: GgmlType, cols: u64) -> GgmlType {
 }
 
 /// Weight bytes of `arch` quantized to `ft`, tensor by tensor.
+///
+/// One piece (~160 lines): it mirrors `llama_tensor_get_type_impl`'s per-tensor decision, which
+/// reads best beside the source as one block.
 pub fn size(arch: &ModelArch, ft: GgufFileType) -> GgufWeights {
     use GgufFileType as F;
     let base = ft.default_type();

@@ -522,8 +522,87 @@ fn place(w: &WeightParts, kv: &[u64], n: u32, layers: u32, split: &[f64]) -> Vec
     out
 }
 
-/// Plan a `llama-server` (see the module doc). Phases: context, cache types, per-layer KV,
-/// weights, compute buffer, how many layers fit, placement over the GPUs, the plan.
+/// Each GPU's share of the layers: `-sm none` keeps everything on one; `layer` (default)
+/// splits by `--tensor-split` (unset: by free memory, equal on equal GPUs); `row` is placed as
+/// `layer` (not modelled).
+fn tensor_split(req: &PlanRequest, assumptions: &mut Vec<String>) -> Vec<f64> {
+    let s = &req.llama_cpp;
+    let gpus = match s.split_mode.as_deref() {
+        Some("none") => 1,
+        _ => req.gpu.count.clamp(1, 128) as usize,
+    };
+    let split: Vec<f64> = match &s.tensor_split {
+        Some(ts) => {
+            let mut v: Vec<f64> = ts.iter().copied().take(gpus).collect();
+            v.resize(gpus, 0.0);
+            v
+        }
+        None => vec![1.0; gpus],
+    };
+    if gpus > 1 {
+        assumptions.push(format!(
+            "-sm layer over {gpus} GPUs, --tensor-split {} (unset: by free memory, equal on \
+             equal GPUs); each GPU holds its layers' weights and KV, its compute buffer and a \
+             CUDA context",
+            split
+                .iter()
+                .map(|x| format!("{x}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
+        if s.split_mode.as_deref() == Some("row") {
+            assumptions.push(
+                "-sm row splits each matrix by rows: placed as -sm layer here (not modelled)"
+                    .into(),
+            );
+        }
+    }
+    split
+}
+
+/// How many layers `-ngl` offloads; `auto` (default) is `--fit`: the most whose busiest GPU
+/// keeps [`FIT_MARGIN_BYTES`] free.
+fn offloaded_layers(
+    ngl: Option<GpuLayers>,
+    layers: u32,
+    total: u64,
+    busiest: &dyn Fn(u32) -> (u64, u64, u64),
+    assumptions: &mut Vec<String>,
+) -> u32 {
+    match ngl {
+        Some(GpuLayers::Count(n)) => n.min(layers + 1),
+        Some(GpuLayers::Word(GpuLayersWord::All)) => layers + 1,
+        None | Some(GpuLayers::Word(GpuLayersWord::Auto)) => {
+            // The most layers that fit: the busiest GPU grows with n, so a binary search.
+            let fits_with = |n: u32| busiest(n).2.saturating_add(FIT_MARGIN_BYTES) <= total;
+            let (mut lo, mut hi) = (0u32, layers + 1);
+            while lo < hi {
+                let mid = lo + (hi - lo).div_ceil(2);
+                if fits_with(mid) {
+                    lo = mid;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            assumptions.push(format!(
+                "-ngl auto: --fit offloads as many layers as fit with {} MiB free: {} of {}{}",
+                FIT_MARGIN_BYTES >> 20,
+                lo.min(layers),
+                layers,
+                if lo > layers {
+                    " and the output layer"
+                } else {
+                    ""
+                }
+            ));
+            lo
+        }
+    }
+}
+
+/// Plan a `llama-server` (see the module doc). Phases: [`context`], [`cache_types`],
+/// [`layer_kv`], [`weight_parts`], [`compute_buffer`], [`tensor_split`], [`offloaded_layers`],
+/// [`place`], then the plan; over 150 lines only because the `Plan` it assembles has ~40 fields.
 pub fn plan(req: &PlanRequest) -> Plan {
     let arch = &req.arch;
     let s = &req.llama_cpp;
@@ -560,38 +639,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
         CUDA_CONTEXT_BYTES >> 20
     ));
 
-    // ---- GPUs: -sm none keeps everything on one; layer (default) splits layers; row is
-    // not modelled (placed as layer) ----
-    let gpus = match s.split_mode.as_deref() {
-        Some("none") => 1,
-        _ => req.gpu.count.clamp(1, 128) as usize,
-    };
-    let split: Vec<f64> = match &s.tensor_split {
-        Some(ts) => {
-            let mut v: Vec<f64> = ts.iter().copied().take(gpus).collect();
-            v.resize(gpus, 0.0);
-            v
-        }
-        None => vec![1.0; gpus],
-    };
-    if gpus > 1 {
-        assumptions.push(format!(
-            "-sm layer over {gpus} GPUs, --tensor-split {} (unset: by free memory, equal on \
-             equal GPUs); each GPU holds its layers' weights and KV, its compute buffer and a \
-             CUDA context",
-            split
-                .iter()
-                .map(|x| format!("{x}"))
-                .collect::<Vec<_>>()
-                .join(",")
-        ));
-        if s.split_mode.as_deref() == Some("row") {
-            assumptions.push(
-                "-sm row splits each matrix by rows: placed as -sm layer here (not modelled)"
-                    .into(),
-            );
-        }
-    }
+    let split = tensor_split(req, &mut assumptions);
     let total = req.gpu.total_bytes.min(1 << 50);
     let overhead = compute.saturating_add(CUDA_CONTEXT_BYTES);
     // the busiest GPU with `n` layers offloaded: (weights, KV, used)
@@ -602,35 +650,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
             .max_by_key(|x| x.2)
             .unwrap_or((0, 0, overhead))
     };
-    let gpu_layers = match s.gpu_layers {
-        Some(GpuLayers::Count(n)) => n.min(layers + 1),
-        Some(GpuLayers::Word(GpuLayersWord::All)) => layers + 1,
-        None | Some(GpuLayers::Word(GpuLayersWord::Auto)) => {
-            // The most layers that fit: the busiest GPU grows with n, so a binary search.
-            let fits_with = |n: u32| busiest(n).2.saturating_add(FIT_MARGIN_BYTES) <= total;
-            let (mut lo, mut hi) = (0u32, layers + 1);
-            while lo < hi {
-                let mid = lo + (hi - lo).div_ceil(2);
-                if fits_with(mid) {
-                    lo = mid;
-                } else {
-                    hi = mid - 1;
-                }
-            }
-            assumptions.push(format!(
-                "-ngl auto: --fit offloads as many layers as fit with {} MiB free: {} of {}{}",
-                FIT_MARGIN_BYTES >> 20,
-                lo.min(layers),
-                layers,
-                if lo > layers {
-                    " and the output layer"
-                } else {
-                    ""
-                }
-            ));
-            lo
-        }
-    };
+    let gpu_layers = offloaded_layers(s.gpu_layers, layers, total, &busiest, &mut assumptions);
     let placed = place(&w, &kv.per_layer, gpu_layers, layers, &split);
     let gpus_used = placed.iter().filter(|(wb, _)| *wb > 0).count().max(1);
     let (w_gpu, kv_gpu, used) = busiest(gpu_layers);

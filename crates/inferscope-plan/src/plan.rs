@@ -263,19 +263,13 @@ struct Stage {
     free_after: i64,
 }
 
-/// Compute the plan. llama-server plans follow llama.cpp's own accounting
-/// ([`crate::llama_cpp`]); every other engine follows vLLM's.
-pub fn plan(req: &PlanRequest) -> Plan {
-    if req.engine == Engine::LlamaCpp {
-        return crate::llama_cpp::plan(req);
-    }
+/// Phase 1: the effective model dtype, a `--quantization` flag that changes the checkpoint's,
+/// and the KV dtype.
+fn dtypes(
+    req: &PlanRequest,
+    assumptions: &mut Vec<String>,
+) -> (Dtype, Option<Quantization>, Dtype) {
     let arch = &req.arch;
-    let mut assumptions: Vec<String> = Vec::with_capacity(12);
-    let mut problems: Vec<String> = Vec::new();
-    let tp = req.tp.clamp(1, 1024);
-    let pp = req.pp.clamp(1, 1024);
-
-    // ---- dtypes and quantization ----
     let mut arch_dtype = arch.dtype;
     if let Some(d) = req.dtype.as_deref().filter(|d| *d != "auto") {
         match Dtype::parse(d) {
@@ -332,55 +326,22 @@ pub fn plan(req: &PlanRequest) -> Plan {
         }),
         None => arch_dtype,
     };
-    let arch_eff;
-    let arch = if arch_dtype != arch.dtype {
-        arch_eff = ModelArch {
-            dtype: arch_dtype,
-            ..arch.clone()
-        };
-        &arch_eff
-    } else {
-        arch
-    };
+    (arch_dtype, flag_quant, kv_dtype)
+}
 
-    // ---- engine rules of this release ----
-    // 1 PiB per GPU bounds every byte sum below i64.
-    let total = req.gpu.total_bytes.min(1 << 50);
-    let max_len = req
-        .max_model_len
-        .unwrap_or(arch.max_position_embeddings)
-        .clamp(1, 1 << 40);
-    let kv_fp8 = req
-        .kv_cache_dtype
-        .as_deref()
-        .is_some_and(|k| k.starts_with("fp8"));
-    let rules = crate::rules::vllm(&crate::rules::VllmContext {
-        version: req.engine_version.as_deref(),
-        gpu_total_bytes: total,
-        gpu_name: &req.gpu.name,
-        compute_capability: req.compute_capability,
-        max_model_len: max_len,
-        sliding_window: layout_has_window(arch),
-        multimodal: arch.vision_params > 0,
-        offline: req.offline,
-        v1_forced: req.v1,
-        max_num_batched_tokens: req.max_num_batched_tokens,
-        max_num_seqs: req.max_num_seqs,
-        gpu_memory_utilization: req.gpu_memory_utilization,
-        block_size: req.block_size,
-        kv_fp8,
-        dtype_fp32: arch_dtype == Dtype::F32,
-        enforce_eager: req.enforce_eager,
-    });
-    let mut engine_rules = rules.info.clone();
-    let version = rules.release;
-    let v1 = rules.v1;
-    let vllm = req.engine == Engine::Vllm;
-    if vllm {
-        push_rules(&mut assumptions, &engine_rules, &format!("vLLM {version}"));
-    }
-    let util = rules.utilization;
-    let profiled = rules.non_torch == crate::rules::NonTorch::Increase;
+/// Phase 3: what the request implies beside the engine rules (context, TP/PP checks, the
+/// estimates used), in the order the plan prints them.
+#[allow(clippy::too_many_arguments)]
+fn shape_notes(
+    req: &PlanRequest,
+    arch: &ModelArch,
+    tp: u32,
+    pp: u32,
+    max_len: u64,
+    profiled: bool,
+    assumptions: &mut Vec<String>,
+    problems: &mut Vec<String>,
+) -> u32 {
     if req.max_model_len.is_none() {
         assumptions.push(format!(
             "max_model_len {max_len} (model's max_position_embeddings, vLLM default)"
@@ -392,9 +353,6 @@ pub fn plan(req: &PlanRequest) -> Plan {
             arch.max_position_embeddings
         ));
     }
-    let batched_tokens = rules.batched_tokens;
-    let seqs = rules.seqs;
-    let block = u64::from(rules.block_size);
     if arch.mla.is_some() {
         assumptions.push("MLA: the compressed latent (kv_lora_rank + qk_rope_head_dim) is cached whole on every TP rank".into());
     }
@@ -404,7 +362,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
             arch.num_kv_heads
         ));
     }
-    if arch.num_attention_heads % tp != 0 {
+    if !arch.num_attention_heads.is_multiple_of(tp) {
         problems.push(format!(
             "{} attention heads are not divisible by tensor_parallel_size {tp}",
             arch.num_attention_heads
@@ -456,8 +414,20 @@ pub fn plan(req: &PlanRequest) -> Plan {
         );
     }
 
+    gpus_used
+}
+
+/// Phase 4: exact weights from the checkpoint's headers, and a warning when the formula
+/// disagrees by more than 2 %.
+fn checkpoint_notes(
+    req: &PlanRequest,
+    arch: &ModelArch,
+    quant: Option<&Quantization>,
+    flag_quant: bool,
+    assumptions: &mut Vec<String>,
+) {
     if let Some(c) = req.checkpoint.as_ref().filter(|c| c.tensors > 0) {
-        if flag_quant.is_some() {
+        if flag_quant {
             assumptions.push("weights: --quantization changes the checkpoint's dtype: formula used, not the headers".into());
         } else {
             let mut f = weights_per_gpu(arch, quant, Shard::SINGLE);
@@ -480,10 +450,53 @@ pub fn plan(req: &PlanRequest) -> Plan {
             }
         }
     }
+}
 
-    // ---- per stage ----
-    let usable = (util * total as f64) as u64;
-    let mut usable_out = usable;
+/// The per-stage sizing's result: stage 0's figures, blocks (minimum over stages) and layout.
+struct Stages {
+    first: Stage,
+    blocks: u64,
+    layout: crate::memory::KvLayout,
+    all_fit_weights: bool,
+    graphs_fit: bool,
+}
+
+/// What the per-stage sizing needs.
+struct StageInputs<'a> {
+    arch: &'a ModelArch,
+    quant: Option<&'a Quantization>,
+    flag_quant: bool,
+    tp: u32,
+    pp: u32,
+    profiled: bool,
+    batched_tokens: u64,
+    seqs: u64,
+    graphs_in_budget: bool,
+    v1: bool,
+    usable: u64,
+    total: u64,
+    kv_dtype: Dtype,
+    block: u64,
+}
+
+/// Phase 5: vLLM's sizing per pipeline stage (first, last and one middle stage).
+fn stages(req: &PlanRequest, i: &StageInputs) -> Stages {
+    let StageInputs {
+        arch,
+        quant,
+        flag_quant,
+        tp,
+        pp,
+        profiled,
+        batched_tokens,
+        seqs,
+        graphs_in_budget,
+        v1,
+        usable,
+        total,
+        kv_dtype,
+        block,
+    } = *i;
     let mut first = Stage::default();
     let mut min_blocks = u64::MAX;
     let mut layout0 = None;
@@ -502,9 +515,9 @@ pub fn plan(req: &PlanRequest) -> Plan {
             expert_parallel: req.expert_parallel,
         };
         let formula = weights_per_gpu(arch, quant, shard);
-        let w = match (&req.checkpoint, &flag_quant) {
+        let w = match (&req.checkpoint, flag_quant) {
             // the headers hold what is loaded; add what the engine allocates beside it
-            (Some(c), None) if c.tensors > 0 => {
+            (Some(c), false) if c.tensors > 0 => {
                 c.per_gpu(shard, arch.num_kv_heads, arch.tie_word_embeddings)
                     + formula.rope_cache
                     + formula.runtime
@@ -528,7 +541,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
         } else {
             cuda_graph_bytes(layers_here, tp)
         };
-        let in_budget = if rules.cuda_graph_in_budget { graph } else { 0 };
+        let in_budget = if graphs_in_budget { graph } else { 0 };
         let kv = usable as i64 - (w + nt + act + in_budget) as i64;
         let layout = kv_layout(arch, range, tp, kv_dtype, block);
         let blocks = if kv <= 0 {
@@ -566,8 +579,176 @@ pub fn plan(req: &PlanRequest) -> Plan {
         min_blocks
     };
 
-    // ---- tokens and concurrency ----
-    let (kv_tokens, max_conc, groups) = if layout.bytes_per_token == 0 {
+    Stages {
+        first,
+        blocks,
+        layout,
+        all_fit_weights,
+        graphs_fit,
+    }
+}
+
+/// SGLang's or TGI's own sizing, which replaces vLLM's.
+struct OwnSizing {
+    tokens: u64,
+    kv: i64,
+    budget: f64,
+    outside: f64,
+    block: u32,
+    rules: crate::rules::EngineRules,
+}
+
+/// SGLang: `--mem-fraction-static` of the free memory at start holds weights and KV only
+/// ([`crate::sglang`]); activations and CUDA graphs live outside it.
+#[allow(clippy::too_many_arguments)]
+fn sglang_sizing(
+    req: &PlanRequest,
+    arch: &ModelArch,
+    quant: Option<&Quantization>,
+    tp: u32,
+    pp: u32,
+    total: u64,
+    cell: u64,
+    first: &mut Stage,
+    assumptions: &mut Vec<String>,
+) -> OwnSizing {
+    // SGLang sizes from the free memory at start; default: all but the CUDA context
+    let free = req.free_bytes_at_start.unwrap_or_else(|| {
+        assumptions.push("SGLang: free memory at start = torch-visible total − 0.25 GiB CUDA context (pass the real figure on a shared GPU)".into());
+        total.saturating_sub(non_torch_bytes(1, 1, true))
+    });
+    // loading costs more than the tensors (fp32 RoPE cache, allocator rounding)
+    let (extra, load_rules) = crate::sglang::load_extra(
+        arch,
+        quant,
+        Shard {
+            tp,
+            pp,
+            stage: 0,
+            expert_parallel: req.expert_parallel,
+        },
+        req.engine_version.as_deref(),
+    );
+    first.weights += extra;
+    let mut r = crate::sglang::kv(&crate::sglang::SglangInputs {
+        version: req.engine_version.as_deref(),
+        gpu_mem_mib: total as f64 / f64::from(1u32 << 20),
+        free_at_start: free,
+        weights: first.weights,
+        cell_size: cell,
+        tp,
+        pp,
+        mem_fraction_static: req.gpu_memory_utilization,
+        chunked_prefill_size: req.max_num_batched_tokens,
+        cuda_graph_max_bs: None,
+        disable_piecewise_cuda_graph: false,
+        mla: arch.mla.is_some(),
+        multimodal: arch.vision_params > 0,
+    });
+    r.info.rules.extend(load_rules);
+    let f = r.mem_fraction_static;
+    // activations and CUDA graphs live outside mem_fraction_static
+    first.activation = 0;
+    first.non_torch = 0;
+    first.cuda_graph = 0;
+    // page_size 1 by default
+    OwnSizing {
+        tokens: r.tokens,
+        kv: r.rest,
+        budget: f * free as f64,
+        outside: (1.0 - f) * free as f64,
+        block: 1,
+        rules: r.info,
+    }
+}
+
+/// TGI: a warm-up prefill, then the free memory ([`crate::tgi`]).
+fn tgi_sizing(
+    req: &PlanRequest,
+    arch: &ModelArch,
+    tp: u32,
+    total: u64,
+    cell: u64,
+    first: &mut Stage,
+    assumptions: &mut Vec<String>,
+) -> OwnSizing {
+    let prefill = req.max_num_batched_tokens.unwrap_or_else(|| {
+        let (d, src) = crate::tgi::default_prefill_tokens(
+            req.engine_version.as_deref(),
+            &arch.model_type,
+            arch.vision_params > 0,
+            arch.max_position_embeddings,
+        );
+        assumptions.push(format!(
+            "TGI --max-batch-prefill-tokens {d} (default) [{src}]"
+        ));
+        d
+    });
+    let act = crate::tgi::warmup_activation(arch, prefill, tp);
+    first.activation = act;
+    let r = crate::tgi::kv(&crate::tgi::TgiInputs {
+        version: req.engine_version.as_deref(),
+        total,
+        weights: first.weights,
+        non_torch: first.non_torch,
+        warmup_activation: act,
+        bytes_per_token: cell,
+        prefill_tokens: prefill,
+        cuda_memory_fraction: req.gpu_memory_utilization,
+        block_size: req.block_size,
+    });
+    let f = req.gpu_memory_utilization.unwrap_or(1.0);
+    OwnSizing {
+        tokens: r.tokens,
+        kv: r.kv,
+        budget: f * total as f64,
+        outside: (1.0 - f) * total as f64,
+        block: r.block_size,
+        rules: r.info,
+    }
+}
+
+/// Phase 2: vLLM's rules for the release asked for ([`crate::rules::vllm`]).
+fn release_rules(
+    req: &PlanRequest,
+    arch: &ModelArch,
+    total: u64,
+    max_len: u64,
+) -> crate::rules::VllmRules {
+    let kv_fp8 = req
+        .kv_cache_dtype
+        .as_deref()
+        .is_some_and(|k| k.starts_with("fp8"));
+    crate::rules::vllm(&crate::rules::VllmContext {
+        version: req.engine_version.as_deref(),
+        gpu_total_bytes: total,
+        gpu_name: &req.gpu.name,
+        compute_capability: req.compute_capability,
+        max_model_len: max_len,
+        sliding_window: layout_has_window(arch),
+        multimodal: arch.vision_params > 0,
+        offline: req.offline,
+        v1_forced: req.v1,
+        max_num_batched_tokens: req.max_num_batched_tokens,
+        max_num_seqs: req.max_num_seqs,
+        gpu_memory_utilization: req.gpu_memory_utilization,
+        block_size: req.block_size,
+        kv_fp8,
+        dtype_fp32: arch.dtype == Dtype::F32,
+        enforce_eager: req.enforce_eager,
+    })
+}
+
+/// Phase 6: tokens the blocks hold and how many max-length requests fit, as vLLM prints them.
+fn vllm_tokens(
+    layout: &crate::memory::KvLayout,
+    blocks: u64,
+    block: u64,
+    max_len: u64,
+    batched_tokens: u64,
+    v1: bool,
+) -> (u64, f64, u32) {
+    if layout.bytes_per_token == 0 {
         (0, 0.0, 0)
     } else if v1 {
         let groups = layout.num_groups();
@@ -577,7 +758,19 @@ pub fn plan(req: &PlanRequest) -> Plan {
     } else {
         let tokens = blocks * block;
         (tokens, tokens as f64 / max_len as f64, 1)
-    };
+    }
+}
+
+/// What the KV layout implies (hybrid groups, V0's full-length sliding pools, fp8 scales).
+fn kv_notes(
+    req: &PlanRequest,
+    arch: &ModelArch,
+    quant: Option<&Quantization>,
+    layout: &crate::memory::KvLayout,
+    groups: u32,
+    v1: bool,
+    assumptions: &mut Vec<String>,
+) {
     if v1 && arch.is_hybrid() {
         assumptions.push(format!(
             "hybrid KV layout: {} groups of {} layers; tokens = blocks / groups × block size, as vLLM V1 prints them",
@@ -593,7 +786,17 @@ pub fn plan(req: &PlanRequest) -> Plan {
                 .into(),
         );
     }
+}
 
+/// Phase 7: what does not fit under vLLM's accounting.
+fn vllm_problems(
+    first: &Stage,
+    all_fit_weights: bool,
+    graphs_fit: bool,
+    kv: Option<(u64, f64)>,
+    (usable, util, total, max_len): (u64, f64, u64, u64),
+    problems: &mut Vec<String>,
+) {
     if !all_fit_weights {
         problems.push(format!(
             "weights {:.2} GiB + non-torch {:.2} + activation {:.2} exceed {:.2} GiB ({}% of {:.2} GiB)",
@@ -604,7 +807,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
             (util * 100.0).round(),
             total as f64 / GIB
         ));
-    } else if layout.bytes_per_token > 0 && max_conc < 1.0 {
+    } else if let Some((kv_tokens, _)) = kv.filter(|(_, c)| *c < 1.0) {
         problems.push(format!(
             "KV cache holds {kv_tokens} tokens, less than one max_model_len {max_len} request"
         ));
@@ -613,6 +816,144 @@ pub fn plan(req: &PlanRequest) -> Plan {
         problems
             .push("CUDA graphs do not fit in the memory gpu_memory_utilization leaves free".into());
     }
+}
+
+/// Phase 8: SGLang's and TGI's verdicts replace vLLM's: no KV budget, or less than one
+/// max-length request (SGLang starts anyway).
+fn own_problems(
+    req: &PlanRequest,
+    first: &Stage,
+    engine: &str,
+    (kv_tokens, max_conc, max_len): (u64, f64, u64),
+    assumptions: &mut Vec<String>,
+    problems: &mut Vec<String>,
+) {
+    problems
+        .retain(|p| !p.contains("KV cache") && !p.contains("exceed") && !p.contains("CUDA graphs"));
+    if first.kv <= 0 {
+        problems.push(format!(
+            "weights {:.2} GiB leave no KV cache in {engine}'s budget",
+            first.weights as f64 / GIB,
+        ));
+    } else if max_conc < 1.0 {
+        let msg = format!(
+            "KV cache holds {kv_tokens} tokens, less than one max_model_len {max_len} request"
+        );
+        if req.engine == Engine::Sglang {
+            // SGLang starts anyway; long requests wait or are cut
+            assumptions.push(format!("{msg} (SGLang starts anyway)"));
+        } else {
+            problems.push(msg);
+        }
+    }
+}
+
+/// Compute the plan. llama-server plans follow llama.cpp's own accounting
+/// ([`crate::llama_cpp`]); every other engine follows vLLM's.
+///
+/// The body is the sequence of named phases above ([`dtypes`], [`release_rules`],
+/// [`shape_notes`], [`checkpoint_notes`], [`stages`], [`vllm_tokens`], [`vllm_problems`],
+/// [`sglang_sizing`]/[`tgi_sizing`], [`own_problems`]) and the output's assembly; it stays one
+/// piece (~185 lines, most of them argument lists) because the order in which the phases push
+/// assumptions is the text and JSON contract the goldens pin.
+pub fn plan(req: &PlanRequest) -> Plan {
+    if req.engine == Engine::LlamaCpp {
+        return crate::llama_cpp::plan(req);
+    }
+    let arch = &req.arch;
+    let mut assumptions: Vec<String> = Vec::with_capacity(12);
+    let mut problems: Vec<String> = Vec::new();
+    let tp = req.tp.clamp(1, 1024);
+    let pp = req.pp.clamp(1, 1024);
+
+    // ---- dtypes and quantization ----
+    let (arch_dtype, flag_quant, kv_dtype) = dtypes(req, &mut assumptions);
+    let quant = flag_quant.as_ref().or(arch.quantization.as_ref());
+    let arch_eff;
+    let arch = if arch_dtype != arch.dtype {
+        arch_eff = ModelArch {
+            dtype: arch_dtype,
+            ..arch.clone()
+        };
+        &arch_eff
+    } else {
+        arch
+    };
+
+    // ---- engine rules of this release ----
+    // 1 PiB per GPU bounds every byte sum below i64.
+    let total = req.gpu.total_bytes.min(1 << 50);
+    let max_len = req
+        .max_model_len
+        .unwrap_or(arch.max_position_embeddings)
+        .clamp(1, 1 << 40);
+    let rules = release_rules(req, arch, total, max_len);
+    let mut engine_rules = rules.info.clone();
+    let version = rules.release;
+    let v1 = rules.v1;
+    let vllm = req.engine == Engine::Vllm;
+    if vllm {
+        push_rules(&mut assumptions, &engine_rules, &format!("vLLM {version}"));
+    }
+    let util = rules.utilization;
+    let profiled = rules.non_torch == crate::rules::NonTorch::Increase;
+    let gpus_used = shape_notes(
+        req,
+        arch,
+        tp,
+        pp,
+        max_len,
+        profiled,
+        &mut assumptions,
+        &mut problems,
+    );
+    let batched_tokens = rules.batched_tokens;
+    let seqs = rules.seqs;
+    let block = u64::from(rules.block_size);
+    checkpoint_notes(req, arch, quant, flag_quant.is_some(), &mut assumptions);
+
+    // ---- per stage ----
+    let usable = (util * total as f64) as u64;
+    let mut usable_out = usable;
+    let Stages {
+        mut first,
+        blocks,
+        layout,
+        all_fit_weights,
+        graphs_fit,
+    } = stages(
+        req,
+        &StageInputs {
+            arch,
+            quant,
+            flag_quant: flag_quant.is_some(),
+            tp,
+            pp,
+            profiled,
+            batched_tokens,
+            seqs,
+            graphs_in_budget: rules.cuda_graph_in_budget,
+            v1,
+            usable,
+            total,
+            kv_dtype,
+            block,
+        },
+    );
+
+    // ---- tokens and concurrency ----
+    let (kv_tokens, max_conc, groups) =
+        vllm_tokens(&layout, blocks, block, max_len, batched_tokens, v1);
+    kv_notes(req, arch, quant, &layout, groups, v1, &mut assumptions);
+
+    vllm_problems(
+        &first,
+        all_fit_weights,
+        graphs_fit,
+        (layout.bytes_per_token > 0).then_some((kv_tokens, max_conc)),
+        (usable, util, total, max_len),
+        &mut problems,
+    );
     // ---- SGLang and TGI size the KV cache their own way ----
     let mut kv_tokens = kv_tokens;
     let mut max_conc = max_conc;
@@ -620,122 +961,40 @@ pub fn plan(req: &PlanRequest) -> Plan {
     let mut block_out = block as u32;
     if !vllm && layout.bytes_per_token > 0 {
         let cell = layout.bytes_per_token;
-        let (tokens, kv_bytes, budget, outside, rules_out) = match req.engine {
-            Engine::Sglang => {
-                // SGLang sizes from the free memory at start; default: all but the CUDA context
-                let free = req.free_bytes_at_start.unwrap_or_else(|| {
-                    assumptions.push("SGLang: free memory at start = torch-visible total − 0.25 GiB CUDA context (pass the real figure on a shared GPU)".into());
-                    total.saturating_sub(non_torch_bytes(1, 1, true))
-                });
-                // loading costs more than the tensors (fp32 RoPE cache, allocator rounding)
-                let (extra, load_rules) = crate::sglang::load_extra(
-                    arch,
-                    quant,
-                    Shard {
-                        tp,
-                        pp,
-                        stage: 0,
-                        expert_parallel: req.expert_parallel,
-                    },
-                    req.engine_version.as_deref(),
-                );
-                first.weights += extra;
-                let mut r = crate::sglang::kv(&crate::sglang::SglangInputs {
-                    version: req.engine_version.as_deref(),
-                    gpu_mem_mib: total as f64 / f64::from(1u32 << 20),
-                    free_at_start: free,
-                    weights: first.weights,
-                    cell_size: cell,
-                    tp,
-                    pp,
-                    mem_fraction_static: req.gpu_memory_utilization,
-                    chunked_prefill_size: req.max_num_batched_tokens,
-                    cuda_graph_max_bs: None,
-                    disable_piecewise_cuda_graph: false,
-                    mla: arch.mla.is_some(),
-                    multimodal: arch.vision_params > 0,
-                });
-                r.info.rules.extend(load_rules);
-                let f = r.mem_fraction_static;
-                // activations and CUDA graphs live outside mem_fraction_static
-                first.activation = 0;
-                first.non_torch = 0;
-                first.cuda_graph = 0;
-                block_out = 1; // page_size 1 by default
-                (
-                    r.tokens,
-                    r.rest,
-                    f * free as f64,
-                    (1.0 - f) * free as f64,
-                    r.info,
-                )
-            }
-            _ => {
-                let prefill = req.max_num_batched_tokens.unwrap_or_else(|| {
-                    let (d, src) = crate::tgi::default_prefill_tokens(
-                        req.engine_version.as_deref(),
-                        &arch.model_type,
-                        arch.vision_params > 0,
-                        arch.max_position_embeddings,
-                    );
-                    assumptions.push(format!(
-                        "TGI --max-batch-prefill-tokens {d} (default) [{src}]"
-                    ));
-                    d
-                });
-                let act = crate::tgi::warmup_activation(arch, prefill, tp);
-                first.activation = act;
-                let r = crate::tgi::kv(&crate::tgi::TgiInputs {
-                    version: req.engine_version.as_deref(),
-                    total,
-                    weights: first.weights,
-                    non_torch: first.non_torch,
-                    warmup_activation: act,
-                    bytes_per_token: cell,
-                    prefill_tokens: prefill,
-                    cuda_memory_fraction: req.gpu_memory_utilization,
-                    block_size: req.block_size,
-                });
-                block_out = r.block_size;
-                let f = req.gpu_memory_utilization.unwrap_or(1.0);
-                (
-                    r.tokens,
-                    r.kv,
-                    f * total as f64,
-                    (1.0 - f) * total as f64,
-                    r.info,
-                )
-            }
+        let own = match req.engine {
+            Engine::Sglang => sglang_sizing(
+                req,
+                arch,
+                quant,
+                tp,
+                pp,
+                total,
+                cell,
+                &mut first,
+                &mut assumptions,
+            ),
+            _ => tgi_sizing(req, arch, tp, total, cell, &mut first, &mut assumptions),
         };
+        let (tokens, kv_bytes, budget, outside, rules_out) =
+            (own.tokens, own.kv, own.budget, own.outside, own.rules);
+        block_out = own.block;
         engine_rules = rules_out;
         let name = format!("{} {}", engine_rules.engine, engine_rules.rules_of);
         push_rules(&mut assumptions, &engine_rules, &name);
-        problems.retain(|p| {
-            !p.contains("KV cache") && !p.contains("exceed") && !p.contains("CUDA graphs")
-        });
         kv_tokens = tokens;
         blocks = tokens / u64::from(block_out.max(1));
         max_conc = tokens as f64 / max_len as f64;
         first.kv = kv_bytes;
         first.free_after = outside as i64;
         usable_out = budget as u64;
-        if kv_bytes <= 0 {
-            problems.push(format!(
-                "weights {:.2} GiB leave no KV cache in {}'s budget",
-                first.weights as f64 / GIB,
-                engine_rules.engine
-            ));
-        } else if max_conc < 1.0 {
-            let msg = format!(
-                "KV cache holds {kv_tokens} tokens, less than one max_model_len {max_len} request"
-            );
-            if req.engine == Engine::Sglang {
-                // SGLang starts anyway; long requests wait or are cut
-                assumptions.push(format!("{msg} (SGLang starts anyway)"));
-            } else {
-                problems.push(msg);
-            }
-        }
+        own_problems(
+            req,
+            &first,
+            &engine_rules.engine,
+            (kv_tokens, max_conc, max_len),
+            &mut assumptions,
+            &mut problems,
+        );
     }
     let fits = problems.is_empty();
     let meets = req.concurrency.map(|c| fits && max_conc >= f64::from(c));

@@ -77,6 +77,10 @@ fn rule(rule: &str, value: String, source: &str) -> Rule {
 }
 
 /// Size SGLang's KV pool on one GPU.
+///
+/// One piece (~200 lines): the release's defaults (chunked prefill, graph batch), its
+/// `mem_fraction_static` rule and `profile_max_num_token`, each pushed with its source in the
+/// order SGLang applies them.
 pub fn kv(i: &SglangInputs) -> SglangKv {
     let newest = EngineVersion {
         major: 0,

@@ -71,6 +71,9 @@ pub fn needs_suggestions(current: &Plan) -> bool {
 /// Changes that would make `req` fit (or reach its concurrency), each re-planned. `gpus` are
 /// other GPU types the caller can offer (from its catalog); only ones with more memory than the
 /// current GPU are tried. Returns nothing when the plan already meets its target.
+///
+/// One piece (~180 lines): one candidate change after another, each re-planned; splitting it
+/// would scatter the order in which suggestions are offered.
 pub fn suggest(req: &PlanRequest, gpus: &[GpuSpec]) -> Vec<Suggestion> {
     let current = plan(req);
     if !needs_suggestions(&current) {
