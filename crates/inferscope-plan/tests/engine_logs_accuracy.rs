@@ -210,32 +210,52 @@ fn sglang_negative_budget_fails() {
     assert!(r.rest < 0 && r.tokens == 0, "{r:?}");
 }
 
-/// TGI cases: (id, version, torch total GiB of the GPU, max_batch_prefill_tokens, whether the
-/// log shows the whole launch command). Only those with their command are held to 5 %: the
-/// other two are a single pasted line (issue 832) and a SageMaker JumpStart container whose
-/// environment (MAX_BATCH_PREFILL_TOKENS, CUDA_MEMORY_FRACTION, ...) is not in the log; their
-/// figures are printed, not asserted.
-const TGI: &[(&str, &str, f64, Option<u64>, bool)] = &[
+/// TGI cases: (id, version, torch total GiB of the GPU, max_batch_prefill_tokens, and why the
+/// log cannot be held to 5 % when it cannot). Only the start-up with its whole command is
+/// asserted; the other two lack settings TGI's sizing depends on, and their figures are printed
+/// with the reason (the versions are pinned from the logs themselves).
+type TgiCase = (
+    &'static str,
+    &'static str,
+    f64,
+    Option<u64>,
+    Option<&'static str>,
+);
+
+const TGI: &[TgiCase] = &[
     (
         "tgi-gemma3-27b-it-2xa6000-flashinfer",
         "3.3.0",
         47.54,
         Some(8000),
-        true,
+        None,
     ),
+    // v1.0.0 server/text_generation_server/models/flash_causal_lm.py warmup: no wiggle room,
+    // CUDA_MEMORY_FRACTION from the environment (utils/dist.py, default 1.0)
     (
         "tgi-i832-llama2-70b-4xa100-80gb-tgi1.0",
         "1.0.0",
         79.15,
         None,
-        false,
+        Some(
+            "the issue pastes one line, no `Args { .. }`: with TGI 1.0's defaults (CUDA_MEMORY_FRACTION 1.0, \
+             --max-batch-prefill-tokens 4096) the shard has ~13 GiB more KV than logged; a memory fraction, \
+             a larger prefill or another process would explain it and the log shows none of them",
+        ),
     ),
+    // router/src/main.rs:289/317/354 (Using config / Warming up / Setting max batch total
+    // tokens) are the line numbers of v2.0.2–v2.0.4 exactly
     (
         "tgi-hyperpod-mistral7b-instruct-g5.8xlarge",
         "2.0.4",
         22.2,
         None,
-        false,
+        Some(
+            "a SageMaker JumpStart container sets MAX_INPUT_LENGTH / MAX_TOTAL_TOKENS / \
+             MAX_BATCH_PREFILL_TOKENS in its environment and the six logged lines print none of them; \
+             the launcher's own default (prefill 4145 for max_position_embeddings 32768) gives ~1.9 GiB \
+             more KV than logged",
+        ),
     ),
 ];
 
@@ -243,7 +263,7 @@ const TGI: &[(&str, &str, f64, Option<u64>, bool)] = &[
 fn tgi_total_tokens() {
     let all = cases("tgi.jsonl");
     let mut worst: f64 = 0.0;
-    for (id, version, total_gib, prefill, whole_command) in TGI {
+    for (id, version, total_gib, prefill, missing) in TGI {
         let c = all
             .iter()
             .find(|c| c["id"] == *id)
@@ -287,11 +307,15 @@ fn tgi_total_tokens() {
             r.tokens,
             theirs
         );
-        if *whole_command {
-            worst = worst.max(e.abs());
-            assert!(e.abs() <= 5.0, "{id}: TGI tokens off by {e:.2}%");
-        } else {
-            println!("  (launch settings not in the log: reported, not asserted)");
+        match missing {
+            None => {
+                worst = worst.max(e.abs());
+                assert!(e.abs() <= 5.0, "{id}: TGI tokens off by {e:.2}%");
+            }
+            Some(why) => println!(
+                "  not asserted ({:+.2} GiB of KV vs the log): {why}",
+                (r.tokens as f64 - theirs) * per_token as f64 / GIB
+            ),
         }
     }
     println!("TGI (cases with their launch command): worst |err| {worst:.2}%");
