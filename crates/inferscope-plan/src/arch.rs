@@ -283,6 +283,10 @@ pub struct ModelArch {
     pub published_params: Option<u64>,
     /// Exact checkpoint size in bytes, when known (from file sizes or the catalog).
     pub checkpoint_bytes: Option<u64>,
+    /// DeepSeek sparse attention (NSA/DSA, DeepSeek V3.2): the indexer's key size per token and
+    /// layer (`index_head_dim`), which SGLang caches beside the latent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nsa_index_head_dim: Option<u32>,
 }
 
 // ---- limits -------------------------------------------------------------------------------
@@ -912,6 +916,17 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
         .and_then(Value::as_str)
         .map(str::to_string);
     let family = Family::of(&model_type, &top_type);
+    let architecture_is_dsa = architecture.as_deref().is_some_and(|a| {
+        matches!(
+            a,
+            "DeepseekV3ForCausalLM"
+                | "DeepseekV32ForCausalLM"
+                | "DeepseekV3ForCausalLMNextN"
+                | "MistralLarge3ForCausalLM"
+                | "PixtralForConditionalGeneration"
+                | "GlmMoeDsaForCausalLM"
+        )
+    });
     let c = core_shape(&cfg, family)?;
     let n = c.num_layers as usize;
     let kinds = attention_kinds(&cfg, family, n, c.max_position_embeddings)?;
@@ -985,7 +1000,20 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
         mtp_layers,
         published_params: None,
         checkpoint_bytes: None,
+        nsa_index_head_dim: nsa_index_head_dim(&cfg, architecture_is_dsa)?,
     })
+}
+
+/// SGLang's `is_deepseek_nsa` (0.5.10.post1 `sglang/srt/configs/model_config.py`): a DeepSeek
+/// V3-family architecture with `index_topk` set; the indexer caches `index_head_dim` per token.
+fn nsa_index_head_dim(cfg: &Cfg, dsa_architecture: bool) -> Result<Option<u32>, PlanError> {
+    if !dsa_architecture || cfg.get("index_topk").is_none_or(Value::is_null) {
+        return Ok(None);
+    }
+    Ok(Some(
+        cfg.uint("index_head_dim", &["index_head_dim"], 1 << 16)?
+            .ok_or(PlanError::Missing("index_head_dim"))? as u32,
+    ))
 }
 
 fn parse_quantization(

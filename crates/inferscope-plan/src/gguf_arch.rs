@@ -234,6 +234,7 @@ pub fn from_gguf(h: &GgufHeader) -> Result<ModelArch, GgufArchError> {
         mtp_layers: 0,
         published_params: Some(params),
         checkpoint_bytes: Some(h.total_tensor_bytes),
+        nsa_index_head_dim: None,
     })
 }
 

@@ -591,6 +591,8 @@ fn stages(req: &PlanRequest, i: &StageInputs) -> Stages {
 /// SGLang's or TGI's own sizing, which replaces vLLM's.
 struct OwnSizing {
     tokens: u64,
+    /// KV bytes per token the engine budgets (SGLang's NSA cell includes the indexer).
+    cell: u64,
     kv: i64,
     budget: f64,
     outside: f64,
@@ -630,6 +632,38 @@ fn sglang_sizing(
         req.engine_version.as_deref(),
     );
     first.weights += extra;
+    let mut nsa_rules = Vec::new();
+    let at_0510 = req
+        .engine_version
+        .as_deref()
+        .and_then(crate::memory::EngineVersion::parse)
+        .is_none_or(|v| (v.major, v.minor, v.patch) >= (0, 5, 10));
+    let cell = match (arch.nsa_index_head_dim, arch.mla, at_0510) {
+        (Some(d), Some(m), true) => {
+            let kv_bytes = match req.kv_cache_dtype.as_deref().filter(|k| *k != "auto") {
+                Some(k) if k.starts_with("fp8") => 1,
+                Some(_) => 2,
+                None => crate::sglang::nsa_default_kv_bytes(req.compute_capability.map(|c| c.0)),
+            };
+            let layers = stage_layers(arch.num_layers, pp, 0).len() as u64;
+            let c = crate::sglang::nsa_cell_size(&m, layers, d, kv_bytes);
+            nsa_rules.push(crate::rules::Rule {
+                rule: "nsa_indexer".into(),
+                value: format!(
+                    "DeepSeek sparse attention: {c} B per token = {layers} layers × (latent {} × {kv_bytes} B + indexer {d} + {d}/128 × 4 B){}",
+                    m.kv_lora_rank + m.qk_rope_head_dim,
+                    if req.kv_cache_dtype.is_none() {
+                        " (KV dtype auto: fp8_e4m3 on compute capability ≥ 10, else bf16)"
+                    } else {
+                        ""
+                    }
+                ),
+                source: "0.5.10.post1 sglang/srt/model_executor/model_runner_kv_cache_mixin.py get_cell_size_per_token; server_args.py _set_default_nsa_kv_cache_dtype".into(),
+            });
+            c
+        }
+        _ => cell,
+    };
     let mut r = crate::sglang::kv(&crate::sglang::SglangInputs {
         version: req.engine_version.as_deref(),
         gpu_mem_mib: total as f64 / f64::from(1u32 << 20),
@@ -646,6 +680,7 @@ fn sglang_sizing(
         multimodal: arch.vision_params > 0,
     });
     r.info.rules.extend(load_rules);
+    r.info.rules.extend(nsa_rules);
     let f = r.mem_fraction_static;
     // activations and CUDA graphs live outside mem_fraction_static
     first.activation = 0;
@@ -654,6 +689,7 @@ fn sglang_sizing(
     // page_size 1 by default
     OwnSizing {
         tokens: r.tokens,
+        cell,
         kv: r.rest,
         budget: f * free as f64,
         outside: (1.0 - f) * free as f64,
@@ -700,6 +736,7 @@ fn tgi_sizing(
     let f = req.gpu_memory_utilization.unwrap_or(1.0);
     OwnSizing {
         tokens: r.tokens,
+        cell,
         kv: r.kv,
         budget: f * total as f64,
         outside: (1.0 - f) * total as f64,
@@ -959,6 +996,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
     let mut max_conc = max_conc;
     let mut blocks = blocks;
     let mut block_out = block as u32;
+    let mut cell_out = layout.bytes_per_token;
     if !vllm && layout.bytes_per_token > 0 {
         let cell = layout.bytes_per_token;
         let own = match req.engine {
@@ -978,6 +1016,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
         let (tokens, kv_bytes, budget, outside, rules_out) =
             (own.tokens, own.kv, own.budget, own.outside, own.rules);
         block_out = own.block;
+        cell_out = own.cell;
         engine_rules = rules_out;
         let name = format!("{} {}", engine_rules.engine, engine_rules.rules_of);
         push_rules(&mut assumptions, &engine_rules, &name);
@@ -1024,7 +1063,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
         weights_bytes_per_gpu: first.weights,
         gpus: Vec::new(),
         numa_nodes: Vec::new(),
-        kv_bytes_per_token: layout.bytes_per_token,
+        kv_bytes_per_token: cell_out,
         blocks,
         block_size: block_out,
         kv_cache_groups: groups,

@@ -329,6 +329,35 @@ pub fn load_extra(
     (rope.saturating_sub(counted) + slack, rules)
 }
 
+/// KV bytes per token SGLang budgets for a DeepSeek sparse-attention (NSA/DSA) model:
+/// `get_cell_size_per_token` (0.5.10.post1 `model_executor/model_runner_kv_cache_mixin.py`)
+/// counts the latent `(kv_lora_rank + qk_rope_head_dim) × kv_bytes` per layer, plus the
+/// indexer's keys with their fp32 scale per 128 values, `index_head_dim + index_head_dim / 128 ×
+/// 4` bytes (`NSATokenToKVPool.quant_block_size`, `index_k_with_scale_buffer_dtype` uint8).
+/// Releases before 0.5.10 are not read: the indexer was left out of the budget before SGLang
+/// PR #11309 (see the DeepSeek V3.2-Exp row of `fixtures/tools/engine-logs/sglang.jsonl`).
+pub fn nsa_cell_size(
+    mla: &crate::arch::Mla,
+    layers: u64,
+    index_head_dim: u32,
+    kv_bytes: u64,
+) -> u64 {
+    let latent = u64::from(mla.kv_lora_rank + mla.qk_rope_head_dim) * kv_bytes;
+    let d = u64::from(index_head_dim);
+    layers * (latent + d + d / 128 * 4)
+}
+
+/// The KV dtype SGLang 0.5.10 picks for an NSA model when `--kv-cache-dtype` is `auto`
+/// (`ServerArgs._set_default_nsa_kv_cache_dtype`): fp8_e4m3 on compute capability ≥ 10
+/// (Blackwell), else bfloat16. Returns the bytes per value.
+pub fn nsa_default_kv_bytes(sm_major: Option<u32>) -> u64 {
+    if sm_major.is_some_and(|m| m >= 10) {
+        1
+    } else {
+        2
+    }
+}
+
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }

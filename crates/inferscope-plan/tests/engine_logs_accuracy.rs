@@ -443,3 +443,74 @@ fn vllm_recent_startups() {
         );
     }
 }
+
+/// DeepSeek V3.2's sparse-attention indexer (NSA/DSA) in SGLang's KV budget. The PR #11309 row
+/// (`sgl-pr11309-dsv32exp-8xb200-main-memfrac0.8`) prints the pool of the pre-PR code, latent
+/// only (54.52 GiB for 1,462,784 tokens), and its author states 65.49 GiB with the index: the
+/// difference is the indexer's bytes per token and layer, which must be what 0.5.10 budgets
+/// (`index_head_dim + index_head_dim/128 × 4`). The row prints neither free memory nor weights,
+/// so its token count cannot be checked.
+#[test]
+fn sglang_nsa_indexer_bytes_match_the_pr_run() {
+    let all = cases("sglang.jsonl");
+    let c = all
+        .iter()
+        .find(|c| c["id"] == "sgl-pr11309-dsv32exp-8xb200-main-memfrac0.8")
+        .expect("row");
+    let m = &c["measured"];
+    let tokens = m["kv_tokens"].as_f64().unwrap();
+    let latent = gib(&m["kv_size"]).unwrap();
+    let with_index: f64 = m["author_statement"]
+        .as_str()
+        .unwrap()
+        .split_whitespace()
+        .find_map(|w| w.parse().ok())
+        .unwrap();
+    let per_layer_index = (with_index - latent) * GIB / tokens / 61.0;
+    let mla = inferscope_plan::arch::Mla {
+        kv_lora_rank: 512,
+        qk_rope_head_dim: 64,
+        qk_nope_head_dim: 128,
+        v_head_dim: 128,
+        q_lora_rank: Some(1536),
+    };
+    let ours = sglang::nsa_cell_size(&mla, 61, 128, 1) - 61 * 576;
+    println!("indexer bytes per token and layer: log {per_layer_index:.2}, ours {}", ours / 61);
+    assert!((per_layer_index - (ours / 61) as f64).abs() < 0.5);
+    // the default KV dtype: fp8 on Blackwell (compute capability 10), bf16 before
+    assert_eq!(sglang::nsa_default_kv_bytes(Some(10)), 1);
+    assert_eq!(sglang::nsa_default_kv_bytes(Some(9)), 2);
+    assert_eq!(sglang::nsa_default_kv_bytes(None), 2);
+
+    // through the planner: V3's shape with V3.2's config keys (architectures, index_topk,
+    // index_head_dim), on 8 × B200 with SGLang 0.5.10
+    use inferscope_plan::plan::{GpuSpec, PlanRequest, plan};
+    let v3 = include_str!("../data/models/deepseek-ai__DeepSeek-V3.json");
+    let mut cfg: Value = serde_json::from_str(v3).unwrap();
+    cfg["architectures"] = serde_json::json!(["DeepseekV32ForCausalLM"]);
+    cfg["index_topk"] = 2048.into();
+    cfg["index_head_dim"] = 128.into();
+    let arch = inferscope_plan::from_hf_config(&cfg.to_string()).unwrap();
+    assert_eq!(arch.nsa_index_head_dim, Some(128));
+    let mut req = PlanRequest::new(
+        arch,
+        "deepseek-ai/DeepSeek-V3.2-Exp",
+        GpuSpec {
+            name: "B200".into(),
+            total_bytes: (178.0 * GIB) as u64,
+            count: 8,
+        },
+    );
+    req.engine = inferscope_plan::engine::Engine::Sglang;
+    req.tp = 8;
+    req.engine_version = Some("0.5.10.post1".into());
+    req.compute_capability = Some((10, 0));
+    let p = plan(&req);
+    assert_eq!(p.kv_bytes_per_token, 61 * (576 + 132));
+    let rules = p.engine_rules.unwrap();
+    assert!(rules.rules.iter().any(|r| r.rule == "nsa_indexer"), "{rules:?}");
+    // without index_topk it is plain V3 (no indexer)
+    cfg.as_object_mut().unwrap().remove("index_topk");
+    let arch = inferscope_plan::from_hf_config(&cfg.to_string()).unwrap();
+    assert_eq!(arch.nsa_index_head_dim, None);
+}
