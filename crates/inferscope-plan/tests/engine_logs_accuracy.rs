@@ -475,7 +475,10 @@ fn sglang_nsa_indexer_bytes_match_the_pr_run() {
         q_lora_rank: Some(1536),
     };
     let ours = sglang::nsa_cell_size(&mla, 61, 128, 1) - 61 * 576;
-    println!("indexer bytes per token and layer: log {per_layer_index:.2}, ours {}", ours / 61);
+    println!(
+        "indexer bytes per token and layer: log {per_layer_index:.2}, ours {}",
+        ours / 61
+    );
     assert!((per_layer_index - (ours / 61) as f64).abs() < 0.5);
     // the default KV dtype: fp8 on Blackwell (compute capability 10), bf16 before
     assert_eq!(sglang::nsa_default_kv_bytes(Some(10)), 1);
@@ -508,7 +511,10 @@ fn sglang_nsa_indexer_bytes_match_the_pr_run() {
     let p = plan(&req);
     assert_eq!(p.kv_bytes_per_token, 61 * (576 + 132));
     let rules = p.engine_rules.unwrap();
-    assert!(rules.rules.iter().any(|r| r.rule == "nsa_indexer"), "{rules:?}");
+    assert!(
+        rules.rules.iter().any(|r| r.rule == "nsa_indexer"),
+        "{rules:?}"
+    );
     // without index_topk it is plain V3 (no indexer)
     cfg.as_object_mut().unwrap().remove("index_topk");
     let arch = inferscope_plan::from_hf_config(&cfg.to_string()).unwrap();

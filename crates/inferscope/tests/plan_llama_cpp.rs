@@ -116,6 +116,27 @@ fn plans_match_every_real_llama_server_log() {
         assert_eq!(planned, real, "{}: {command}", log_path.display());
         assert_eq!(plan["max_model_len"], real.n_ctx_slot);
         assert_eq!(plan["engine"]["name"], "llama_cpp", "{}", plan["engine"]);
+        // the file's own tensors, each in its ggml type: llama.cpp's model buffer (all on the
+        // CPU in these CPU-only runs) holds the same bytes, up to its 32-byte tensor alignment
+        let buffer_mib: f64 = after(&log, "CPU_Mapped model buffer size =")
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let ours_mib = plan["weights_bytes_total"].as_f64().unwrap() / 1048576.0;
+        assert!(
+            (ours_mib - buffer_mib).abs() <= 0.01 * buffer_mib + 0.01,
+            "{}: weights {ours_mib:.2} MiB vs model buffer {buffer_mib:.2} MiB",
+            log_path.display()
+        );
+        assert!(
+            plan["assumptions"]
+                .to_string()
+                .contains("exact bytes of the file's"),
+            "{}",
+            plan["assumptions"]
+        );
         checked += 1;
     }
     assert_eq!(checked, 17);
