@@ -445,6 +445,14 @@ fn request(log: &StartupLog, r: &StartupReport, m: &Measured) -> Result<PlanRequ
             "max_batch_prefill_tokens",
         ],
     );
+    // SGLang sizes its pool from the free memory it reads when the runner starts ("Load weight
+    // begin. avail mem=…"): a property of this GPU at that moment the planner cannot know, so the
+    // log's own figure stands in for its default (total − CUDA context).
+    if req.engine == Engine::Sglang
+        && let Some(avail) = m.avail_before_weights_gib
+    {
+        req.free_bytes_at_start = Some((avail * GIB) as u64);
+    }
     req.enforce_eager = ["enforce_eager", "disable_cuda_graph"]
         .iter()
         .any(|n| log.arg(n).is_some_and(|v| v.eq_ignore_ascii_case("true")));
