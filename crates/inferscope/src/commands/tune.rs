@@ -1292,7 +1292,8 @@ fn verdict(
                 _ => String::new(),
             };
             (
-                r.status == Status::Better,
+                // "better" without evidence (no traces, no repeats) is not significance
+                r.status == Status::Better && r.method != compare::Method::None,
                 format!(
                     "{} {} vs {} {}{}{how}",
                     r.cand.map(|v| format!("{v:.1}")).unwrap_or_else(|| "unknown".into()),
