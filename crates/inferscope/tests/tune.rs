@@ -388,17 +388,22 @@ fn start_scripted(slots: u32, service_ms: u32) -> (Scripted, u16) {
 
 /// Issue 20, third done-when: capacity search against a server of known service time.
 ///
-/// N = 8 slots, each request holds one for S = 100 ms: the server completes at most
-/// μ = N/S = 80 requests/s. Below μ the queue is stable and waits are short; above it the queue
-/// grows for the whole run, by (λ − μ) requests per second, so the k-th second's requests wait
-/// about (λ − μ)·k/μ. With ttft ≤ 300 ms (S plus 200 ms of waiting allowed) and 95 % attainment
-/// over a 5 s probe, the fluid approximation passes up to λ ≈ μ·(1 + 0.2/(0.95·5)) ≈ 1.04 μ,
-/// and Poisson bursts below μ cost a few per cent (simulated M/D/8 over 30 seeds: the crossing is
-/// at 0.92–1.11 μ, median 0.99 μ). So the analytic answer is μ = 80 requests/s, and the search
-/// (5 % resolution) must land within 10 % of it.
+/// N = 16 slots served first come, first served; each request holds one for S = 200 ms: the
+/// server completes at most μ = N/S = 80 requests/s. That is the analytic capacity. Below μ the
+/// queue is stable and waits are short; above it the queue grows for the whole probe by
+/// (λ − μ) requests each second, so requests sent t seconds in wait about (λ − μ)·t/μ. With
+/// ttft ≤ 600 ms (S plus 400 ms of waiting) and 95 % attainment over a 5 s probe, the fluid
+/// picture still passes up to λ ≈ μ·(1 + 0.4/(0.95·5)) ≈ 1.08 μ, while Poisson bursts below μ
+/// and stalls of this shared machine pull the edge down (an M/D/16 simulation over 30 seeds
+/// puts it at 1.01–1.18 μ, median 1.07 μ, before stalls). Measured: 77.5 and 77.7 requests/s.
+/// The search (5 % resolution) must land within 10 % of μ.
+///
+/// (Why not fewer, shorter slots: at S = 100 ms, N = 8 and ttft ≤ 300 ms, one 200 ms stall of
+/// a loaded 2-core machine leaves a backlog that 0.07·μ of spare capacity needs seconds to
+/// drain; the search then found 0.89 μ.)
 #[test]
 fn capacity_search_finds_the_analytic_rate() {
-    let (_server, port) = start_scripted(8, 100);
+    let (_server, port) = start_scripted(16, 200);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("cap.json");
     let args = strings(&[
@@ -407,11 +412,11 @@ fn capacity_search_finds_the_analytic_rate() {
         &format!("http://127.0.0.1:{port}"),
         "--find-capacity",
         "--slo",
-        "ttft=300ms",
+        "ttft=600ms",
         "--attainment",
         "0.95",
         "--concurrency",
-        "16",
+        "32",
         "--duration",
         "5s",
         "--dataset",

@@ -11,7 +11,7 @@ usage: scripted_server.py --port P [--slots N] [--service-ms S] [--tokens K]
   exit: print a start-up error and exit 3 (a server that dies at start-up)
   hang: never listen (a server that never becomes ready)
 """
-import argparse, json, sys, threading, time
+import argparse, json, queue, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ap = argparse.ArgumentParser()
@@ -30,12 +30,31 @@ if a.mode == "hang":
     while True:
         time.sleep(3600)
 
-slots = threading.Semaphore(a.slots)
 S = a.service_ms / 1000.0
+# First come, first served: N worker threads take requests from one FIFO queue and hold each
+# for S. (A threading.Semaphore lets newcomers barge past woken waiters, which gives some
+# requests waits far beyond an M/D/N queue's.)
+fifo = queue.Queue()
+
+
+def slot_worker():
+    while True:
+        done = fifo.get()
+        time.sleep(S)
+        done.set()
+
+
+for _ in range(a.slots):
+    threading.Thread(target=slot_worker, daemon=True).start()
 
 
 class H(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.0"
+    # Keep-alive (bodies carry Content-Length), so the client's pooled connections are reused
+    # and the accept loop adds no per-request cost to the service time.
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes: without TCP_NODELAY, Nagle's algorithm and
+    # the client's delayed ACK hold the body back ~40 ms.
+    disable_nagle_algorithm = True
 
     def log_message(self, *args):
         pass
@@ -59,21 +78,26 @@ class H(BaseHTTPRequestHandler):
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
         self.rfile.read(n)
-        with slots:
-            time.sleep(S)
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
+        done = threading.Event()
+        fifo.put(done)
+        done.wait()
         out = []
         for _ in range(a.tokens):
             out.append("data: " + json.dumps({"choices": [{"index": 0, "text": "x"}]}) + "\n\n")
         usage = {"prompt_tokens": 1, "completion_tokens": a.tokens, "total_tokens": a.tokens + 1}
         out.append("data: " + json.dumps({"choices": [], "usage": usage}) + "\n\n")
         out.append("data: [DONE]\n\n")
-        self.wfile.write("".join(out).encode())
+        body = "".join(out).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
 
-srv = ThreadingHTTPServer(("127.0.0.1", a.port), H)
-srv.daemon_threads = True
-srv.request_queue_size = 1024
-srv.serve_forever()
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # the listen backlog (read when the socket is opened)
+
+
+Server(("127.0.0.1", a.port), H).serve_forever()
