@@ -231,7 +231,12 @@ impl Template {
     }
 
     /// Fill the placeholders. Every placeholder must have a value (see [`Template::check`]).
-    pub fn fill(&self, values: &Settings, port: u16, gpus: Option<&str>) -> Result<Vec<String>, String> {
+    pub fn fill(
+        &self,
+        values: &Settings,
+        port: u16,
+        gpus: Option<&str>,
+    ) -> Result<Vec<String>, String> {
         let mut out = Vec::with_capacity(self.words.len());
         for w in &self.words {
             let mut s = String::new();
@@ -239,9 +244,7 @@ impl Template {
                 match p {
                     Piece::Text(t) => s.push_str(t),
                     Piece::Hole(n) if n == "port" => s.push_str(&port.to_string()),
-                    Piece::Hole(n) if n == "gpus" => {
-                        s.push_str(gpus.ok_or("{gpus} needs --gpus")?)
-                    }
+                    Piece::Hole(n) if n == "gpus" => s.push_str(gpus.ok_or("{gpus} needs --gpus")?),
                     Piece::Hole(n) => s.push_str(
                         values
                             .get(n)
@@ -523,7 +526,13 @@ pub fn read_journal(name: &str, text: &str, fingerprint: &str) -> Result<Vec<Jou
             Err(e) => return Err(format!("{name}: line {}: {e}", i + 1)),
         };
         match (&parsed, out.is_empty() && i == first_line(text)) {
-            (JournalLine::Header { version, fingerprint: f }, true) => {
+            (
+                JournalLine::Header {
+                    version,
+                    fingerprint: f,
+                },
+                true,
+            ) => {
                 if *version != JOURNAL_VERSION {
                     return Err(format!(
                         "{name}: line {}: journal version {version}, this build writes {JOURNAL_VERSION}",
@@ -552,9 +561,7 @@ pub fn read_journal(name: &str, text: &str, fingerprint: &str) -> Result<Vec<Jou
 }
 
 fn first_line(text: &str) -> usize {
-    text.lines()
-        .position(|l| !l.trim().is_empty())
-        .unwrap_or(0)
+    text.lines().position(|l| !l.trim().is_empty()).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -579,32 +586,58 @@ mod tests {
 
     #[test]
     fn placeholders_fill_and_check() {
-        let t = Template::parse("srv --port {port} -np {np} -t {threads} --x={np}x {{lit}}").unwrap();
+        let t =
+            Template::parse("srv --port {port} -np {np} -t {threads} --x={np}x {{lit}}").unwrap();
         assert_eq!(t.placeholders(), vec!["port", "np", "threads"]);
         let names = vec!["np".to_string(), "threads".to_string()];
         t.check("--server", &names, false).unwrap();
         let v: Settings = [("np".into(), "4".into()), ("threads".into(), "2".into())].into();
         assert_eq!(
             t.fill(&v, 8080, None).unwrap(),
-            vec!["srv", "--port", "8080", "-np", "4", "-t", "2", "--x=4x", "{lit}"]
+            vec![
+                "srv", "--port", "8080", "-np", "4", "-t", "2", "--x=4x", "{lit}"
+            ]
         );
         // unknown placeholder
         let e = t.check("--server", &["np".to_string()], false).unwrap_err();
         assert!(e.contains("{threads} has no --set threads"), "{e}");
         // no port
-        let e = Template::parse("srv -np {np}").unwrap().check("--server", &names, false).unwrap_err();
+        let e = Template::parse("srv -np {np}")
+            .unwrap()
+            .check("--server", &names, false)
+            .unwrap_err();
         assert!(e.contains("no {port}"), "{e}");
         // gpus without --gpus
         let g = Template::parse("srv --port {port} --gpus {gpus}").unwrap();
-        assert!(g.check("--server", &[], false).unwrap_err().contains("--gpus"));
+        assert!(
+            g.check("--server", &[], false)
+                .unwrap_err()
+                .contains("--gpus")
+        );
         assert_eq!(g.fill(&Settings::new(), 1, Some("0,1")).unwrap()[4], "0,1");
         // malformed
-        assert!(Template::parse("srv {port").unwrap_err().contains("closing"));
-        assert!(Template::parse("srv port}").unwrap_err().contains("opening"));
+        assert!(
+            Template::parse("srv {port")
+                .unwrap_err()
+                .contains("closing")
+        );
+        assert!(
+            Template::parse("srv port}")
+                .unwrap_err()
+                .contains("opening")
+        );
         assert!(Template::parse("srv {}").unwrap_err().contains("empty"));
         // unquoted, `{a b}` is two words, each with a lone brace
-        assert!(Template::parse("srv {a b}").unwrap_err().contains("closing"));
-        assert!(Template::parse("srv '{a b}'").unwrap_err().contains("inside a placeholder"));
+        assert!(
+            Template::parse("srv {a b}")
+                .unwrap_err()
+                .contains("closing")
+        );
+        assert!(
+            Template::parse("srv '{a b}'")
+                .unwrap_err()
+                .contains("inside a placeholder")
+        );
     }
 
     #[test]
@@ -614,7 +647,12 @@ mod tests {
         assert!("np".parse::<SetSpec>().unwrap_err().contains("NAME=v1"));
         assert!("np=1,,2".parse::<SetSpec>().unwrap_err().contains("empty"));
         assert!("np=1,1".parse::<SetSpec>().unwrap_err().contains("twice"));
-        assert!("port=1".parse::<SetSpec>().unwrap_err().contains("filled by tune"));
+        assert!(
+            "port=1"
+                .parse::<SetSpec>()
+                .unwrap_err()
+                .contains("filled by tune")
+        );
         assert!("a b=1".parse::<SetSpec>().unwrap_err().contains("letters"));
     }
 
@@ -625,7 +663,9 @@ mod tests {
         let labels: Vec<String> = g.iter().map(|c| label(c, &s)).collect();
         assert_eq!(labels, vec!["np=1 t=1", "np=1 t=2", "np=4 t=1", "np=4 t=2"]);
         assert!(grid(&sets(&["a=1", "a=2"])).unwrap_err().contains("twice"));
-        let big: Vec<SetSpec> = (0..13).map(|i| format!("s{i}=1,2").parse().unwrap()).collect();
+        let big: Vec<SetSpec> = (0..13)
+            .map(|i| format!("s{i}=1,2").parse().unwrap())
+            .collect();
         assert!(grid(&big).unwrap_err().contains("4096"));
         assert_eq!(grid(&[]).unwrap(), vec![Settings::new()]);
     }
@@ -663,7 +703,10 @@ mod tests {
         let st = vec![Measured(vec![Some(9.0)]), Measured(vec![Some(1.0)])];
         assert_eq!(next_round(&st, 0, 2), vec![0, 1]);
         // only the baseline measured
-        assert_eq!(next_round(&[Measured(vec![Some(1.0)]), Failed], 0, 2), vec![0]);
+        assert_eq!(
+            next_round(&[Measured(vec![Some(1.0)]), Failed], 0, 2),
+            vec![0]
+        );
         // nothing measured
         assert!(next_round(&[Failed, Skipped], 0, 3).is_empty());
     }
@@ -705,12 +748,33 @@ mod tests {
         let lines = read_journal("j", &text, "fp").unwrap();
         assert_eq!(lines.len(), 1);
         assert!(matches!(lines[0], JournalLine::Failed { .. }));
-        assert!(read_journal("j", &text, "other").unwrap_err().contains("another tuning run"));
-        assert!(read_journal("j", &format!("{f}\n"), "fp").unwrap_err().contains("line 1: expected the header"));
-        assert!(read_journal("j", &format!("{h}\n{h}\n"), "fp").unwrap_err().contains("second header"));
-        assert!(read_journal("j", &format!("{h}\nnot json\n{f}\n"), "fp").unwrap_err().starts_with("j: line 2:"));
+        assert!(
+            read_journal("j", &text, "other")
+                .unwrap_err()
+                .contains("another tuning run")
+        );
+        assert!(
+            read_journal("j", &format!("{f}\n"), "fp")
+                .unwrap_err()
+                .contains("line 1: expected the header")
+        );
+        assert!(
+            read_journal("j", &format!("{h}\n{h}\n"), "fp")
+                .unwrap_err()
+                .contains("second header")
+        );
+        assert!(
+            read_journal("j", &format!("{h}\nnot json\n{f}\n"), "fp")
+                .unwrap_err()
+                .starts_with("j: line 2:")
+        );
         // a torn last line (interrupted write) is dropped
-        assert_eq!(read_journal("j", &format!("{h}\n{f}\n{{\"kind\":\"fa"), "fp").unwrap().len(), 1);
+        assert_eq!(
+            read_journal("j", &format!("{h}\n{f}\n{{\"kind\":\"fa"), "fp")
+                .unwrap()
+                .len(),
+            1
+        );
         assert!(read_journal("j", "", "fp").unwrap().is_empty());
     }
 }

@@ -90,7 +90,7 @@ fn candidate<'a>(report: &'a Value, key: &str, value: &str) -> &'a Value {
 /// measured), with four slots it starts at once (≈ 10 ms). So this test tunes the same grid
 /// for *goodput* under `ttft=100ms`, where the right answer is unambiguous, and checks that
 /// the winner has `-np 4`, that the verdict is significant against `-np 1 -t 1` (between-run
-/// statistics over 3 runs each), that report, plots and journal are written, and that a rerun
+/// statistics over 4 runs each), that report, plots and journal are written, and that a rerun
 /// with the same journal starts no server.
 #[test]
 fn tune_llama_server_slots_and_threads() {
@@ -125,7 +125,7 @@ fn tune_llama_server_slots_and_threads() {
         "--warmup",
         "4",
         "--repeat",
-        "3",
+        "4",
         "--startup-timeout",
         "60s",
         "--grace",
@@ -154,7 +154,8 @@ fn tune_llama_server_slots_and_threads() {
     assert_eq!(r["significant"], true, "{text}");
     let verdict = r["verdict"].as_str().unwrap();
     assert!(
-        verdict.contains("is better than the baseline `np=1 t=1`") && verdict.ends_with("significant"),
+        verdict.contains("is better than the baseline `np=1 t=1`")
+            && verdict.ends_with("significant"),
         "{verdict}"
     );
     assert_eq!(r["comparison"]["method"], "between_runs");
@@ -180,10 +181,10 @@ fn tune_llama_server_slots_and_threads() {
             .find(|c| c["settings"]["np"] == "1" && c["settings"]["t"] == "1")
             .unwrap()
     };
-    assert_eq!(base["objective_runs"].as_array().unwrap().len(), 3);
+    assert_eq!(base["objective_runs"].as_array().unwrap().len(), 4);
     let winner = r["candidates"][0].clone();
     assert_eq!(winner["rank"], 1);
-    assert_eq!(winner["objective_runs"].as_array().unwrap().len(), 3);
+    assert_eq!(winner["objective_runs"].as_array().unwrap().len(), 4);
     assert!(
         winner["objective"].as_f64().unwrap() > 2.0 * base["objective"].as_f64().unwrap(),
         "{text}"
@@ -202,10 +203,13 @@ fn tune_llama_server_slots_and_threads() {
     let svg = std::fs::read_to_string(out.join("pareto_ttft.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("np=4"));
     let journal = std::fs::read_to_string(out.join("journal.jsonl")).unwrap();
-    let runs = journal.lines().filter(|l| l.contains(r#""kind":"run""#)).count();
-    // 4 screened, 2 more for the better half of the 3 others + baseline, then 1 more for the
-    // leader + baseline: 4 + 3 + 2
-    assert_eq!(runs, 9, "{journal}");
+    let runs = journal
+        .lines()
+        .filter(|l| l.contains(r#""kind":"run""#))
+        .count();
+    // 4 screened; the better half of the 3 others (2) + the baseline; then the leader + the
+    // baseline, twice, up to 4 runs each: 4 + 3 + 2 + 2
+    assert_eq!(runs, 11, "{journal}");
 
     // Rerun with the same journal: nothing new runs, the same winner.
     let (code, stdout2, stderr2) = inferscope(&args, Duration::from_secs(120));
@@ -283,7 +287,12 @@ fn tune_reports_failures_and_leaves_no_process() {
         hang["reason"],
         "the server did not become ready (GET /health or /v1/models) within 3s"
     );
-    assert!(hang["log_tail"].as_str().unwrap().contains("loading forever"));
+    assert!(
+        hang["log_tail"]
+            .as_str()
+            .unwrap()
+            .contains("loading forever")
+    );
     let mut pids = 0;
     for c in r["candidates"].as_array().unwrap() {
         for pid in c["server_pids"].as_array().unwrap() {
@@ -337,7 +346,8 @@ fn tune_reports_failures_and_leaves_no_process() {
     assert_eq!(big["status"], "skipped");
     let why = big["reason"].as_str().unwrap();
     assert!(
-        why.starts_with("the planner says it does not fit: ") && why.contains("exceed the GPU's 1.00 GiB"),
+        why.starts_with("the planner says it does not fit: ")
+            && why.contains("exceed the GPU's 1.00 GiB"),
         "{why}"
     );
     assert!(big["server_pids"].as_array().unwrap().is_empty());
@@ -380,7 +390,10 @@ fn start_scripted(slots: u32, service_ms: u32) -> (Scripted, u16) {
     let guard = Scripted(child);
     let t = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(20), "scripted server did not start");
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "scripted server did not start"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     (guard, port)
@@ -447,11 +460,23 @@ fn bad_tune_inputs() {
     let out = dir.path().join("o").display().to_string();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
-            vec!["--server", "srv --port {port} -np {np}", "--set", "np=1", "--set", "t=1,2"],
+            vec![
+                "--server",
+                "srv --port {port} -np {np}",
+                "--set",
+                "np=1",
+                "--set",
+                "t=1,2",
+            ],
             "--set t: the server command has no {t} placeholder, so its values would change nothing",
         ),
         (
-            vec!["--server", "srv --port {port} -np {np} -t {threads}", "--set", "np=1"],
+            vec![
+                "--server",
+                "srv --port {port} -np {np} -t {threads}",
+                "--set",
+                "np=1",
+            ],
             "--server `srv --port {port} -np {np} -t {threads}`: placeholder {threads} has no --set threads=...; known: np, port, gpus",
         ),
         (
@@ -489,7 +514,10 @@ fn bad_tune_inputs() {
         Duration::from_secs(30),
     );
     assert_eq!(code, 2);
-    assert!(stderr.contains("--set `np=1,1`: value `1` is listed twice"), "{stderr}");
+    assert!(
+        stderr.contains("--set `np=1,1`: value `1` is listed twice"),
+        "{stderr}"
+    );
     // a journal from another tuning run is refused, naming the file
     let j = dir.path().join("j.jsonl");
     std::fs::write(
@@ -519,4 +547,88 @@ fn bad_tune_inputs() {
     );
     let _ = PathBuf::new();
     let _ = Path::new("");
+}
+
+/// Ctrl-C in the middle of a measurement: the server is stopped, the report of what finished is
+/// written, exit code 130, and the interrupted run is not in the journal (a rerun redoes it).
+#[test]
+fn tune_interrupted_stops_the_server_and_reports() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let server = format!(
+        "python3 {} --port {{port}} --slots {{slots}} --service-ms 20 --tokens 2",
+        scripted()
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_inferscope"))
+        .args([
+            "tune",
+            "--server",
+            &server,
+            "--set",
+            "slots=2,4",
+            "--concurrency",
+            "2",
+            "--workload",
+            "random:in=8,out=2",
+            "--duration",
+            "60s",
+            "--warmup",
+            "0",
+            "--repeat",
+            "1",
+            "--out",
+            &out.display().to_string(),
+            "--json",
+        ])
+        .current_dir(common::repo())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in err.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("no ready line");
+        seen.push(line.clone());
+        if line.contains("ready in") {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "tune did not stop after Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130), "{seen:?}");
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(r["interrupted"], true);
+    assert!(r["winner"].is_null());
+    let first = candidate(&r, "slots", "2");
+    assert_eq!(first["reason"], "not tried: interrupted");
+    let pids = first["server_pids"].as_array().unwrap();
+    assert_eq!(pids.len(), 1);
+    assert_gone(pids[0].as_u64().unwrap());
+    assert!(out.join("report.json").is_file());
+    let journal = std::fs::read_to_string(out.join("journal.jsonl")).unwrap();
+    assert_eq!(journal.lines().count(), 1, "only the header: {journal}");
 }

@@ -3,11 +3,11 @@
 //! [`inferscope_bench::capacity`] search. Each probe is one ordinary bench run.
 
 use inferscope_bench::capacity::{Capacity, CapacitySearch, SearchSettings};
+use inferscope_bench::exec::StopReason;
 use inferscope_bench::record::RequestRecord;
 use inferscope_bench::result::BenchResult;
 use inferscope_bench::run::{BenchError, Plan, ProgressFn, execute};
 use inferscope_bench::schedule::{Arrival, Schedule};
-use inferscope_bench::exec::StopReason;
 
 /// The search and every run it made.
 #[derive(Debug)]

@@ -15,13 +15,13 @@ use inferscope_bench::capacity::{Capacity, SearchSettings};
 use inferscope_bench::client::{Api, RequestSettings};
 use inferscope_bench::compare::{self, Samples, Status};
 use inferscope_bench::dataset::DatasetSpec;
+use inferscope_bench::parse_duration;
 use inferscope_bench::record::{self, RequestRecord};
 use inferscope_bench::result::BenchResult;
 use inferscope_bench::run::{Outcome, Plan, execute, merge_repeats};
 use inferscope_bench::schedule::{Arrival, Limits, Schedule, Warmup};
 use inferscope_bench::stats::Slo;
 use inferscope_bench::tune::{self as t, JournalLine, SetSpec, Settings, State, Template};
-use inferscope_bench::parse_duration;
 use inferscope_launch::emit::shell_command_line;
 use serde::Serialize;
 use std::io::{Read, Write};
@@ -358,14 +358,21 @@ fn confirm_gpu_free(before: &Result<Vec<u64>, String>) -> String {
 fn slug(label: &str) -> String {
     let s: String = label
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     s.chars().take(80).collect()
 }
 
 fn say(quiet: bool, msg: &str) {
     if !quiet {
-        eprintln!("inferscope tune: {msg}");
+        // A closed stderr must not stop a tuning run (eprintln! would panic).
+        let _ = writeln!(std::io::stderr(), "inferscope tune: {msg}");
     }
 }
 
@@ -455,7 +462,8 @@ fn run_once(
     if port_busy(port) {
         return Ok(RunEnd::Failed(format!("port {port} is busy")));
     }
-    let logf = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    let logf =
+        std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
     let Some((prog, rest)) = argv.split_first() else {
         bail!("empty server command");
     };
@@ -500,7 +508,14 @@ fn run_once(
         Err(None) => RunEnd::Interrupted,
         Err(Some(why)) => RunEnd::Failed(why),
         Ok(up) => {
-            say(a.quiet, &format!("{} ready in {:.1}s on port {port}", c.label, up.as_secs_f64()));
+            say(
+                a.quiet,
+                &format!(
+                    "{} ready in {:.1}s on port {port}",
+                    c.label,
+                    up.as_secs_f64()
+                ),
+            );
             let mut p = bench.clone();
             p.url = format!("http://127.0.0.1:{port}");
             let measured = match objective {
@@ -738,11 +753,11 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let grid = t::grid(&a.sets).map_err(anyhow::Error::msg)?;
     let bench = bench_plan(&a)?;
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-    let journal = a.journal.clone().unwrap_or_else(|| a.out.join("journal.jsonl"));
-    let journal_dir = journal
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
+    let journal = a
+        .journal
+        .clone()
+        .unwrap_or_else(|| a.out.join("journal.jsonl"));
+    let journal_dir = journal.parent().map(Path::to_path_buf).unwrap_or_default();
     let fp = fingerprint(&a, objective);
 
     let mut cands: Vec<Cand> = Vec::new();
@@ -800,7 +815,11 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             } => {
                 let path = journal_dir.join(&trace);
                 let f = std::fs::File::open(&path).with_context(|| {
-                    format!("{}: its trace {} is missing", journal.display(), path.display())
+                    format!(
+                        "{}: its trace {} is missing",
+                        journal.display(),
+                        path.display()
+                    )
                 })?;
                 let recs = record::read_trace(&mut std::io::BufReader::new(f))
                     .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
@@ -831,7 +850,10 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         }
     }
     if resumed > 0 {
-        say(a.quiet, &format!("resuming from {}: {resumed} records", journal.display()));
+        say(
+            a.quiet,
+            &format!("resuming from {}: {resumed} records", journal.display()),
+        );
     }
 
     // Plan every candidate before starting anything.
@@ -940,7 +962,8 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                         &format!(
                             "{}: {} {}",
                             c.label,
-                            v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "unknown".into()),
+                            v.map(|v| format!("{v:.2}"))
+                                .unwrap_or_else(|| "unknown".into()),
                             objective.unit()
                         ),
                     );
@@ -1108,8 +1131,14 @@ fn build_report(
         .filter(|&i| matches!(states.get(i), Some(State::Measured(_))));
     let label_of = |i: usize| cands.get(i).map(|c| c.label.clone()).unwrap_or_default();
     let base_label = label_of(baseline);
-    let (verdict, significant, comparison) =
-        verdict(objective, cands, &merged_all, winner_idx, baseline, &base_label);
+    let (verdict, significant, comparison) = verdict(
+        objective,
+        cands,
+        &merged_all,
+        winner_idx,
+        baseline,
+        &base_label,
+    );
     let winner = winner_idx.and_then(|i| cands.get(i)).map(|c| {
         let words = c
             .template
@@ -1260,7 +1289,10 @@ fn verdict(
             (Some(w), Some(f)) => w >= f,
             _ => false,
         };
-        let fmt = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "none".into());
+        let fmt = |v: Option<f64>| {
+            v.map(|v| format!("{v:.2}"))
+                .unwrap_or_else(|| "none".into())
+        };
         return (
             format!(
                 "`{wl}` sustains {} requests/s within the SLO against the baseline `{base_label}`'s {}; {}",
@@ -1284,21 +1316,30 @@ fn verdict(
     let row = c.rows.iter().find(|r| r.metric == metric);
     let (sig, desc) = match row {
         Some(r) => {
-            let how = match (r.samples, r.interval) {
+            let method = match r.method {
+                compare::Method::BetweenRuns => "between runs",
+                compare::Method::ClusterBootstrap => "request-level cluster bootstrap",
+                compare::Method::None => "no evidence",
+            };
+            let how = match (r.samples, r.ci95) {
                 (Some(s), Some([lo, hi])) => format!(
-                    "; interval of the difference [{lo:+.1}, {hi:+.1}], {} vs {} {} ({:?})",
-                    s.base, s.cand, s.unit, r.method
+                    "; 95 % interval of the difference [{lo:+.1}, {hi:+.1}], {} vs {} {}, {method}",
+                    s.base, s.cand, s.unit
                 ),
-                _ => String::new(),
+                _ => format!("; {method}"),
             };
             (
                 // "better" without evidence (no traces, no repeats) is not significance
                 r.status == Status::Better && r.method != compare::Method::None,
                 format!(
                     "{} {} vs {} {}{}{how}",
-                    r.cand.map(|v| format!("{v:.1}")).unwrap_or_else(|| "unknown".into()),
+                    r.cand
+                        .map(|v| format!("{v:.1}"))
+                        .unwrap_or_else(|| "unknown".into()),
                     objective.unit(),
-                    r.base.map(|v| format!("{v:.1}")).unwrap_or_else(|| "unknown".into()),
+                    r.base
+                        .map(|v| format!("{v:.1}"))
+                        .unwrap_or_else(|| "unknown".into()),
                     objective.unit(),
                     r.delta_pct
                         .map(|d| format!(" ({d:+.1} %)"))
@@ -1335,14 +1376,25 @@ fn write_text(r: &Report, a: &TuneArgs, out: &mut dyn Write) -> std::io::Result<
     writeln!(
         out,
         "{:<4} {:<28} {:<9} {:>4} {:>14} {:>12} {:>10} {:>10}  note",
-        "rank", "candidate", "status", "runs", r.objective.metric(), "tok/s", "TTFT p90", "TPOT p90"
+        "rank",
+        "candidate",
+        "status",
+        "runs",
+        r.objective.metric(),
+        "tok/s",
+        "TTFT p90",
+        "TPOT p90"
     )?;
     for c in &r.candidates {
         let s = c.result.as_ref().map(|x| &x.stats);
         let f = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
         let mut note = c.reason.clone().unwrap_or_default();
         if c.pareto_ttft || c.pareto_tpot {
-            note = format!("Pareto {}{}", if c.pareto_ttft { "T" } else { "" }, if c.pareto_tpot { "P" } else { "" }) + &note;
+            note = format!(
+                "Pareto {}{}",
+                if c.pareto_ttft { "T" } else { "" },
+                if c.pareto_tpot { "P" } else { "" }
+            ) + &note;
         }
         writeln!(
             out,
@@ -1381,7 +1433,11 @@ fn write_text(r: &Report, a: &TuneArgs, out: &mut dyn Write) -> std::io::Result<
             writeln!(out, "  - {n}")?;
         }
     }
-    let failed: Vec<&CandReport> = r.candidates.iter().filter(|c| c.log_tail.as_deref().is_some_and(|l| !l.is_empty())).collect();
+    let failed: Vec<&CandReport> = r
+        .candidates
+        .iter()
+        .filter(|c| c.log_tail.as_deref().is_some_and(|l| !l.is_empty()))
+        .collect();
     if !failed.is_empty() {
         writeln!(out)?;
         writeln!(out, "Server logs of failed candidates (last lines):")?;
@@ -1395,7 +1451,10 @@ fn write_text(r: &Report, a: &TuneArgs, out: &mut dyn Write) -> std::io::Result<
     writeln!(out)?;
     writeln!(out, "Files: {}", r.files.join(", "))?;
     if r.interrupted {
-        writeln!(out, "Interrupted: the report covers what finished; rerun with the same --journal to continue.")?;
+        writeln!(
+            out,
+            "Interrupted: the report covers what finished; rerun with the same --journal to continue."
+        )?;
     }
     Ok(())
 }
