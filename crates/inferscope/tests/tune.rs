@@ -632,3 +632,80 @@ fn tune_interrupted_stops_the_server_and_reports() {
     let journal = std::fs::read_to_string(out.join("journal.jsonl")).unwrap();
     assert_eq!(journal.lines().count(), 1, "only the header: {journal}");
 }
+
+/// `--budget`: runs start only while the elapsed time plus the runs' mean wall time fits; what
+/// did not fit is reported as not tried. Also binds through `inferscope run --numa-node 0`
+/// (every Linux host has node 0), so the winner gets `run` and `run --emit numactl` lines.
+#[test]
+fn tune_budget_says_what_was_not_tried() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let server = format!(
+        "python3 {} --port {{port}} --slots {{n}} --service-ms 20 --tokens 2",
+        scripted()
+    );
+    // Each run measures 3 s (plus start and stop), so 16 s cannot hold six candidates; the first
+    // run's estimate (3 s + 2 s warm-up allowance + 10 s) fits.
+    let args = strings(&[
+        "tune",
+        "--server",
+        &server,
+        "--set",
+        "n=1,2,3,4,5,6",
+        "--budget",
+        "16s",
+        "--numa-node",
+        "0",
+        "--concurrency",
+        "2",
+        "--workload",
+        "random:in=8,out=2",
+        "--duration",
+        "3s",
+        "--warmup",
+        "0",
+        "--repeat",
+        "1",
+        "--out",
+        &out.display().to_string(),
+        "--json",
+        "--quiet",
+    ]);
+    let t = Instant::now();
+    let (code, stdout, stderr) = inferscope(&args, Duration::from_secs(60));
+    let took = t.elapsed();
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    let cands = r["candidates"].as_array().unwrap();
+    let measured = cands.iter().filter(|c| c["status"] == "measured").count();
+    let skipped: Vec<&Value> = cands
+        .iter()
+        .filter(|c| c["reason"] == "not tried: the --budget was spent")
+        .collect();
+    assert!(measured >= 1 && measured <= 4, "{measured} measured");
+    assert_eq!(measured + skipped.len(), 6);
+    for c in &skipped {
+        assert_eq!(c["status"], "skipped");
+    }
+    assert_eq!(r["not_tried"].as_array().unwrap().len(), skipped.len());
+    // The budget bounds the run (plus one run's overshoot at most, and start-up of the binary).
+    assert!(took < Duration::from_secs(16 + 8), "took {took:?}");
+    // Bound through `run`: the recorded pid is the server itself (run execs), and it is gone.
+    for c in cands {
+        for pid in c["server_pids"].as_array().unwrap() {
+            assert_gone(pid.as_u64().unwrap());
+        }
+    }
+    let w = &r["winner"];
+    assert!(
+        w["run_command"]
+            .as_str()
+            .unwrap()
+            .starts_with("inferscope run --numa-node 0 -- python3 "),
+        "{w:#}"
+    );
+    assert!(
+        w["run_emit"].as_str().unwrap().contains("numactl "),
+        "{w:#}"
+    );
+}

@@ -99,5 +99,8 @@ class Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 1024  # the listen backlog (read when the socket is opened)
 
+    def handle_error(self, request, client_address):
+        pass  # clients closing early (cancelled requests, readiness probes) are not errors
+
 
 Server(("127.0.0.1", a.port), H).serve_forever()
