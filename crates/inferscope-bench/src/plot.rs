@@ -337,6 +337,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn pareto_marks_the_front_and_escapes_labels() {
+        let pts = vec![
+            ("np=1 <a>".to_string(), 100.0, 50.0, true),
+            ("np=4".to_string(), 200.0, 80.0, true),
+            ("np=2".to_string(), 150.0, 90.0, false),
+        ];
+        let s = pareto_svg("t", "p90 TTFT (ms)", &pts);
+        assert!(s.starts_with("<svg") && s.ends_with("</svg>\n"));
+        assert!(s.contains("np=1 &lt;a&gt;") && !s.contains("<a>"));
+        // the front's two points joined, the dominated one grey
+        let line = s.lines().find(|l| l.starts_with("<polyline")).unwrap();
+        assert_eq!(line.matches(',').count(), 2);
+        assert_eq!(s.matches(r##"fill="#999""##).count(), 1);
+        // no points: still a valid picture
+        assert!(pareto_svg("t", "y", &[]).ends_with("</svg>\n"));
+    }
+
+    #[test]
     fn cdf_is_well_formed_svg() {
         let s = cdf_svg(
             "TTFT <test>",
