@@ -709,3 +709,33 @@ fn tune_budget_says_what_was_not_tried() {
         "{w:#}"
     );
 }
+
+/// Broken journals (fixtures/bad/tune/EXPECTED.md): one clear error naming the file, exit 2.
+#[test]
+fn bad_journals() {
+    let rows = common::expected_rows("fixtures/bad/tune/EXPECTED.md");
+    assert_eq!(rows.len(), 4);
+    let dir = tempfile::tempdir().unwrap();
+    for (file, message) in rows {
+        let path = format!("fixtures/bad/tune/{file}");
+        let (code, stdout, stderr) = inferscope(
+            &strings(&[
+                "tune",
+                "--server",
+                "s --port {port}",
+                "--out",
+                &dir.path().display().to_string(),
+                "--journal",
+                &path,
+            ]),
+            Duration::from_secs(30),
+        );
+        assert_eq!(code, 2, "{file}: {stderr}");
+        assert!(stdout.is_empty());
+        assert_eq!(
+            stderr.lines().next().unwrap(),
+            format!("inferscope: error: {path}: {message}"),
+            "{file}"
+        );
+    }
+}

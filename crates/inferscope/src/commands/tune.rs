@@ -167,6 +167,9 @@ pub struct TuneArgs {
     pub quiet: bool,
 }
 
+/// Largest journal read back (a journal line is one bench result, ~10–50 KB).
+const MAX_JOURNAL_BYTES: usize = 256 << 20;
+
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
@@ -777,13 +780,31 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     }
 
     // Resume from the journal.
-    let old = match std::fs::read_to_string(&journal) {
-        Ok(text) => t::read_journal(&journal.display().to_string(), &text, &fp)
-            .map_err(anyhow::Error::msg)?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+    let read = std::fs::read(&journal).and_then(|b| {
+        if b.len() > MAX_JOURNAL_BYTES {
+            return Err(std::io::Error::other(format!(
+                "{} bytes, more than the {} MiB a tune journal can plausibly be",
+                b.len(),
+                MAX_JOURNAL_BYTES >> 20
+            )));
+        }
+        String::from_utf8(b).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "not a tune journal: not UTF-8 text",
+            )
+        })
+    });
+    let (old, fresh) = match read {
+        Ok(text) => (
+            t::read_journal(&journal.display().to_string(), &text, &fp)
+                .map_err(anyhow::Error::msg)?,
+            // an empty file (created by hand, or cut before its header) gets one
+            text.trim().is_empty(),
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), true),
         Err(e) => bail!("{}: {e}", journal.display()),
     };
-    let fresh = old.is_empty() && !journal.exists();
     if fresh {
         append_journal(
             &journal,
