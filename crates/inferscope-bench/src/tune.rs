@@ -338,14 +338,14 @@ pub fn grid(sets: &[SetSpec]) -> Result<Vec<Settings>, String> {
     Ok(out)
 }
 
-/// `name=value name=value` in `--set` order, for tables.
+/// `name=value name=value` in `--set` order, for tables (`default` without any `--set`).
 pub fn label(settings: &Settings, sets: &[SetSpec]) -> String {
     let parts: Vec<String> = sets
         .iter()
         .filter_map(|s| settings.get(&s.name).map(|v| format!("{}={v}", s.name)))
         .collect();
     if parts.is_empty() {
-        "baseline".into()
+        "default".into()
     } else {
         parts.join(" ")
     }
@@ -668,6 +668,7 @@ mod tests {
             .collect();
         assert!(grid(&big).unwrap_err().contains("4096"));
         assert_eq!(grid(&[]).unwrap(), vec![Settings::new()]);
+        assert_eq!(label(&Settings::new(), &[]), "default");
     }
 
     #[test]

@@ -798,3 +798,55 @@ fn tune_capacity_objective_ranks_by_capacity() {
         1
     );
 }
+
+/// `--baseline CMD` without any `--set`: a two-way comparison, the baseline keyed apart from the
+/// single `default` candidate in the journal, so a rerun resumes both and runs nothing.
+#[test]
+fn tune_baseline_command_and_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = scripted();
+    let args = strings(&[
+        "tune",
+        "--server",
+        &format!("python3 {s} --port {{port}} --slots 4 --service-ms 50 --tokens 4"),
+        "--baseline",
+        &format!("python3 {s} --port {{port}} --slots 1 --service-ms 50 --tokens 4"),
+        "--concurrency",
+        "4",
+        "--workload",
+        "random:in=8,out=4",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0",
+        "--repeat",
+        "2",
+        "--out",
+        &dir.path().join("t").display().to_string(),
+        "--json",
+        "--quiet",
+    ]);
+    let (code, stdout, stderr) = inferscope(&args, Duration::from_secs(60));
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    // 4 slots vs 1 at concurrency 4 and a fixed 50 ms service: ~4× the throughput
+    assert_eq!(r["winner"]["label"], "default");
+    assert_eq!(r["significant"], true, "{}", r["verdict"]);
+    assert_eq!(r["baseline"], "baseline");
+    let base = &r["candidates"][1];
+    assert_eq!(base["label"], "baseline");
+    assert!(
+        base["settings"]["@baseline"]
+            .as_str()
+            .unwrap()
+            .contains("--slots 1")
+    );
+    let (code, stdout2, _) = inferscope(&args, Duration::from_secs(60));
+    assert_eq!(code, 0);
+    let r2: Value = serde_json::from_str(&stdout2).unwrap();
+    assert_eq!(r2["winner"], r["winner"]);
+    for c in r2["candidates"].as_array().unwrap() {
+        assert_eq!(c["objective_runs"].as_array().unwrap().len(), 2, "{c:#}");
+        assert!(c["server_pids"].as_array().unwrap().is_empty());
+    }
+}

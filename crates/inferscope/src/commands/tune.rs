@@ -769,7 +769,10 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         let bt = Template::parse(b).map_err(|e| anyhow::anyhow!("--baseline: {e}"))?;
         bt.check("--baseline", &[], have_gpus)
             .map_err(anyhow::Error::msg)?;
-        cands.push(new_cand(&a, Settings::new(), "baseline".into(), bt));
+        // `@` cannot start a --set name, so the baseline's journal key never collides with a
+        // grid candidate's (not even the single empty one of a run without --set).
+        let key: Settings = [("@baseline".to_string(), b.clone())].into();
+        cands.push(new_cand(&a, key, "baseline".into(), bt));
     }
     for s in grid {
         let label = t::label(&s, &a.sets);
