@@ -9,6 +9,8 @@
 //!   (hand-written SVG) and [`result`] (the documented result file).
 //! * **Tokens**: [`tokenizer`] counts generated text with a local `tokenizer.json` when the
 //!   server reports no usage.
+//! * **Tuning** (pure): [`tune`] (placeholders, grid, successive halving, Pareto front, journal)
+//!   and [`capacity`] (the highest Poisson rate meeting an SLO attainment target).
 //! * **I/O**: [`client`] (one request over reqwest/tokio, recording every chunk time) and
 //!   [`exec`] (drives one schedule through the client and collects [`record::RequestRecord`]s).
 //!
@@ -30,6 +32,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod capacity;
 pub mod client;
 pub mod compare;
 pub mod dataset;
@@ -43,6 +46,7 @@ pub mod significance;
 pub mod sse;
 pub mod stats;
 pub mod tokenizer;
+pub mod tune;
 
 use std::time::Duration;
 

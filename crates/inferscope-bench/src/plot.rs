@@ -230,6 +230,46 @@ pub fn sweep_svg(title: &str, ylabel: &str, series: &[(String, Vec<SweepPoint>)]
     svg
 }
 
+/// One candidate on a Pareto plot: label, output tokens/s, a p90 latency (ms), on the front?
+pub type ParetoPoint = (String, f64, f64, bool);
+
+/// Throughput (x) against a p90 latency (y) for tuning candidates: every candidate a grey dot
+/// with its label, the Pareto front (no other candidate is both faster and lower-latency)
+/// joined in colour.
+pub fn pareto_svg(title: &str, ylabel: &str, points: &[ParetoPoint]) -> String {
+    let x_max = points.iter().map(|p| p.1).fold(0.0f64, f64::max).max(1e-3) * 1.1;
+    let y_max = points.iter().map(|p| p.2).fold(0.0f64, f64::max).max(1e-3) * 1.1;
+    let f = Frame { x_max, y_max };
+    let mut svg = String::new();
+    axes(&mut svg, &f, title, "output tokens/s", ylabel);
+    let mut front: Vec<&ParetoPoint> = points.iter().filter(|p| p.3).collect();
+    front.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let path: Vec<String> = front
+        .iter()
+        .map(|p| format!("{:.1},{:.1}", f.x(p.1), f.y(p.2)))
+        .collect();
+    let c = COLORS[0];
+    let _ = writeln!(
+        svg,
+        r#"<polyline fill="none" stroke="{c}" stroke-width="2" points="{}"/>"#,
+        path.join(" ")
+    );
+    for p in points {
+        let fill = if p.3 { c } else { "#999" };
+        let (x, y) = (f.x(p.1), f.y(p.2));
+        let _ = writeln!(
+            svg,
+            r#"<circle cx="{x:.1}" cy="{y:.1}" r="4" fill="{fill}"/><text x="{:.1}" y="{:.1}" font-size="10">{}</text>"#,
+            x + 6.0,
+            y - 6.0,
+            esc(&p.0)
+        );
+    }
+    legend(&mut svg, &["Pareto front".to_string()]);
+    svg.push_str("</svg>\n");
+    svg
+}
+
 /// All plots for one or several labelled results: `{ttft,tpot,itl,e2e}_cdf.svg`, and
 /// `sweep_ttft.svg`/`sweep_e2e.svg` when any result has a sweep. Returns `(file name, svg)`.
 pub fn plots(results: &[(String, &BenchResult)]) -> Vec<(String, String)> {
@@ -295,6 +335,24 @@ pub fn plots(results: &[(String, &BenchResult)]) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pareto_marks_the_front_and_escapes_labels() {
+        let pts = vec![
+            ("np=1 <a>".to_string(), 100.0, 50.0, true),
+            ("np=4".to_string(), 200.0, 80.0, true),
+            ("np=2".to_string(), 150.0, 90.0, false),
+        ];
+        let s = pareto_svg("t", "p90 TTFT (ms)", &pts);
+        assert!(s.starts_with("<svg") && s.ends_with("</svg>\n"));
+        assert!(s.contains("np=1 &lt;a&gt;") && !s.contains("<a>"));
+        // the front's two points joined, the dominated one grey
+        let line = s.lines().find(|l| l.starts_with("<polyline")).unwrap();
+        assert_eq!(line.matches(',').count(), 2);
+        assert_eq!(s.matches(r##"fill="#999""##).count(), 1);
+        // no points: still a valid picture
+        assert!(pareto_svg("t", "y", &[]).ends_with("</svg>\n"));
+    }
 
     #[test]
     fn cdf_is_well_formed_svg() {

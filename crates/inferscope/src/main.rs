@@ -88,6 +88,9 @@ enum Command {
     /// Benchmark an OpenAI-compatible server (TTFT, TPOT, ITL, E2E, throughput, goodput) with a
     /// bounded, seeded load; write the documented result file.
     Bench(Box<commands::bench::BenchArgs>),
+    /// Find the best server configuration for a workload and an SLO: start each candidate of a
+    /// --set grid, benchmark it, rank them, and judge the winner against the baseline.
+    Tune(Box<commands::tune::TuneArgs>),
     /// Compare two bench results: every metric, significance from repeats or traces, keep, roll
     /// back or inconclusive (exit 1 on roll back; inconclusive exits 0 unless
     /// --fail-on-inconclusive).
@@ -291,6 +294,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         Command::Plan(p) => commands::plan::run(&(*p).into_args(), out),
         Command::Run(args) => commands::run::run(args, out),
         Command::Bench(args) => commands::bench::run(*args, out),
+        Command::Tune(args) => commands::tune::run(*args, out),
         Command::Compare(args) => commands::compare::run(args, out),
         Command::Mem(cmd) => commands::mem::run(cmd, out),
         Command::Watch(args) => commands::watch::run(args, out),

@@ -128,6 +128,20 @@ pub struct BenchArgs {
     /// No live progress on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Find the highest Poisson request rate whose SLO attainment stays at or above
+    /// --attainment (needs --slo): a closed-loop run at --concurrency measures saturation, then
+    /// open-loop probes of --duration/--requests each bisect below it (docs/tune.md).
+    #[arg(long, conflicts_with_all = ["rate", "sweep", "repeat"], requires = "slo")]
+    pub find_capacity: bool,
+    /// With --find-capacity: share of requests that must meet every SLO.
+    #[arg(long, value_name = "F", default_value_t = 0.99)]
+    pub attainment: f64,
+    /// With --find-capacity: most probe runs.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub max_probes: u32,
+    /// With --find-capacity: stop when the pass/fail bracket is narrower than this fraction.
+    #[arg(long, value_name = "F", default_value_t = 0.05)]
+    pub capacity_resolution: f64,
 }
 
 fn parse_warmup(s: Option<&str>) -> anyhow::Result<Warmup> {
@@ -305,6 +319,9 @@ pub fn run(a: BenchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     }
     let machine = machine(a.snapshot.as_deref())?;
     let show = !a.quiet && std::io::stderr().is_terminal();
+    if a.find_capacity {
+        return run_capacity(&a, &plan, show, out);
+    }
     let outcome = execute_repeated(&plan, machine, show.then(progress_printer), a.repeat)?;
     if show {
         eprint!("\r\x1b[2K");
@@ -325,6 +342,52 @@ pub fn run(a: BenchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         inferscope_bench::result::write_text(r, out)?;
     }
     Ok(if r.valid {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `bench --find-capacity`.
+fn run_capacity(
+    a: &BenchArgs,
+    plan: &Plan,
+    show: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    let settings = inferscope_bench::capacity::SearchSettings {
+        target: a.attainment,
+        resolution: a.capacity_resolution,
+        max_probes: a.max_probes,
+    };
+    settings.validate().map_err(anyhow::Error::msg)?;
+    let run = super::capacity::find(plan, settings, show.then(progress_printer))?;
+    if show {
+        eprint!("\r\x1b[2K");
+    }
+    let json = serde_json::json!({
+        "capacity": run.capacity,
+        "saturation": run.saturation,
+        "probes": run.probes,
+    });
+    if let Some(p) = &a.out {
+        write_file(p, |w| {
+            serde_json::to_writer_pretty(&mut *w, &json)?;
+            writeln!(w)
+        })?;
+    }
+    if let Some(p) = &a.trace {
+        write_file(p, |w| record::write_trace(&run.best_records, w))?;
+    }
+    if a.json {
+        serde_json::to_writer_pretty(&mut *out, &json)?;
+        writeln!(out)?;
+    } else {
+        super::capacity::write_text(&run.capacity, out)?;
+    }
+    Ok(if run.interrupted {
+        ExitCode::from(130)
+    } else if run.capacity.requests_per_s.is_some() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

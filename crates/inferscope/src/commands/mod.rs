@@ -1,6 +1,7 @@
 //! One module per command; each takes validated arguments and a writer.
 
 pub mod bench;
+pub mod capacity;
 pub mod check;
 pub mod compare;
 pub mod completions;
@@ -13,6 +14,7 @@ pub mod run;
 pub mod serve;
 pub mod snapshot;
 pub mod topo;
+pub mod tune;
 pub mod watch;
 
 use inferscope_model::Snapshot;

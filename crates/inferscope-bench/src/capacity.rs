@@ -1,0 +1,277 @@
+//! Capacity search (pure): the highest open-loop Poisson request rate whose SLO attainment stays
+//! at or above a target, found with a bounded number of probe runs.
+//!
+//! The caller measures; this module only decides which rate to probe next and what the answer is.
+//!
+//! * **Start**: a closed-loop saturation rate `R` (what the server completes per second when kept
+//!   busy) bounds the search: an open loop above `R` builds a queue that grows for the whole
+//!   run. The first probe is at `R × 1.25`. If it passes (a loose SLO over a short run can absorb
+//!   a growing queue), the upper end doubles until a probe fails or the probes run out.
+//! * **Bisection** between the highest passing and the lowest failing rate, arithmetic (the
+//!   lower end starts at 0, where a geometric mean is undefined), until the bracket is narrower
+//!   than `resolution` of its upper end or `max_probes` is spent.
+//! * **Pass** means the run is valid (not stopped as saturated, not interrupted) and at least
+//!   `target` of its finished requests met every SLO (`goodput.fraction`). A saturated run never
+//!   passes: requests it did not send were not served within the SLO either.
+//! * **Answer**: the highest passing rate, with the bracket `[pass, fail]` so the report can say
+//!   how sharp it is; `None` when no probed rate passed (even the lowest).
+
+use serde::{Deserialize, Serialize};
+
+/// One probe's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Probe {
+    /// Offered rate (requests/s).
+    pub rate: f64,
+    /// Share of finished requests that met every SLO (0..=1); `None` when nothing finished.
+    pub attainment: Option<f64>,
+    /// The run was valid (not saturated, not interrupted, enough requests).
+    pub valid: bool,
+    /// Whether it counted as a pass.
+    pub pass: bool,
+}
+
+/// Search settings.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SearchSettings {
+    /// Required SLO attainment (e.g. 0.99).
+    pub target: f64,
+    /// Stop when `(fail − pass) / fail` is below this (e.g. 0.05).
+    pub resolution: f64,
+    /// Most probe runs.
+    pub max_probes: u32,
+}
+
+impl Default for SearchSettings {
+    fn default() -> Self {
+        SearchSettings {
+            target: 0.99,
+            resolution: 0.05,
+            max_probes: 8,
+        }
+    }
+}
+
+impl SearchSettings {
+    /// Check the settings; the message names the flag.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.target > 0.0 && self.target <= 1.0) {
+            return Err(format!(
+                "--attainment {}: must be a fraction in (0, 1]",
+                self.target
+            ));
+        }
+        if !(self.resolution > 0.0 && self.resolution < 1.0) {
+            return Err(format!(
+                "--capacity-resolution {}: must be a fraction in (0, 1)",
+                self.resolution
+            ));
+        }
+        if self.max_probes == 0 {
+            return Err("--max-probes must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// The search state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacitySearch {
+    /// Settings.
+    pub settings: SearchSettings,
+    /// Closed-loop saturation rate the search started from.
+    pub saturation_rate: f64,
+    /// Probes so far, in order.
+    pub probes: Vec<Probe>,
+}
+
+/// The answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Capacity {
+    /// Highest passing rate (requests/s); `None` when no probe passed.
+    pub requests_per_s: Option<f64>,
+    /// Lowest failing rate above it; `None` when no probe failed.
+    pub failing_rate: Option<f64>,
+    /// Required attainment.
+    pub target: f64,
+    /// Closed-loop saturation rate.
+    pub saturation_rate: f64,
+    /// Every probe.
+    pub probes: Vec<Probe>,
+    /// Why the search stopped.
+    pub stopped: String,
+}
+
+impl CapacitySearch {
+    /// Start from a measured closed-loop saturation rate (must be positive and finite).
+    pub fn new(saturation_rate: f64, settings: SearchSettings) -> Result<Self, String> {
+        settings.validate()?;
+        if !(saturation_rate.is_finite() && saturation_rate > 0.0) {
+            return Err(format!(
+                "the saturation run completed {saturation_rate} requests/s; cannot search below it"
+            ));
+        }
+        Ok(CapacitySearch {
+            settings,
+            saturation_rate,
+            probes: Vec::new(),
+        })
+    }
+
+    /// Decide whether a measured run passes.
+    pub fn passes(&self, attainment: Option<f64>, valid: bool) -> bool {
+        valid && attainment.is_some_and(|a| a + 1e-12 >= self.settings.target)
+    }
+
+    /// Record a measured probe.
+    pub fn record(&mut self, rate: f64, attainment: Option<f64>, valid: bool) {
+        let pass = self.passes(attainment, valid);
+        self.probes.push(Probe {
+            rate,
+            attainment,
+            valid,
+            pass,
+        });
+    }
+
+    fn bracket(&self) -> (f64, Option<f64>) {
+        let lo = self
+            .probes
+            .iter()
+            .filter(|p| p.pass)
+            .map(|p| p.rate)
+            .fold(0.0, f64::max);
+        let hi = self
+            .probes
+            .iter()
+            .filter(|p| !p.pass && p.rate > lo)
+            .map(|p| p.rate)
+            .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.min(r))));
+        (lo, hi)
+    }
+
+    /// The next rate to probe, or `Err(reason)` when the search is done.
+    pub fn next_rate(&self) -> Result<f64, String> {
+        if self.probes.len() as u32 >= self.settings.max_probes {
+            return Err(format!("{} probes spent", self.settings.max_probes));
+        }
+        let (lo, hi) = self.bracket();
+        match hi {
+            None if self.probes.is_empty() => Ok(self.saturation_rate * 1.25),
+            // Everything probed so far passed: widen.
+            None => Ok(lo * 2.0),
+            Some(hi) => {
+                if (hi - lo) / hi < self.settings.resolution {
+                    return Err(format!(
+                        "bracket {lo:.3}–{hi:.3} requests/s is within {:.0} %",
+                        self.settings.resolution * 100.0
+                    ));
+                }
+                Ok((lo + hi) / 2.0)
+            }
+        }
+    }
+
+    /// The answer so far.
+    pub fn result(&self, stopped: impl Into<String>) -> Capacity {
+        let (lo, hi) = self.bracket();
+        Capacity {
+            requests_per_s: (lo > 0.0).then_some(lo),
+            failing_rate: hi,
+            target: self.settings.target,
+            saturation_rate: self.saturation_rate,
+            probes: self.probes.clone(),
+            stopped: stopped.into(),
+        }
+    }
+}
+
+/// Run a whole search with a measuring function (`rate → (attainment, valid)`), for callers
+/// that measure synchronously. `measure` returning `None` stops the search (interrupted).
+pub fn search(
+    saturation_rate: f64,
+    settings: SearchSettings,
+    mut measure: impl FnMut(f64) -> Option<(Option<f64>, bool)>,
+) -> Result<Capacity, String> {
+    let mut s = CapacitySearch::new(saturation_rate, settings)?;
+    loop {
+        let rate = match s.next_rate() {
+            Ok(r) => r,
+            Err(why) => return Ok(s.result(why)),
+        };
+        match measure(rate) {
+            Some((att, valid)) => s.record(rate, att, valid),
+            None => return Ok(s.result("interrupted")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server that meets the SLO exactly below `cap` requests/s.
+    fn step(cap: f64) -> impl FnMut(f64) -> Option<(Option<f64>, bool)> {
+        move |r| Some((Some(if r <= cap { 1.0 } else { 0.5 }), true))
+    }
+
+    #[test]
+    fn finds_a_sharp_edge_within_resolution() {
+        for cap in [3.0, 17.5, 40.0, 79.0] {
+            // saturation measured near the capacity
+            let c = search(cap * 1.1, SearchSettings::default(), step(cap)).unwrap();
+            let got = c.requests_per_s.unwrap();
+            assert!(got <= cap && got >= cap * 0.95, "cap {cap}: {got} {c:?}");
+            assert!(c.failing_rate.unwrap() > cap);
+            assert!(c.probes.len() <= 8);
+        }
+    }
+
+    #[test]
+    fn widens_when_everything_passes() {
+        // saturation badly underestimated: capacity 4× higher
+        let c = search(10.0, SearchSettings::default(), step(40.0)).unwrap();
+        let got = c.requests_per_s.unwrap();
+        assert!(got > 30.0 && got <= 40.0, "{c:?}");
+    }
+
+    #[test]
+    fn nothing_passes_and_interruption() {
+        let c = search(10.0, SearchSettings::default(), |_| Some((Some(0.0), true))).unwrap();
+        assert_eq!(c.requests_per_s, None);
+        assert_eq!(c.probes.len(), 8);
+        assert!(c.probes.iter().all(|p| !p.pass));
+        let c = search(10.0, SearchSettings::default(), |_| None).unwrap();
+        assert_eq!(c.stopped, "interrupted");
+        assert!(c.probes.is_empty());
+    }
+
+    #[test]
+    fn invalid_or_unknown_runs_never_pass() {
+        let mut s = CapacitySearch::new(10.0, SearchSettings::default()).unwrap();
+        assert!(!s.passes(Some(1.0), false));
+        assert!(!s.passes(None, true));
+        assert!(s.passes(Some(0.99), true));
+        s.record(12.5, Some(1.0), false);
+        assert_eq!(s.result("x").requests_per_s, None);
+    }
+
+    #[test]
+    fn bad_settings() {
+        let bad = |f: fn(&mut SearchSettings)| {
+            let mut s = SearchSettings::default();
+            f(&mut s);
+            CapacitySearch::new(1.0, s).unwrap_err()
+        };
+        assert!(bad(|s| s.target = 0.0).contains("--attainment"));
+        assert!(bad(|s| s.target = 1.5).contains("--attainment"));
+        assert!(bad(|s| s.resolution = 0.0).contains("resolution"));
+        assert!(bad(|s| s.max_probes = 0).contains("--max-probes"));
+        assert!(
+            CapacitySearch::new(0.0, SearchSettings::default())
+                .unwrap_err()
+                .contains("saturation")
+        );
+        assert!(CapacitySearch::new(f64::NAN, SearchSettings::default()).is_err());
+    }
+}

@@ -1,0 +1,781 @@
+//! `inferscope tune`'s pure logic: the server command template and its placeholders, the grid
+//! of candidates, the successive-halving schedule under a budget, ranking, the Pareto front, and
+//! the journal (JSON lines) that lets a run resume. No I/O: the binary starts servers, measures
+//! and writes files.
+//!
+//! Decisions:
+//!
+//! * **Placeholders** are `{NAME}` inside words of the server command (split like a shell:
+//!   quotes and backslashes, no expansion). `{port}` is required (each candidate gets a free
+//!   port; a command without it could not be reached), `{gpus}` is filled with `--gpus` and is
+//!   an error without it. A placeholder no `--set` defines, or a `--set` the command never uses,
+//!   is an error before anything starts: both are typos that would waste a whole tuning run.
+//!   `{{` and `}}` are literal braces.
+//! * **Grid order**: the first `--set` varies slowest, so the first candidate takes every
+//!   `--set`'s first value; it is the baseline unless `--baseline` is given.
+//! * **Successive halving**: round 1 screens every candidate once; each later round keeps the
+//!   better half (rounded up) of the previous round's candidates, plus the baseline, and gives
+//!   each one more run, until the leader and the baseline have `repeats` runs. Every round
+//!   restarts each server, so runs of different candidates interleave in time and slow drifts
+//!   of a shared machine hit all of them alike.
+//! * **Journal**: one JSON object per line; the first is a header with a fingerprint of
+//!   everything that makes runs comparable (command template, sets, workload, objective). A
+//!   journal with another fingerprint is refused rather than mixed. Runs are keyed by the
+//!   candidate's settings, so a resumed run recomputes the same schedule and only runs what is
+//!   missing.
+
+use crate::result::BenchResult;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A candidate's settings: `--set` name → value, as given.
+pub type Settings = BTreeMap<String, String>;
+
+/// Split a command line like a POSIX shell does words: whitespace separates, single quotes are
+/// literal, double quotes allow `\"` and `\\`, a backslash outside quotes escapes the next
+/// character. No variables, globs or substitutions.
+pub fn split_command(s: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(x) => cur.push(x),
+                        None => return Err(format!("`{s}`: unterminated single quote")),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(x @ ('"' | '\\' | '$' | '`')) => cur.push(x),
+                            Some(x) => {
+                                cur.push('\\');
+                                cur.push(x);
+                            }
+                            None => return Err(format!("`{s}`: unterminated double quote")),
+                        },
+                        Some(x) => cur.push(x),
+                        None => return Err(format!("`{s}`: unterminated double quote")),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                match chars.next() {
+                    Some(x) => cur.push(x),
+                    None => return Err(format!("`{s}`: ends with a lone backslash")),
+                }
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    if words.is_empty() {
+        return Err("the server command is empty".into());
+    }
+    Ok(words)
+}
+
+/// One piece of a template word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Text(String),
+    Hole(String),
+}
+
+fn pieces(word: &str) -> Result<Vec<Piece>, String> {
+    let mut out = Vec::new();
+    let mut text = String::new();
+    let mut it = word.chars().peekable();
+    while let Some(c) = it.next() {
+        match c {
+            '{' if it.peek() == Some(&'{') => {
+                it.next();
+                text.push('{');
+            }
+            '}' if it.peek() == Some(&'}') => {
+                it.next();
+                text.push('}');
+            }
+            '{' => {
+                let mut name = String::new();
+                loop {
+                    match it.next() {
+                        Some('}') => break,
+                        Some(x) if x.is_ascii_alphanumeric() || x == '_' || x == '-' => {
+                            name.push(x)
+                        }
+                        Some(x) => {
+                            return Err(format!(
+                                "`{word}`: `{x}` inside a placeholder (names are letters, digits, _ and -; write {{{{ for a literal brace)"
+                            ));
+                        }
+                        None => {
+                            return Err(format!(
+                                "`{word}`: `{{` without a closing `}}` (write {{{{ for a literal brace)"
+                            ));
+                        }
+                    }
+                }
+                if name.is_empty() {
+                    return Err(format!("`{word}`: empty placeholder `{{}}`"));
+                }
+                if !text.is_empty() {
+                    out.push(Piece::Text(std::mem::take(&mut text)));
+                }
+                out.push(Piece::Hole(name));
+            }
+            '}' => {
+                return Err(format!(
+                    "`{word}`: `}}` without an opening `{{` (write }}}} for a literal brace)"
+                ));
+            }
+            c => text.push(c),
+        }
+    }
+    if !text.is_empty() {
+        out.push(Piece::Text(text));
+    }
+    Ok(out)
+}
+
+/// A server command with placeholders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    words: Vec<Vec<Piece>>,
+    /// The command as given.
+    pub text: String,
+}
+
+/// Placeholders filled by tune itself.
+pub const BUILTIN: [&str; 2] = ["port", "gpus"];
+
+impl Template {
+    /// Parse a command line.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let words = split_command(text)?
+            .iter()
+            .map(|w| pieces(w))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Template {
+            words,
+            text: text.to_string(),
+        })
+    }
+
+    /// Every placeholder name used, in order of first use.
+    pub fn placeholders(&self) -> Vec<String> {
+        let mut v: Vec<String> = Vec::new();
+        for p in self.words.iter().flatten() {
+            if let Piece::Hole(n) = p
+                && !v.contains(n)
+            {
+                v.push(n.clone());
+            }
+        }
+        v
+    }
+
+    /// Check the template against the `--set` names and whether `--gpus` was given. `what`
+    /// names the option for messages (`--server`, `--baseline`).
+    pub fn check(&self, what: &str, set_names: &[String], have_gpus: bool) -> Result<(), String> {
+        let used = self.placeholders();
+        if !used.iter().any(|n| n == "port") {
+            return Err(format!(
+                "{what} `{}`: no {{port}} placeholder; each candidate is started on a free port, so write e.g. --port {{port}}",
+                self.text
+            ));
+        }
+        if used.iter().any(|n| n == "gpus") && !have_gpus {
+            return Err(format!(
+                "{what} `{}`: uses {{gpus}} but no --gpus was given",
+                self.text
+            ));
+        }
+        for n in &used {
+            if !BUILTIN.contains(&n.as_str()) && !set_names.contains(n) {
+                return Err(format!(
+                    "{what} `{}`: placeholder {{{n}}} has no --set {n}=...; known: {}",
+                    self.text,
+                    set_names
+                        .iter()
+                        .map(String::as_str)
+                        .chain(BUILTIN)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fill the placeholders. Every placeholder must have a value (see [`Template::check`]).
+    pub fn fill(
+        &self,
+        values: &Settings,
+        port: u16,
+        gpus: Option<&str>,
+    ) -> Result<Vec<String>, String> {
+        let mut out = Vec::with_capacity(self.words.len());
+        for w in &self.words {
+            let mut s = String::new();
+            for p in w {
+                match p {
+                    Piece::Text(t) => s.push_str(t),
+                    Piece::Hole(n) if n == "port" => s.push_str(&port.to_string()),
+                    Piece::Hole(n) if n == "gpus" => s.push_str(gpus.ok_or("{gpus} needs --gpus")?),
+                    Piece::Hole(n) => s.push_str(
+                        values
+                            .get(n)
+                            .ok_or_else(|| format!("no value for {{{n}}}"))?,
+                    ),
+                }
+            }
+            out.push(s);
+        }
+        Ok(out)
+    }
+}
+
+/// One `--set NAME=v1,v2,...`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetSpec {
+    /// Placeholder name.
+    pub name: String,
+    /// Values, in the order given.
+    pub values: Vec<String>,
+}
+
+impl std::str::FromStr for SetSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (name, vals) = s
+            .split_once('=')
+            .ok_or_else(|| format!("--set `{s}`: expected NAME=v1,v2,..."))?;
+        let name = name.trim();
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(format!(
+                "--set `{s}`: the name must be letters, digits, _ or - (it is the {{NAME}} in --server)"
+            ));
+        }
+        if BUILTIN.contains(&name) {
+            return Err(format!(
+                "--set `{s}`: {{{name}}} is filled by tune itself and cannot be set"
+            ));
+        }
+        let values: Vec<String> = vals.split(',').map(|v| v.trim().to_string()).collect();
+        if values.iter().any(String::is_empty) {
+            return Err(format!("--set `{s}`: an empty value"));
+        }
+        let mut seen = Vec::new();
+        for v in &values {
+            if seen.contains(&v) {
+                return Err(format!("--set `{s}`: value `{v}` is listed twice"));
+            }
+            seen.push(v);
+        }
+        Ok(SetSpec {
+            name: name.to_string(),
+            values,
+        })
+    }
+}
+
+/// Largest grid accepted (a typo like `--set n=1,...` times five flags should not plan a week).
+pub const MAX_CANDIDATES: usize = 4096;
+
+/// The grid of every combination, the first `--set` varying slowest.
+pub fn grid(sets: &[SetSpec]) -> Result<Vec<Settings>, String> {
+    let mut names = Vec::new();
+    for s in sets {
+        if names.contains(&&s.name) {
+            return Err(format!("--set {} is given twice", s.name));
+        }
+        names.push(&s.name);
+    }
+    let mut out = vec![Settings::new()];
+    for s in sets {
+        let mut next = Vec::with_capacity(out.len().saturating_mul(s.values.len()));
+        for base in &out {
+            for v in &s.values {
+                let mut c = base.clone();
+                c.insert(s.name.clone(), v.clone());
+                next.push(c);
+            }
+        }
+        if next.len() > MAX_CANDIDATES {
+            return Err(format!(
+                "the --set values make more than {MAX_CANDIDATES} candidates"
+            ));
+        }
+        out = next;
+    }
+    Ok(out)
+}
+
+/// `name=value name=value` in `--set` order, for tables (`default` without any `--set`).
+pub fn label(settings: &Settings, sets: &[SetSpec]) -> String {
+    let parts: Vec<String> = sets
+        .iter()
+        .filter_map(|s| settings.get(&s.name).map(|v| format!("{}={v}", s.name)))
+        .collect();
+    if parts.is_empty() {
+        "default".into()
+    } else {
+        parts.join(" ")
+    }
+}
+
+/// What one candidate has so far, for scheduling.
+#[derive(Debug, Clone, PartialEq)]
+pub enum State {
+    /// Not tried yet.
+    Pending,
+    /// Planned as not fitting, or left out: never run.
+    Skipped,
+    /// Failed to start or to serve.
+    Failed,
+    /// The objective value of each measured run (higher is better); `None` for a run whose
+    /// objective is unknown (counts as a run, ranks last).
+    Measured(Vec<Option<f64>>),
+}
+
+/// Mean objective over a candidate's runs with a value.
+pub fn mean_objective(runs: &[Option<f64>]) -> Option<f64> {
+    let v: Vec<f64> = runs.iter().flatten().copied().collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+fn rank_key(runs: &[Option<f64>]) -> f64 {
+    mean_objective(runs).unwrap_or(f64::NEG_INFINITY)
+}
+
+/// The candidates to run in the next round (in candidate order), or empty when done.
+/// `baseline` is the index of the baseline candidate; `repeats` the runs the finalists get.
+pub fn next_round(states: &[State], baseline: usize, repeats: u32) -> Vec<usize> {
+    let pending: Vec<usize> = (0..states.len())
+        .filter(|&i| states.get(i) == Some(&State::Pending))
+        .collect();
+    if !pending.is_empty() {
+        return pending;
+    }
+    let runs = |i: usize| match states.get(i) {
+        Some(State::Measured(r)) => Some(r),
+        _ => None,
+    };
+    let most = (0..states.len())
+        .filter_map(|i| runs(i).map(Vec::len))
+        .max()
+        .unwrap_or(0);
+    if most == 0 {
+        return Vec::new();
+    }
+    // The previous round's field: candidates with the most runs.
+    let mut field: Vec<usize> = (0..states.len())
+        .filter(|&i| runs(i).is_some_and(|r| r.len() == most))
+        .collect();
+    field.sort_by(|&a, &b| {
+        let (ka, kb) = (
+            runs(a).map_or(f64::NEG_INFINITY, |r| rank_key(r)),
+            runs(b).map_or(f64::NEG_INFINITY, |r| rank_key(r)),
+        );
+        kb.total_cmp(&ka).then(a.cmp(&b))
+    });
+    // The baseline is always kept (it is what the winner is judged against), so the halving is
+    // over the others.
+    field.retain(|&i| i != baseline);
+    let keep = field.len().div_ceil(2);
+    let mut next: Vec<usize> = field.into_iter().take(keep).collect();
+    if runs(baseline).is_some() && !next.contains(&baseline) {
+        next.push(baseline);
+    }
+    next.retain(|&i| runs(i).is_some_and(|r| (r.len() as u32) < repeats));
+    next.sort_unstable();
+    next
+}
+
+/// Candidate indices ranked: measured ones by mean objective (best first), then failed, then
+/// skipped or never run.
+pub fn ranking(states: &[State]) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..states.len()).collect();
+    let class = |s: Option<&State>| match s {
+        Some(State::Measured(_)) => 0,
+        Some(State::Failed) => 1,
+        _ => 2,
+    };
+    idx.sort_by(|&a, &b| {
+        let (sa, sb) = (states.get(a), states.get(b));
+        class(sa).cmp(&class(sb)).then_with(|| {
+            let k = |s: Option<&State>| match s {
+                Some(State::Measured(r)) => rank_key(r),
+                _ => f64::NEG_INFINITY,
+            };
+            k(sb).total_cmp(&k(sa)).then(a.cmp(&b))
+        })
+    });
+    idx
+}
+
+/// Which points are on the Pareto front of (throughput ↑, latency ↓): none other is at least as
+/// good on both and better on one. Points with an unknown value are never on it.
+pub fn pareto_front(points: &[(Option<f64>, Option<f64>)]) -> Vec<bool> {
+    points
+        .iter()
+        .map(|&(t, l)| {
+            let (Some(t), Some(l)) = (t, l) else {
+                return false;
+            };
+            !points.iter().any(|&(t2, l2)| match (t2, l2) {
+                (Some(t2), Some(l2)) => t2 >= t && l2 <= l && (t2 > t || l2 < l),
+                _ => false,
+            })
+        })
+        .collect()
+}
+
+/// Whether another run fits in the budget: `elapsed + estimate ≤ budget`.
+pub fn fits_budget(elapsed_s: f64, estimate_s: f64, budget_s: Option<f64>) -> bool {
+    budget_s.is_none_or(|b| elapsed_s + estimate_s <= b)
+}
+
+/// Journal format version.
+pub const JOURNAL_VERSION: u32 = 1;
+
+/// One journal line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum JournalLine {
+    /// First line: what the runs measure.
+    Header {
+        /// [`JOURNAL_VERSION`].
+        version: u32,
+        /// Everything that makes runs comparable, as text.
+        fingerprint: String,
+    },
+    /// A measured run of a candidate.
+    Run {
+        /// The candidate.
+        settings: Settings,
+        /// The command that ran (port included).
+        command: Vec<String>,
+        /// The result of the run.
+        result: Box<BenchResult>,
+        /// The per-request trace file, relative to the journal's directory.
+        trace: String,
+        /// Capacity search, for `--objective capacity`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        capacity: Option<crate::capacity::Capacity>,
+    },
+    /// A candidate that failed (not retried on resume).
+    Failed {
+        /// The candidate.
+        settings: Settings,
+        /// The command that ran.
+        command: Vec<String>,
+        /// Why.
+        reason: String,
+        /// The server log's last lines.
+        log_tail: String,
+    },
+    /// A candidate the planner says does not fit.
+    Skipped {
+        /// The candidate.
+        settings: Settings,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The journal's lines (after the header) checked against the expected fingerprint. `name` is
+/// the file, for messages. An empty journal is a fresh start.
+pub fn read_journal(name: &str, text: &str, fingerprint: &str) -> Result<Vec<JournalLine>, String> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed: JournalLine = match serde_json::from_str(line) {
+            Ok(l) => l,
+            // A line cut short by an interruption at the end of the file is dropped, not fatal.
+            Err(_) if i + 1 == text.lines().count() && !text.ends_with('\n') => break,
+            Err(e) => return Err(format!("{name}: line {}: {e}", i + 1)),
+        };
+        match (&parsed, out.is_empty() && i == first_line(text)) {
+            (
+                JournalLine::Header {
+                    version,
+                    fingerprint: f,
+                },
+                true,
+            ) => {
+                if *version != JOURNAL_VERSION {
+                    return Err(format!(
+                        "{name}: line {}: journal version {version}, this build writes {JOURNAL_VERSION}",
+                        i + 1
+                    ));
+                }
+                if f != fingerprint {
+                    return Err(format!(
+                        "{name}: written for another tuning run (server command, --set values, workload or objective differ); use another --journal\n  journal: {f}\n  now:     {fingerprint}"
+                    ));
+                }
+                out.push(parsed);
+            }
+            (_, true) => return Err(format!("{name}: line {}: expected the header line", i + 1)),
+            (JournalLine::Header { .. }, false) => {
+                return Err(format!("{name}: line {}: a second header", i + 1));
+            }
+            (_, false) => out.push(parsed),
+        }
+    }
+    // Drop the header.
+    if !out.is_empty() {
+        out.remove(0);
+    }
+    Ok(out)
+}
+
+fn first_line(text: &str) -> usize {
+    text.lines().position(|l| !l.trim().is_empty()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sets(spec: &[&str]) -> Vec<SetSpec> {
+        spec.iter().map(|s| s.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn splits_like_a_shell() {
+        assert_eq!(
+            split_command(r#"llama-server -m "/a b/m.gguf" --alias 'x y' a\ b"#).unwrap(),
+            vec!["llama-server", "-m", "/a b/m.gguf", "--alias", "x y", "a b"]
+        );
+        assert_eq!(split_command("a ''").unwrap(), vec!["a", ""]);
+        assert!(split_command("a 'b").unwrap_err().contains("single quote"));
+        assert!(split_command("a \"b").unwrap_err().contains("double quote"));
+        assert!(split_command("  ").unwrap_err().contains("empty"));
+    }
+
+    #[test]
+    fn placeholders_fill_and_check() {
+        let t =
+            Template::parse("srv --port {port} -np {np} -t {threads} --x={np}x {{lit}}").unwrap();
+        assert_eq!(t.placeholders(), vec!["port", "np", "threads"]);
+        let names = vec!["np".to_string(), "threads".to_string()];
+        t.check("--server", &names, false).unwrap();
+        let v: Settings = [("np".into(), "4".into()), ("threads".into(), "2".into())].into();
+        assert_eq!(
+            t.fill(&v, 8080, None).unwrap(),
+            vec![
+                "srv", "--port", "8080", "-np", "4", "-t", "2", "--x=4x", "{lit}"
+            ]
+        );
+        // unknown placeholder
+        let e = t.check("--server", &["np".to_string()], false).unwrap_err();
+        assert!(e.contains("{threads} has no --set threads"), "{e}");
+        // no port
+        let e = Template::parse("srv -np {np}")
+            .unwrap()
+            .check("--server", &names, false)
+            .unwrap_err();
+        assert!(e.contains("no {port}"), "{e}");
+        // gpus without --gpus
+        let g = Template::parse("srv --port {port} --gpus {gpus}").unwrap();
+        assert!(
+            g.check("--server", &[], false)
+                .unwrap_err()
+                .contains("--gpus")
+        );
+        assert_eq!(g.fill(&Settings::new(), 1, Some("0,1")).unwrap()[4], "0,1");
+        // malformed
+        assert!(
+            Template::parse("srv {port")
+                .unwrap_err()
+                .contains("closing")
+        );
+        assert!(
+            Template::parse("srv port}")
+                .unwrap_err()
+                .contains("opening")
+        );
+        assert!(Template::parse("srv {}").unwrap_err().contains("empty"));
+        // unquoted, `{a b}` is two words, each with a lone brace
+        assert!(
+            Template::parse("srv {a b}")
+                .unwrap_err()
+                .contains("closing")
+        );
+        assert!(
+            Template::parse("srv '{a b}'")
+                .unwrap_err()
+                .contains("inside a placeholder")
+        );
+    }
+
+    #[test]
+    fn set_specs() {
+        let s: SetSpec = "np=1, 4".parse().unwrap();
+        assert_eq!(s.values, vec!["1", "4"]);
+        assert!("np".parse::<SetSpec>().unwrap_err().contains("NAME=v1"));
+        assert!("np=1,,2".parse::<SetSpec>().unwrap_err().contains("empty"));
+        assert!("np=1,1".parse::<SetSpec>().unwrap_err().contains("twice"));
+        assert!(
+            "port=1"
+                .parse::<SetSpec>()
+                .unwrap_err()
+                .contains("filled by tune")
+        );
+        assert!("a b=1".parse::<SetSpec>().unwrap_err().contains("letters"));
+    }
+
+    #[test]
+    fn grid_first_set_slowest_and_unused_sets() {
+        let s = sets(&["np=1,4", "t=1,2"]);
+        let g = grid(&s).unwrap();
+        let labels: Vec<String> = g.iter().map(|c| label(c, &s)).collect();
+        assert_eq!(labels, vec!["np=1 t=1", "np=1 t=2", "np=4 t=1", "np=4 t=2"]);
+        assert!(grid(&sets(&["a=1", "a=2"])).unwrap_err().contains("twice"));
+        let big: Vec<SetSpec> = (0..13)
+            .map(|i| format!("s{i}=1,2").parse().unwrap())
+            .collect();
+        assert!(grid(&big).unwrap_err().contains("4096"));
+        assert_eq!(grid(&[]).unwrap(), vec![Settings::new()]);
+        assert_eq!(label(&Settings::new(), &[]), "default");
+    }
+
+    #[test]
+    fn halving_screens_then_narrows_to_leader_and_baseline() {
+        use State::*;
+        let mut st = vec![Pending, Pending, Pending, Pending, Skipped];
+        assert_eq!(next_round(&st, 0, 3), vec![0, 1, 2, 3]);
+        st = vec![
+            Measured(vec![Some(10.0)]),
+            Measured(vec![Some(30.0)]),
+            Failed,
+            Measured(vec![Some(20.0)]),
+            Skipped,
+        ];
+        // the others {1,3}: keep the better half (1) + baseline 0
+        assert_eq!(next_round(&st, 0, 3), vec![0, 1]);
+        st[0] = Measured(vec![Some(10.0), Some(11.0)]);
+        st[1] = Measured(vec![Some(30.0), Some(29.0)]);
+        assert_eq!(next_round(&st, 0, 3), vec![0, 1]);
+        // four measured: 2 of the 3 others go on
+        let four = vec![
+            Measured(vec![Some(1.0)]),
+            Measured(vec![Some(2.0)]),
+            Measured(vec![Some(4.0)]),
+            Measured(vec![Some(3.0)]),
+        ];
+        assert_eq!(next_round(&four, 0, 3), vec![0, 2, 3]);
+        st[0] = Measured(vec![Some(10.0), Some(11.0), Some(12.0)]);
+        st[1] = Measured(vec![Some(30.0), Some(29.0), Some(31.0)]);
+        assert_eq!(next_round(&st, 0, 3), Vec::<usize>::new());
+        assert_eq!(ranking(&st), vec![1, 3, 0, 2, 4]);
+        // the baseline leading: the best other still gets its repeats to be judged
+        let st = vec![Measured(vec![Some(9.0)]), Measured(vec![Some(1.0)])];
+        assert_eq!(next_round(&st, 0, 2), vec![0, 1]);
+        // only the baseline measured
+        assert_eq!(
+            next_round(&[Measured(vec![Some(1.0)]), Failed], 0, 2),
+            vec![0]
+        );
+        // nothing measured
+        assert!(next_round(&[Failed, Skipped], 0, 3).is_empty());
+    }
+
+    #[test]
+    fn pareto() {
+        let p = [
+            (Some(100.0), Some(50.0)),
+            (Some(200.0), Some(80.0)),
+            (Some(150.0), Some(90.0)), // dominated by 200/80
+            (Some(100.0), Some(60.0)), // dominated by 100/50
+            (None, Some(1.0)),
+        ];
+        assert_eq!(pareto_front(&p), vec![true, true, false, false, false]);
+    }
+
+    #[test]
+    fn budget() {
+        assert!(fits_budget(10.0, 5.0, None));
+        assert!(fits_budget(10.0, 5.0, Some(15.0)));
+        assert!(!fits_budget(10.0, 5.1, Some(15.0)));
+    }
+
+    #[test]
+    fn journal_round_trip_and_refusals() {
+        let h = serde_json::to_string(&JournalLine::Header {
+            version: JOURNAL_VERSION,
+            fingerprint: "fp".into(),
+        })
+        .unwrap();
+        let f = serde_json::to_string(&JournalLine::Failed {
+            settings: [("np".into(), "1".into())].into(),
+            command: vec!["x".into()],
+            reason: "exited".into(),
+            log_tail: String::new(),
+        })
+        .unwrap();
+        let text = format!("{h}\n{f}\n");
+        let lines = read_journal("j", &text, "fp").unwrap();
+        assert_eq!(lines.len(), 1);
+        assert!(matches!(lines[0], JournalLine::Failed { .. }));
+        assert!(
+            read_journal("j", &text, "other")
+                .unwrap_err()
+                .contains("another tuning run")
+        );
+        assert!(
+            read_journal("j", &format!("{f}\n"), "fp")
+                .unwrap_err()
+                .contains("line 1: expected the header")
+        );
+        assert!(
+            read_journal("j", &format!("{h}\n{h}\n"), "fp")
+                .unwrap_err()
+                .contains("second header")
+        );
+        assert!(
+            read_journal("j", &format!("{h}\nnot json\n{f}\n"), "fp")
+                .unwrap_err()
+                .starts_with("j: line 2:")
+        );
+        // a torn last line (interrupted write) is dropped
+        assert_eq!(
+            read_journal("j", &format!("{h}\n{f}\n{{\"kind\":\"fa"), "fp")
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(read_journal("j", "", "fp").unwrap().is_empty());
+    }
+}

@@ -1,0 +1,127 @@
+//! Capacity search against a running server (`bench --find-capacity`, `tune --objective
+//! capacity`): a closed-loop saturation run, then open-loop Poisson probes chosen by the pure
+//! [`inferscope_bench::capacity`] search. Each probe is one ordinary bench run.
+
+use inferscope_bench::capacity::{Capacity, CapacitySearch, SearchSettings};
+use inferscope_bench::exec::StopReason;
+use inferscope_bench::record::RequestRecord;
+use inferscope_bench::result::BenchResult;
+use inferscope_bench::run::{BenchError, Plan, ProgressFn, execute};
+use inferscope_bench::schedule::{Arrival, Schedule};
+
+/// The search and every run it made.
+#[derive(Debug)]
+pub struct CapacityRun {
+    /// The answer.
+    pub capacity: Capacity,
+    /// The saturation run.
+    pub saturation: BenchResult,
+    /// The probe runs, in order (the same order as `capacity.probes`).
+    pub probes: Vec<BenchResult>,
+    /// Records of the highest passing probe (for traces and comparisons).
+    pub best_records: Vec<RequestRecord>,
+    /// Index in `probes` of the highest passing probe.
+    pub best: Option<usize>,
+    /// Interrupted by Ctrl-C.
+    pub interrupted: bool,
+}
+
+/// Run the search. `plan.schedule` must be the closed loop that measures saturation;
+/// `plan.slo` must be set.
+pub fn find(
+    plan: &Plan,
+    settings: SearchSettings,
+    progress: Option<ProgressFn>,
+) -> Result<CapacityRun, BenchError> {
+    if plan.slo.is_empty() {
+        return Err(BenchError::Input(
+            "--find-capacity needs --slo (e.g. ttft=500ms,tpot=50ms): capacity is the highest rate meeting it"
+                .into(),
+        ));
+    }
+    let sat = execute(plan, None, progress.clone())?;
+    let mut interrupted = sat.result.stop == StopReason::Interrupted;
+    let mut search = CapacitySearch::new(sat.result.stats.requests_per_s, settings)
+        .map_err(BenchError::Input)?;
+    let mut probes = Vec::new();
+    let mut best: Option<(usize, f64, Vec<RequestRecord>)> = None;
+    let stopped = loop {
+        if interrupted {
+            break "interrupted".to_string();
+        }
+        let rate = match search.next_rate() {
+            Ok(r) => r,
+            Err(why) => break why,
+        };
+        let mut p = plan.clone();
+        p.schedule = Schedule::Open {
+            rate,
+            arrival: Arrival::Poisson,
+            seed: plan.seed,
+        };
+        let o = execute(&p, None, progress.clone())?;
+        if o.result.stop == StopReason::Interrupted {
+            interrupted = true;
+            continue;
+        }
+        let att = o.result.stats.goodput.map(|g| g.fraction);
+        let valid = o.result.valid && !o.result.saturated;
+        search.record(rate, att, valid);
+        if search.passes(att, valid) && best.as_ref().is_none_or(|b| rate > b.1) {
+            best = Some((probes.len(), rate, o.records));
+        }
+        probes.push(o.result);
+    };
+    let (best, best_records) = match best {
+        Some((i, _, r)) => (Some(i), r),
+        None => (None, Vec::new()),
+    };
+    Ok(CapacityRun {
+        capacity: search.result(stopped),
+        saturation: sat.result,
+        probes,
+        best_records,
+        best,
+        interrupted,
+    })
+}
+
+/// The text summary.
+pub fn write_text(c: &Capacity, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "saturation (closed loop): {:.2} requests/s",
+        c.saturation_rate
+    )?;
+    writeln!(out, "probe  rate req/s  attainment  valid  pass")?;
+    for (i, p) in c.probes.iter().enumerate() {
+        writeln!(
+            out,
+            "{:>5}  {:>11.2}  {:>10}  {:>5}  {}",
+            i + 1,
+            p.rate,
+            p.attainment
+                .map(|a| format!("{:.1} %", a * 100.0))
+                .unwrap_or_else(|| "unknown".into()),
+            if p.valid { "yes" } else { "no" },
+            if p.pass { "yes" } else { "no" }
+        )?;
+    }
+    match c.requests_per_s {
+        Some(r) => writeln!(
+            out,
+            "capacity: {r:.2} requests/s with ≥ {:.1} % of requests within the SLO{} ({})",
+            c.target * 100.0,
+            c.failing_rate
+                .map(|f| format!("; {f:.2} requests/s fails"))
+                .unwrap_or_default(),
+            c.stopped
+        ),
+        None => writeln!(
+            out,
+            "capacity: none found: no probed rate kept ≥ {:.1} % of requests within the SLO ({})",
+            c.target * 100.0,
+            c.stopped
+        ),
+    }
+}
