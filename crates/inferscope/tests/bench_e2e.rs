@@ -68,6 +68,17 @@ fn start_server(bin: &Path, gguf: &Path, log: &Path) -> (ServerGuard, u16) {
 
 /// llama-server with `slots` parallel sequences (`-np`) sharing an 8192-token context.
 fn start_server_slots(bin: &Path, gguf: &Path, log: &Path, slots: u32) -> (ServerGuard, u16) {
+    start_server_with(bin, gguf, log, slots, &[])
+}
+
+/// [`start_server_slots`] with extra server flags.
+fn start_server_with(
+    bin: &Path,
+    gguf: &Path,
+    log: &Path,
+    slots: u32,
+    extra: &[&str],
+) -> (ServerGuard, u16) {
     let port = free_port();
     let logf = std::fs::File::create(log).unwrap();
     let child = Command::new(bin)
@@ -76,6 +87,7 @@ fn start_server_slots(bin: &Path, gguf: &Path, log: &Path, slots: u32) -> (Serve
         .args(["--alias", "tiny", "--host", "127.0.0.1", "--port"])
         .arg(port.to_string())
         .args(["-c", "8192", "-np", &slots.to_string(), "-t", "2"])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(logf.try_clone().unwrap())
         .stderr(logf)
@@ -270,9 +282,12 @@ fn bench_against_a_real_llama_server() {
 }
 
 /// Issue 16 done-when against the real server: two identical runs are kept or inconclusive,
-/// never rolled back. (The slowdown half is not here yet: on this shared 2-core machine neither
-/// `-np 1` nor `-t 1` was reliably slower than `-np 4 -t 2` from one run to the next; one run
-/// of `-np 1` measured 48 → 23 tok/s, the next 92 → 317 tok/s. See docs/bench.md.)
+/// never rolled back; a server change that really slows the tiny model is rolled back. The
+/// change is `-b 1 -ub 1`: the 64-token prompt goes through the model one token per forward pass
+/// instead of 64 at once. Measured on this shared 2-core machine (docs/bench.md): TTFT p50
+/// 18 → 108 ms and throughput 38 → 6.6 requests/s, a 6× slowdown that neighbours' load cannot
+/// flip, unlike `-np 1` or `-t 1` (one run of `-np 1` measured 48 → 23 tok/s, the next
+/// 92 → 317 tok/s).
 #[test]
 fn compare_two_identical_real_llama_server_runs() {
     let Some((bin, gguf)) = common::llama_server() else {
@@ -280,9 +295,14 @@ fn compare_two_identical_real_llama_server_runs() {
     };
     let dir = tempfile::tempdir().unwrap();
     let p = |f: &str| dir.path().join(f).display().to_string();
-    let run = |name: &str, slots: u32| {
-        let (_server, port) =
-            start_server_slots(&bin, &gguf, &dir.path().join(format!("{name}.log")), slots);
+    let run = |name: &str, extra: &[&str]| {
+        let (_server, port) = start_server_with(
+            &bin,
+            &gguf,
+            &dir.path().join(format!("{name}.log")),
+            4,
+            extra,
+        );
         let args: Vec<String> = [
             "bench",
             "--url",
@@ -307,8 +327,9 @@ fn compare_two_identical_real_llama_server_runs() {
         let (status, out, err) = run_bench(&args);
         assert!(status.success(), "{name}: {out}\n{err}");
     };
-    run("a", 4);
-    run("a2", 4);
+    run("a", &[]);
+    run("a2", &[]);
+    run("slow", &["-b", "1", "-ub", "1"]);
     let cmp = |b: &str| {
         let args: Vec<String> = ["compare", &p("a.json"), &p(b), "--json"]
             .iter()
@@ -326,4 +347,16 @@ fn compare_two_identical_real_llama_server_runs() {
     eprintln!("real llama-server A/A: {verdict}, reasons {}", v["reasons"]);
     assert!(verdict == "keep" || verdict == "inconclusive", "{v}");
     assert_eq!(code, Some(0));
+    let (code, verdict, v) = cmp("slow.json");
+    eprintln!(
+        "real llama-server, -b 1 -ub 1: {verdict}, reasons {}",
+        v["reasons"]
+    );
+    assert_eq!(verdict, "roll_back", "{v}");
+    assert_eq!(code, Some(1));
+    let ttft = v["rows"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["metric"] == "ttft_p50"))
+        .map(|m| m["status"].clone());
+    assert_eq!(ttft, Some(serde_json::json!("regression")), "{v}");
 }
