@@ -34,13 +34,18 @@ pub enum Api {
     Chat,
 }
 
+/// An `--api` value other than completions or chat.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown api `{0}`: expected completions or chat")]
+pub struct UnknownApi(pub String);
+
 impl std::str::FromStr for Api {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownApi;
+    fn from_str(s: &str) -> Result<Self, UnknownApi> {
         match s {
             "completions" => Ok(Api::Completions),
             "chat" => Ok(Api::Chat),
-            o => Err(format!("unknown api `{o}`: expected completions or chat")),
+            o => Err(UnknownApi(o.into())),
         }
     }
 }
@@ -119,9 +124,17 @@ pub struct Target {
     tokenizer: Option<Arc<TokenCounter>>,
 }
 
+/// The HTTP client could not be built (TLS back-end or system resolver set-up).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build HTTP client: {0}")]
+pub struct ClientBuildError(#[source] pub reqwest::Error);
+
 /// Build the HTTP client: no proxies (load goes only to the URL given), `TCP_NODELAY`, a pool
 /// sized to the concurrency.
-pub fn http_client(pool: usize, connect_timeout: Duration) -> Result<reqwest::Client, String> {
+pub fn http_client(
+    pool: usize,
+    connect_timeout: Duration,
+) -> Result<reqwest::Client, ClientBuildError> {
     #[cfg(feature = "tls")]
     {
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -134,7 +147,7 @@ pub fn http_client(pool: usize, connect_timeout: Duration) -> Result<reqwest::Cl
         .pool_max_idle_per_host(pool)
         .connect_timeout(connect_timeout)
         .build()
-        .map_err(|e| format!("cannot build HTTP client: {e}"))
+        .map_err(ClientBuildError)
 }
 
 /// Strip a trailing `/` and a trailing `/v1` so `http://h:p`, `http://h:p/` and `http://h:p/v1`

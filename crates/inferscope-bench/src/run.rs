@@ -164,7 +164,8 @@ async fn execute_async(
     dataset: &Dataset,
 ) -> Result<Outcome, BenchError> {
     let pool = pool_size(&plan.schedule, plan.max_inflight).max(plan.max_inflight as usize);
-    let client = http_client(pool, plan.request.timeout).map_err(BenchError::Input)?;
+    let client =
+        http_client(pool, plan.request.timeout).map_err(|e| BenchError::Input(e.to_string()))?;
     let info: ServerInfo = server_info(&client, &plan.url).await?;
     let mut request = plan.request.clone();
     if request.model.is_empty() {
