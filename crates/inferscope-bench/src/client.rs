@@ -34,13 +34,18 @@ pub enum Api {
     Chat,
 }
 
+/// An `--api` value other than completions or chat.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown api `{0}`: expected completions or chat")]
+pub struct UnknownApi(pub String);
+
 impl std::str::FromStr for Api {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownApi;
+    fn from_str(s: &str) -> Result<Self, UnknownApi> {
         match s {
             "completions" => Ok(Api::Completions),
             "chat" => Ok(Api::Chat),
-            o => Err(format!("unknown api `{o}`: expected completions or chat")),
+            o => Err(UnknownApi(o.into())),
         }
     }
 }
@@ -119,9 +124,17 @@ pub struct Target {
     tokenizer: Option<Arc<TokenCounter>>,
 }
 
+/// The HTTP client could not be built (TLS back-end or system resolver set-up).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build HTTP client: {0}")]
+pub struct ClientBuildError(#[source] pub reqwest::Error);
+
 /// Build the HTTP client: no proxies (load goes only to the URL given), `TCP_NODELAY`, a pool
 /// sized to the concurrency.
-pub fn http_client(pool: usize, connect_timeout: Duration) -> Result<reqwest::Client, String> {
+pub fn http_client(
+    pool: usize,
+    connect_timeout: Duration,
+) -> Result<reqwest::Client, ClientBuildError> {
     #[cfg(feature = "tls")]
     {
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -134,7 +147,7 @@ pub fn http_client(pool: usize, connect_timeout: Duration) -> Result<reqwest::Cl
         .pool_max_idle_per_host(pool)
         .connect_timeout(connect_timeout)
         .build()
-        .map_err(|e| format!("cannot build HTTP client: {e}"))
+        .map_err(ClientBuildError)
 }
 
 /// Strip a trailing `/` and a trailing `/v1` so `http://h:p`, `http://h:p/` and `http://h:p/v1`
@@ -168,8 +181,22 @@ impl Target {
     }
 
     /// Send one request and fill `rec` (status, chunks, usage, end, error). Never panics, never
-    /// outlives `settings.timeout`.
+    /// outlives `settings.timeout` (plus a short [`Leftover::drain`]).
     pub async fn send(&self, body: Bytes, rec: &mut RequestRecord, t0: Instant) {
+        if let Some(rest) = self.send_keep(body, rec, t0).await {
+            rest.drain().await;
+        }
+    }
+
+    /// [`Target::send`], but what is left of the body after the response ended (`[DONE]`) is
+    /// handed back instead of read: the caller delivers the record first and then calls
+    /// [`Leftover::drain`], so the connection goes back to the pool off the measured path.
+    pub async fn send_keep(
+        &self,
+        body: Bytes,
+        rec: &mut RequestRecord,
+        t0: Instant,
+    ) -> Option<Leftover> {
         let deadline = tokio::time::Instant::from_std(t0)
             + Duration::from_micros(rec.sent_us)
             + self.settings.timeout;
@@ -177,6 +204,15 @@ impl Target {
         let mut text = self.tokenizer.as_ref().map(|_| GeneratedText::default());
         let r = tokio::time::timeout_at(deadline, self.exchange(body, rec, t0, &mut text)).await;
         rec.end_us = now_us(t0);
+        let (r, rest) = match r {
+            Ok(Ok(rest)) => (Ok(Ok(())), rest),
+            Ok(Err(e)) => (Ok(Err(e)), None),
+            Err(e) => (Err(e), None),
+        };
+        if let Some(l) = &rest {
+            // The response ended at `[DONE]`, not when the chunked terminator was read.
+            rec.end_us = l.end_us;
+        }
         if let (
             Some(tok),
             Some(GeneratedText {
@@ -197,6 +233,7 @@ impl Target {
                 format!("no complete response within {:?}", self.settings.timeout),
             ),
         }
+        rest
     }
 
     async fn exchange(
@@ -205,7 +242,7 @@ impl Target {
         rec: &mut RequestRecord,
         t0: Instant,
         text: &mut Option<GeneratedText>,
-    ) -> Result<(), (ErrorClass, String)> {
+    ) -> Result<Option<Leftover>, (ErrorClass, String)> {
         // A pooled keep-alive connection the server has just closed (llama.cpp's cpp-httplib closes
         // after a few requests without saying so) fails before any response byte: that request
         // never reached the server, so it is sent once more on a fresh connection. The retry's
@@ -245,7 +282,7 @@ impl Target {
         if self.settings.stream {
             self.read_stream(resp, rec, t0, text).await
         } else {
-            self.read_whole(resp, rec, t0, text).await
+            self.read_whole(resp, rec, t0, text).await.map(|()| None)
         }
     }
 
@@ -255,7 +292,7 @@ impl Target {
         rec: &mut RequestRecord,
         t0: Instant,
         text: &mut Option<GeneratedText>,
-    ) -> Result<(), (ErrorClass, String)> {
+    ) -> Result<Option<Leftover>, (ErrorClass, String)> {
         let content_type = resp
             .headers()
             .get("content-type")
@@ -267,24 +304,42 @@ impl Target {
             text: text.take(),
             ..StreamState::default()
         };
+        // Idle watchdog: one timer per idle period, not one per chunk. When it fires it looks at
+        // when the last chunk came and either fails the request or re-arms from that moment.
+        let idle = self.settings.idle_timeout;
+        let idle_us = u64::try_from(idle.as_micros()).unwrap_or(u64::MAX);
+        let start = tokio::time::Instant::from_std(t0);
+        let mut last_us = now_us(t0);
+        let watchdog = tokio::time::sleep_until(start + Duration::from_micros(last_us) + idle);
+        tokio::pin!(watchdog);
+        let mut ended = None;
         loop {
-            let next = tokio::time::timeout(self.settings.idle_timeout, resp.chunk()).await;
+            let next = tokio::select! {
+                biased;
+                c = resp.chunk() => Some(c),
+                () = &mut watchdog => None,
+            };
+            // The arrival time of everything this chunk carries.
             let now = now_us(t0);
-            match next {
-                Err(_) => {
-                    return Err((
-                        ErrorClass::IdleTimeout,
-                        format!("no data for {:?}", self.settings.idle_timeout),
-                    ));
+            let Some(next) = next else {
+                if now.saturating_sub(last_us) >= idle_us {
+                    return Err((ErrorClass::IdleTimeout, format!("no data for {idle:?}")));
                 }
-                Ok(Err(e)) => return Err((ErrorClass::StreamInterrupted, error_chain(&e))),
-                Ok(Ok(None)) => {
+                watchdog
+                    .as_mut()
+                    .reset(start + Duration::from_micros(last_us) + idle);
+                continue;
+            };
+            last_us = now;
+            match next {
+                Err(e) => return Err((ErrorClass::StreamInterrupted, error_chain(&e))),
+                Ok(None) => {
                     parser
                         .finish(&mut |ev| st.on_event(ev, now, rec))
                         .map_err(sse_error)?;
                     break;
                 }
-                Ok(Ok(Some(bytes))) => {
+                Ok(Some(bytes)) => {
                     parser
                         .feed(&bytes, &mut |ev| st.on_event(ev, now, rec))
                         .map_err(sse_error)?;
@@ -294,6 +349,7 @@ impl Target {
                 return Err(e);
             }
             if st.done {
+                ended = Some(now);
                 break;
             }
         }
@@ -317,7 +373,7 @@ impl Target {
                 "stream ended without [DONE] or finish_reason".into(),
             ));
         }
-        Ok(())
+        Ok(ended.map(|end_us| Leftover { resp, end_us }))
     }
 
     async fn read_whole(
@@ -375,6 +431,45 @@ impl Target {
         // The whole answer arrives at once: TTFT and ITL are undefined for non-streamed requests.
         rec.end_us = now;
         Ok(())
+    }
+}
+
+/// Most bytes read after `[DONE]` to reuse a connection.
+const MAX_DRAIN: usize = 64 << 10;
+/// Longest wait after `[DONE]` for the end of the body (the chunked terminator).
+const DRAIN_WAIT: Duration = Duration::from_millis(200);
+
+/// The unread end of a streamed body whose response already ended (`[DONE]`): usually only the
+/// chunked-encoding terminator. Reading it lets the HTTP client reuse the keep-alive connection;
+/// dropping it closes the connection (and the next request pays for a new one, which llama.cpp's
+/// server answers more slowly, and sometimes with a reset the client must retry).
+#[derive(Debug)]
+pub struct Leftover {
+    resp: reqwest::Response,
+    /// When the response ended (µs since the run's `t0`).
+    end_us: u64,
+}
+
+impl Leftover {
+    /// Read the rest of the body, at most 64 KiB within 200 ms; on anything else the
+    /// connection is simply closed. Never fails.
+    pub async fn drain(mut self) {
+        let rest = async {
+            let mut n = 0usize;
+            while let Ok(Some(b)) = self.resp.chunk().await {
+                n += b.len();
+                if n > MAX_DRAIN {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(DRAIN_WAIT, rest).await;
+        drop(self);
+        // hyper hands the connection back to the pool from a task of its own once the body has
+        // ended; let that task run before this slot asks the pool for its next connection, or
+        // the pool is empty at that instant and every request opens (and later closes) a fresh
+        // connection.
+        tokio::task::yield_now().await;
     }
 }
 

@@ -80,32 +80,68 @@ pub fn metric_names() -> Vec<String> {
     v
 }
 
+/// Why a `--threshold` list cannot be parsed (each names the offending `part`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ThresholdError {
+    /// No `=`.
+    #[error("threshold `{part}`: expected METRIC=+N% or METRIC=+N")]
+    NoEquals {
+        /// The offending item.
+        part: String,
+    },
+    /// A metric [`metric_names`] does not know.
+    #[error("threshold `{part}`: unknown metric `{metric}` (known: {known})")]
+    UnknownMetric {
+        /// The offending item.
+        part: String,
+        /// Its metric name.
+        metric: String,
+        /// The known names, comma-separated.
+        known: String,
+    },
+    /// The limit is not a number.
+    #[error("threshold `{part}`: `{value}` is not a number")]
+    NotANumber {
+        /// The offending item.
+        part: String,
+        /// Its value.
+        value: String,
+    },
+    /// The limit is infinite or NaN.
+    #[error("threshold `{part}`: not finite")]
+    NotFinite {
+        /// The offending item.
+        part: String,
+    },
+}
+
 /// Parse `name=+5%,name=-2%,name=+20`.
-pub fn parse_thresholds(s: &str) -> Result<Vec<Threshold>, String> {
+pub fn parse_thresholds(s: &str) -> Result<Vec<Threshold>, ThresholdError> {
     let names = metric_names();
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (k, v) = part
             .split_once('=')
-            .ok_or_else(|| format!("threshold `{part}`: expected METRIC=+N% or METRIC=+N"))?;
+            .ok_or_else(|| ThresholdError::NoEquals { part: part.into() })?;
         let k = k.trim();
         if !names.iter().any(|n| n == k) {
-            return Err(format!(
-                "threshold `{part}`: unknown metric `{k}` (known: {})",
-                names.join(", ")
-            ));
+            return Err(ThresholdError::UnknownMetric {
+                part: part.into(),
+                metric: k.into(),
+                known: names.join(", "),
+            });
         }
         let v = v.trim();
         let (num, pct) = match v.strip_suffix('%') {
             Some(n) => (n, true),
             None => (v.strip_suffix("ms").unwrap_or(v), false),
         };
-        let x: f64 = num
-            .trim()
-            .parse()
-            .map_err(|_| format!("threshold `{part}`: `{v}` is not a number"))?;
+        let x: f64 = num.trim().parse().map_err(|_| ThresholdError::NotANumber {
+            part: part.into(),
+            value: v.into(),
+        })?;
         if !x.is_finite() {
-            return Err(format!("threshold `{part}`: not finite"));
+            return Err(ThresholdError::NotFinite { part: part.into() });
         }
         out.push(Threshold {
             metric: k.to_string(),

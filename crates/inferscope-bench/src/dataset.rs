@@ -52,9 +52,75 @@ pub enum DatasetSpec {
     ShareGpt(PathBuf),
 }
 
+/// Why a `--dataset` spec cannot be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// A `random:` item without `=`.
+    #[error("dataset `{0}`: expected KEY=VALUE")]
+    NoEquals(String),
+    /// A `random:` value that is not a number.
+    #[error("dataset `{0}`: bad value")]
+    BadValue(String),
+    /// `spread` outside 0..=1.
+    #[error("dataset `{0}`: spread must be in 0..=1")]
+    SpreadRange(String),
+    /// A `random:` key other than in, out, spread.
+    #[error("dataset `{0}`: unknown key (in, out, spread)")]
+    UnknownKey(String),
+    /// `out=0`.
+    #[error("dataset: out must be at least 1")]
+    NoOutput,
+    /// Not random:, jsonl: or sharegpt:.
+    #[error(
+        "unknown dataset `{0}`: expected random:in=N,out=N[,spread=F], jsonl:FILE or sharegpt:FILE"
+    )]
+    Unknown(String),
+}
+
+/// Why a dataset file's content cannot be used (the caller adds the file name).
+#[derive(Debug, thiserror::Error)]
+pub enum ContentError {
+    /// A JSONL line could not be read.
+    #[error("line {line}: {source}")]
+    Read {
+        /// 1-based line number.
+        line: usize,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// A JSONL line over the line cap.
+    #[error("line {line}: longer than {limit} bytes")]
+    LineTooLong {
+        /// 1-based line number.
+        line: usize,
+        /// The cap.
+        limit: usize,
+    },
+    /// A JSONL line that is not a JSON object of the expected shape.
+    #[error("line {line}: {source}")]
+    Json {
+        /// 1-based line number.
+        line: usize,
+        /// Cause.
+        source: serde_json::Error,
+    },
+    /// A JSONL line without a prompt.
+    #[error("line {0}: no `prompt` (or `text`) string")]
+    NoPrompt(usize),
+    /// A JSONL file with no entries.
+    #[error("no prompts")]
+    NoPrompts,
+    /// Not a ShareGPT array.
+    #[error("not a ShareGPT JSON array: {0}")]
+    NotShareGpt(serde_json::Error),
+    /// A ShareGPT file without one usable conversation.
+    #[error("no usable conversations (need a human turn followed by a gpt turn)")]
+    NoConversations,
+}
+
 impl std::str::FromStr for DatasetSpec {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Self, SpecError> {
         if let Some(rest) =
             s.strip_prefix("random:")
                 .or(if s == "random" { Some("") } else { None })
@@ -63,22 +129,22 @@ impl std::str::FromStr for DatasetSpec {
             for part in rest.split(',').map(str::trim).filter(|p| !p.is_empty()) {
                 let (k, v) = part
                     .split_once('=')
-                    .ok_or_else(|| format!("dataset `{part}`: expected KEY=VALUE"))?;
-                let bad = || format!("dataset `{part}`: bad value");
+                    .ok_or_else(|| SpecError::NoEquals(part.into()))?;
+                let bad = || SpecError::BadValue(part.into());
                 match k {
                     "in" => input = v.parse().map_err(|_| bad())?,
                     "out" => output = v.parse().map_err(|_| bad())?,
                     "spread" => {
                         spread = v.parse().map_err(|_| bad())?;
                         if !(0.0..=1.0).contains(&spread) {
-                            return Err(format!("dataset `{part}`: spread must be in 0..=1"));
+                            return Err(SpecError::SpreadRange(part.into()));
                         }
                     }
-                    _ => return Err(format!("dataset `{part}`: unknown key (in, out, spread)")),
+                    _ => return Err(SpecError::UnknownKey(part.into())),
                 }
             }
             if output == 0 {
-                return Err("dataset: out must be at least 1".into());
+                return Err(SpecError::NoOutput);
             }
             return Ok(DatasetSpec::Random {
                 input,
@@ -92,9 +158,7 @@ impl std::str::FromStr for DatasetSpec {
         if let Some(p) = s.strip_prefix("sharegpt:") {
             return Ok(DatasetSpec::ShareGpt(PathBuf::from(p)));
         }
-        Err(format!(
-            "unknown dataset `{s}`: expected random:in=N,out=N[,spread=F], jsonl:FILE or sharegpt:FILE"
-        ))
+        Err(SpecError::Unknown(s.into()))
     }
 }
 
@@ -382,7 +446,7 @@ struct JsonlEntry {
 }
 
 /// Parse a JSONL dataset from a reader (pure).
-pub fn parse_jsonl(input: &mut dyn BufRead, default_out: u32) -> Result<Dataset, String> {
+pub fn parse_jsonl(input: &mut dyn BufRead, default_out: u32) -> Result<Dataset, ContentError> {
     let mut prompts = Vec::new();
     let mut buf = Vec::new();
     let mut line = 0usize;
@@ -391,21 +455,22 @@ pub fn parse_jsonl(input: &mut dyn BufRead, default_out: u32) -> Result<Dataset,
         line += 1;
         let n = Read::take(&mut *input, MAX_LINE as u64 + 1)
             .read_until(b'\n', &mut buf)
-            .map_err(|e| format!("line {line}: {e}"))?;
+            .map_err(|source| ContentError::Read { line, source })?;
         if n == 0 {
             break;
         }
         if buf.len() > MAX_LINE {
-            return Err(format!("line {line}: longer than {MAX_LINE} bytes"));
+            return Err(ContentError::LineTooLong {
+                line,
+                limit: MAX_LINE,
+            });
         }
         if buf.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         let e: JsonlEntry =
-            serde_json::from_slice(&buf).map_err(|e| format!("line {line}: {e}"))?;
-        let text = e
-            .prompt
-            .ok_or_else(|| format!("line {line}: no `prompt` (or `text`) string"))?;
+            serde_json::from_slice(&buf).map_err(|source| ContentError::Json { line, source })?;
+        let text = e.prompt.ok_or(ContentError::NoPrompt(line))?;
         let len = (text.chars().count() / 4).min(u32::MAX as usize) as u32;
         prompts.push(Prompt {
             text,
@@ -418,7 +483,7 @@ pub fn parse_jsonl(input: &mut dyn BufRead, default_out: u32) -> Result<Dataset,
         }
     }
     if prompts.is_empty() {
-        return Err("no prompts".into());
+        return Err(ContentError::NoPrompts);
     }
     Ok(Dataset { prompts })
 }
@@ -438,9 +503,9 @@ struct ShareGptTurn {
 }
 
 /// Parse a ShareGPT dataset from a reader (pure); shuffled with `seed`.
-pub fn parse_sharegpt(input: &mut dyn Read, seed: u64) -> Result<Dataset, String> {
+pub fn parse_sharegpt(input: &mut dyn Read, seed: u64) -> Result<Dataset, ContentError> {
     let convs: Vec<ShareGptConv> =
-        serde_json::from_reader(input).map_err(|e| format!("not a ShareGPT JSON array: {e}"))?;
+        serde_json::from_reader(input).map_err(ContentError::NotShareGpt)?;
     let mut prompts: Vec<Prompt> = convs
         .into_iter()
         .filter_map(|c| {
@@ -462,7 +527,7 @@ pub fn parse_sharegpt(input: &mut dyn Read, seed: u64) -> Result<Dataset, String
         .take(MAX_ENTRIES)
         .collect();
     if prompts.is_empty() {
-        return Err("no usable conversations (need a human turn followed by a gpt turn)".into());
+        return Err(ContentError::NoConversations);
     }
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     for i in (1..prompts.len()).rev() {
@@ -498,7 +563,10 @@ pub fn load(
     };
     let invalid = |path: &Path| {
         let path = path.to_path_buf();
-        move |msg| DatasetError::Invalid { path, msg }
+        move |e: ContentError| DatasetError::Invalid {
+            path,
+            msg: e.to_string(),
+        }
     };
     match spec {
         DatasetSpec::Random {
@@ -580,6 +648,7 @@ mod tests {
         assert!(
             parse_jsonl(&mut &b"{\"x\":1}\n"[..], 1)
                 .unwrap_err()
+                .to_string()
                 .contains("line 1")
         );
         assert!(parse_jsonl(&mut &b""[..], 1).is_err());

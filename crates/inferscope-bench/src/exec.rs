@@ -176,11 +176,15 @@ async fn launch(sh: &Shared, seq: u64, warmup: bool, intended_us: u64) {
     rec.tokenizer_input_tokens = prompt_tokens;
     sh.progress.sent.fetch_add(1, Ordering::Relaxed);
     let mut abort = sh.abort.clone();
+    let mut rest = None;
     let finished = {
-        let fut = sh.target.send(body, &mut rec, sh.t0);
+        let fut = sh.target.send_keep(body, &mut rec, sh.t0);
         tokio::pin!(fut);
         tokio::select! {
-            () = &mut fut => true,
+            r = &mut fut => {
+                rest = r;
+                true
+            }
             _ = abort.wait_for(|a| *a) => false,
         }
     };
@@ -200,6 +204,14 @@ async fn launch(sh: &Shared, seq: u64, warmup: bool, intended_us: u64) {
         sh.progress.failed.fetch_add(1, Ordering::Relaxed);
     }
     let _ = sh.tx.send(rec);
+    // The record is complete and delivered: now read the body's end so the next request of this
+    // slot reuses the connection.
+    if let Some(rest) = rest {
+        tokio::select! {
+            () = rest.drain() => {}
+            _ = abort.wait_for(|a| *a) => {}
+        }
+    }
 }
 
 /// Tracks the measured window and decides, per request, whether sending may go on.

@@ -53,8 +53,27 @@ use std::time::Duration;
 /// Whether this build can talk HTTPS (the `tls` feature: rustls with ring).
 pub const TLS_ENABLED: bool = cfg!(feature = "tls");
 
+/// Why a duration cannot be parsed (each carries the trimmed input).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// No number in front.
+    #[error("`{0}` is not a duration (try 500ms, 30s, 2m)")]
+    NotANumber(String),
+    /// A unit other than us, ms, s, m, h.
+    #[error("`{input}`: unknown unit `{unit}` (use us, ms, s, m, h)")]
+    UnknownUnit {
+        /// The input.
+        input: String,
+        /// The unit found.
+        unit: String,
+    },
+    /// Negative, infinite or too large for a `Duration`.
+    #[error("`{0}` is out of range")]
+    OutOfRange(String),
+}
+
 /// Parse a duration: `500ms`, `2s`, `1.5s`, `100us`, `2m`, `1h`; a bare number is seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     let s = s.trim();
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -62,7 +81,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let (num, unit) = s.split_at(split);
     let v: f64 = num
         .parse()
-        .map_err(|_| format!("`{s}` is not a duration (try 500ms, 30s, 2m)"))?;
+        .map_err(|_| DurationError::NotANumber(s.into()))?;
     let secs = match unit.trim() {
         "" | "s" => v,
         "ms" => v / 1e3,
@@ -70,12 +89,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "m" | "min" => v * 60.0,
         "h" => v * 3600.0,
         other => {
-            return Err(format!(
-                "`{s}`: unknown unit `{other}` (use us, ms, s, m, h)"
-            ));
+            return Err(DurationError::UnknownUnit {
+                input: s.into(),
+                unit: other.into(),
+            });
         }
     };
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("`{s}` is out of range"))
+    Duration::try_from_secs_f64(secs).map_err(|_| DurationError::OutOfRange(s.into()))
 }
 
 #[cfg(test)]

@@ -120,7 +120,7 @@ pub struct Outcome {
     pub records: Vec<RequestRecord>,
 }
 
-/// Run the plan. Blocking: builds its own multi-threaded tokio runtime.
+/// Run the plan. Blocking: builds its own single-threaded tokio runtime.
 pub fn execute(
     plan: &Plan,
     machine: Option<MachineSummary>,
@@ -140,9 +140,10 @@ pub fn execute(
         plan.default_max_tokens,
         plan.tokenizer.as_ref().map(|t| &*t.counter),
     )?;
-    // One worker per CPU this process may use (tokio reads the affinity mask, so under
-    // `taskset -c 1` it is one). A current-thread runtime measured no cheaper per token.
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    // One thread does everything: every wake-up (a chunk, a timer, a finished request) is then a
+    // plain task switch, never a futex hand-off between threads, which is what the client's
+    // system time went to on shared virtual machines (docs/bench.md, "Client cost").
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| BenchError::Input(format!("cannot start the async runtime: {e}")))?;
@@ -163,7 +164,8 @@ async fn execute_async(
     dataset: &Dataset,
 ) -> Result<Outcome, BenchError> {
     let pool = pool_size(&plan.schedule, plan.max_inflight).max(plan.max_inflight as usize);
-    let client = http_client(pool, plan.request.timeout).map_err(BenchError::Input)?;
+    let client =
+        http_client(pool, plan.request.timeout).map_err(|e| BenchError::Input(e.to_string()))?;
     let info: ServerInfo = server_info(&client, &plan.url).await?;
     let mut request = plan.request.clone();
     if request.model.is_empty() {

@@ -49,23 +49,35 @@ impl fmt::Display for Arrival {
     }
 }
 
+/// Why an `--arrival` value cannot be parsed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ArrivalError {
+    /// Not poisson, constant or gamma:SHAPE.
+    #[error("unknown arrival `{0}`: expected poisson, constant or gamma:SHAPE")]
+    Unknown(String),
+    /// The gamma shape is not a number.
+    #[error("gamma shape `{0}` is not a number")]
+    ShapeNotANumber(String),
+    /// The gamma shape is not a finite positive number.
+    #[error("gamma shape must be > 0, got {0}")]
+    ShapeNotPositive(f64),
+}
+
 impl std::str::FromStr for Arrival {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ArrivalError;
+    fn from_str(s: &str) -> Result<Self, ArrivalError> {
         match s.trim() {
             "constant" => Ok(Arrival::Constant),
             "poisson" => Ok(Arrival::Poisson),
             other => {
                 let Some(shape) = other.strip_prefix("gamma:") else {
-                    return Err(format!(
-                        "unknown arrival `{other}`: expected poisson, constant or gamma:SHAPE"
-                    ));
+                    return Err(ArrivalError::Unknown(other.into()));
                 };
                 let shape: f64 = shape
                     .parse()
-                    .map_err(|_| format!("gamma shape `{shape}` is not a number"))?;
+                    .map_err(|_| ArrivalError::ShapeNotANumber(shape.into()))?;
                 if !(shape.is_finite() && shape > 0.0) {
-                    return Err(format!("gamma shape must be > 0, got {shape}"));
+                    return Err(ArrivalError::ShapeNotPositive(shape));
                 }
                 Ok(Arrival::Gamma { shape })
             }

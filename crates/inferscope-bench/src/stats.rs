@@ -75,21 +75,43 @@ impl Slo {
     }
 }
 
+/// Why an `--slo` value cannot be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SloError {
+    /// An item without `=`.
+    #[error("SLO `{0}`: expected NAME=DURATION")]
+    NoEquals(String),
+    /// An item whose duration does not parse.
+    #[error("SLO `{part}`: {reason}")]
+    BadDuration {
+        /// The item.
+        part: String,
+        /// Why.
+        reason: crate::DurationError,
+    },
+    /// A name other than ttft, tpot, e2e.
+    #[error("unknown SLO `{0}`: expected ttft, tpot or e2e")]
+    Unknown(String),
+}
+
 impl std::str::FromStr for Slo {
-    type Err = String;
+    type Err = SloError;
     /// `ttft=500ms,tpot=50ms,e2e=10s`.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, SloError> {
         let mut slo = Slo::default();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (k, v) = part
                 .split_once('=')
-                .ok_or_else(|| format!("SLO `{part}`: expected NAME=DURATION"))?;
-            let d = crate::parse_duration(v).map_err(|e| format!("SLO `{part}`: {e}"))?;
+                .ok_or_else(|| SloError::NoEquals(part.into()))?;
+            let d = crate::parse_duration(v).map_err(|reason| SloError::BadDuration {
+                part: part.into(),
+                reason,
+            })?;
             match k.trim() {
                 "ttft" => slo.ttft = Some(d),
                 "tpot" => slo.tpot = Some(d),
                 "e2e" => slo.e2e = Some(d),
-                other => return Err(format!("unknown SLO `{other}`: expected ttft, tpot or e2e")),
+                other => return Err(SloError::Unknown(other.into())),
             }
         }
         Ok(slo)

@@ -39,9 +39,66 @@ pub const MAX_COUNTED_TEXT: usize = 4 << 20;
 /// The tokenizer models `tokenizers` implements.
 const MODEL_TYPES: [&str; 4] = ["BPE", "WordPiece", "WordLevel", "Unigram"];
 
+/// Why a `tokenizer.json` cannot be used. The message says what is wrong, without the file name
+/// (the caller adds it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenizerError {
+    /// Over [`MAX_TOKENIZER_BYTES`].
+    #[error("{size} bytes: larger than the {limit_mib} MiB a tokenizer.json can plausibly be")]
+    TooLarge {
+        /// The file's size.
+        size: usize,
+        /// The limit in MiB.
+        limit_mib: usize,
+    },
+    /// Not JSON at all.
+    #[error("not JSON: {0}")]
+    NotJson(String),
+    /// JSON without a `model` object.
+    #[error("no `model` object: not a Hugging Face tokenizer.json")]
+    NoModel,
+    /// A `model.type` the library does not know.
+    #[error("model type `{kind}` is not one of {known}")]
+    UnknownModelType {
+        /// The type found.
+        kind: String,
+        /// The known types.
+        known: String,
+    },
+    /// A post-processor template names a special token it does not define.
+    #[error(
+        "post_processor: the `{template}` template uses special token `{id}`, which its \
+         special_tokens table does not define"
+    )]
+    UndefinedSpecialToken {
+        /// `single` or `pair`.
+        template: String,
+        /// The token id.
+        id: String,
+    },
+    /// `tokenizers` rejected the file.
+    #[error("not a tokenizer Hugging Face can load: {0}")]
+    Rejected(String),
+    /// `tokenizers` panicked while loading it.
+    #[error("the tokenizer library failed on this file")]
+    LibraryPanicked,
+    /// No tokens at all.
+    #[error("the vocabulary is empty")]
+    EmptyVocabulary,
+    /// Encoding a sample text fails.
+    #[error("cannot encode a sample text: {0}")]
+    CannotEncode(String),
+    /// Encoding any text panics inside `tokenizers`.
+    #[error("the tokenizer library fails on every text with this file: {0}")]
+    FailsOnEveryText(String),
+    /// The anchor (a newline) cannot be encoded.
+    #[error("the tokenizer cannot encode a newline")]
+    NoNewline,
+}
+
 /// A `TemplateProcessing` post-processor (possibly inside a `Sequence`) must define every special
 /// token its templates name: `tokenizers` loads such a file and then panics on every encode.
-fn check_template(pp: &serde_json::Value) -> Result<(), String> {
+fn check_template(pp: &serde_json::Value) -> Result<(), TokenizerError> {
     match pp.get("type").and_then(|t| t.as_str()) {
         Some("Sequence") => pp
             .get("processors")
@@ -62,10 +119,10 @@ fn check_template(pp: &serde_json::Value) -> Result<(), String> {
                         continue;
                     };
                     if !defined.is_some_and(|d| d.contains_key(id)) {
-                        return Err(format!(
-                            "post_processor: the `{template}` template uses special token `{id}`, \
-                             which its special_tokens table does not define"
-                        ));
+                        return Err(TokenizerError::UndefinedSpecialToken {
+                            template: template.into(),
+                            id: id.into(),
+                        });
                     }
                 }
             }
@@ -78,11 +135,11 @@ fn check_template(pp: &serde_json::Value) -> Result<(), String> {
 /// Encode a sample with and without special tokens, turning a panic inside `tokenizers` into an
 /// error. (The default panic hook still prints the panic; the process-wide hook is left alone,
 /// since tokenizers may be loaded on several threads.)
-fn trial_encode(t: &tokenizers::Tokenizer) -> Result<(), String> {
+fn trial_encode(t: &tokenizers::Tokenizer) -> Result<(), TokenizerError> {
     let r = catch_unwind(AssertUnwindSafe(|| {
         for special in [true, false] {
             t.encode_fast(TRIAL_TEXT, special)
-                .map_err(|e| format!("cannot encode a sample text: {e}"))?;
+                .map_err(|e| TokenizerError::CannotEncode(e.to_string()))?;
         }
         Ok(())
     }));
@@ -94,9 +151,7 @@ fn trial_encode(t: &tokenizers::Tokenizer) -> Result<(), String> {
                 .map(|s| (*s).to_string())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a panic".into());
-            Err(format!(
-                "the tokenizer library fails on every text with this file: {why}"
-            ))
+            Err(TokenizerError::FailsOnEveryText(why))
         }
     }
 }
@@ -153,28 +208,27 @@ impl std::fmt::Debug for TokenCounter {
 impl TokenCounter {
     /// Parse the bytes of a `tokenizer.json`. The error says what is wrong, without the file
     /// name (the caller adds it).
-    pub fn from_json(bytes: &[u8]) -> Result<TokenCounter, String> {
+    pub fn from_json(bytes: &[u8]) -> Result<TokenCounter, TokenizerError> {
         if bytes.len() > MAX_TOKENIZER_BYTES {
-            return Err(format!(
-                "{} bytes: larger than the {} MiB a tokenizer.json can plausibly be",
-                bytes.len(),
-                MAX_TOKENIZER_BYTES >> 20
-            ));
+            return Err(TokenizerError::TooLarge {
+                size: bytes.len(),
+                limit_mib: MAX_TOKENIZER_BYTES >> 20,
+            });
         }
         // Check it is JSON first: `tokenizers` reports syntax errors without a position.
         let value: serde_json::Value =
-            serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+            serde_json::from_slice(bytes).map_err(|e| TokenizerError::NotJson(e.to_string()))?;
         let Some(model) = value.get("model") else {
-            return Err("no `model` object: not a Hugging Face tokenizer.json".into());
+            return Err(TokenizerError::NoModel);
         };
         // `tokenizers` would say "did not match any variant of untagged enum ModelUntagged".
         if let Some(kind) = model.get("type").and_then(|t| t.as_str())
             && !MODEL_TYPES.contains(&kind)
         {
-            return Err(format!(
-                "model type `{kind}` is not one of {}",
-                MODEL_TYPES.join(", ")
-            ));
+            return Err(TokenizerError::UnknownModelType {
+                kind: kind.into(),
+                known: MODEL_TYPES.join(", "),
+            });
         }
         if let Some(pp) = value.get("post_processor") {
             check_template(pp)?;
@@ -184,12 +238,12 @@ impl TokenCounter {
         }));
         let inner = match parsed {
             Ok(Ok(t)) => t,
-            Ok(Err(e)) => return Err(format!("not a tokenizer Hugging Face can load: {e}")),
-            Err(_) => return Err("the tokenizer library failed on this file".into()),
+            Ok(Err(e)) => return Err(TokenizerError::Rejected(e.to_string())),
+            Err(_) => return Err(TokenizerError::LibraryPanicked),
         };
         let vocab_size = inner.get_vocab_size(true);
         if vocab_size == 0 {
-            return Err("the vocabulary is empty".into());
+            return Err(TokenizerError::EmptyVocabulary);
         }
         trial_encode(&inner)?;
         let marks = ["normalizer", "pre_tokenizer"]
@@ -204,7 +258,7 @@ impl TokenCounter {
         if marks {
             let n = counter
                 .encode_len(ANCHOR, false)
-                .ok_or("the tokenizer cannot encode a newline")?;
+                .ok_or(TokenizerError::NoNewline)?;
             counter.anchor_tokens = Some(n);
         }
         Ok(counter)

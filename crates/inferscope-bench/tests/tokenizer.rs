@@ -114,7 +114,7 @@ fn bad_tokenizer_files_are_clear_errors() {
             .unwrap()
             .1;
         let err = TokenCounter::from_json(&std::fs::read(dir.join(file)).unwrap()).unwrap_err();
-        assert_eq!(err, expected, "{file}");
+        assert_eq!(err.to_string(), expected, "{file}");
         seen += 1;
     }
     assert_eq!(seen, 7);

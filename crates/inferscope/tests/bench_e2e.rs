@@ -270,9 +270,12 @@ fn bench_against_a_real_llama_server() {
 }
 
 /// Issue 16 done-when against the real server: two identical runs are kept or inconclusive,
-/// never rolled back. (The slowdown half is not here yet: on this shared 2-core machine neither
-/// `-np 1` nor `-t 1` was reliably slower than `-np 4 -t 2` from one run to the next; one run
-/// of `-np 1` measured 48 → 23 tok/s, the next 92 → 317 tok/s. See docs/bench.md.)
+/// never rolled back. The slowdown half is not here: on this shared 2-core machine, with
+/// neighbours building, one run's speed changes by up to 5× within a minute, more than any
+/// server change of the tiny model we measured (docs/bench.md, "Real-server roll back"):
+/// `-np 1`, `-t 1` and `-b 4 -ub 4` each came out faster than the baseline in some pair, and
+/// running A, A′ and the change at the same time made A/A itself roll back (TTFT p50 209 vs
+/// 705 ms).
 #[test]
 fn compare_two_identical_real_llama_server_runs() {
     let Some((bin, gguf)) = common::llama_server() else {

@@ -21,7 +21,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn duration_arg(s: &str) -> Result<Duration, String> {
+fn duration_arg(s: &str) -> Result<Duration, inferscope_bench::DurationError> {
     parse_duration(s)
 }
 
