@@ -32,7 +32,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-fn duration_arg(s: &str) -> Result<Duration, String> {
+fn duration_arg(s: &str) -> Result<Duration, inferscope_bench::DurationError> {
     parse_duration(s)
 }
 
