@@ -156,6 +156,13 @@ pub fn cuda_order(snapshot: &Snapshot) -> Reading<CudaOrder> {
     let first = models.first().cloned().flatten();
     let fastest_first = if first.is_some() && models.iter().all(|m| *m == first) {
         Reading::value(pci_bus_id.clone())
+    } else if models.iter().any(Option::is_none) {
+        // Not the same as "different models": with names unknown (a tree under --root, no
+        // NVML) we cannot tell whether CUDA's heuristic would reorder them.
+        Reading::unknown(
+            UnknownReason::NotSupported,
+            "GPU models unknown (no name or device id): CUDA's FASTEST_FIRST order cannot be predicted; set CUDA_DEVICE_ORDER=PCI_BUS_ID to make ordinals follow PCI addresses",
+        )
     } else {
         Reading::unknown(
             UnknownReason::NotSupported,

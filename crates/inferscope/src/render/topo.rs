@@ -203,6 +203,8 @@ fn write_numa(
                     n.cpus.to_string()
                 },
                 match n.usable_cpus.known() {
+                    // A memory-only node has no CPUs to use: "all" of none would read as a promise.
+                    _ if n.cpus.is_empty() => "-".to_string(),
                     Some(u) if u == &n.cpus => "all".to_string(),
                     Some(u) if u.is_empty() => "none".to_string(),
                     Some(u) => u.to_string(),
