@@ -371,6 +371,48 @@ fn is_header(line: &str) -> bool {
     }
 }
 
+/// True when `text` holds the header row of a real `nvidia-smi topo -m` matrix: a line that
+/// starts with `GPU0` and either reads completely as device names and affinity columns (plain or
+/// Markdown), or is followed by GPU0's own row (`GPU0  X  NV18 ...`: a matrix whose header has a
+/// column this parser does not know yet). A line that merely mentions GPU0 (`GPU0 fell off the
+/// bus`) is not one.
+pub fn has_matrix_header(text: &str) -> bool {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .collect();
+    lines.iter().enumerate().any(|(i, l)| {
+        if !is_header(l) {
+            return false;
+        }
+        let header = if is_markdown(l) {
+            md_header(i + 1, l).map(|(h, _)| h)
+        } else {
+            plain_header(i + 1, l, &mut Vec::new())
+        };
+        // A lone `GPU0` is a word, not a table: even one GPU has affinity columns. The parser
+        // takes any word as an old driver's NIC name; real ones end in a number (`mlx5_0`).
+        let whole = header.is_ok_and(|h| {
+            h.devices.len() + h.cols.len() >= 2
+                && h.devices
+                    .iter()
+                    .all(|(d, _)| d.ends_with(|c: char| c.is_ascii_digit()))
+        });
+        let next = lines
+            .iter()
+            .skip(i + 1)
+            .find(|l| !l.trim().is_empty())
+            .map(|l| tokenize(l));
+        let gpu0_row = next.is_some_and(|t| {
+            matches!(
+                (t.first(), t.get(1)),
+                (Some(a), Some(b)) if a.text == "GPU0" && b.text == "X"
+            )
+        });
+        whole || gpu0_row
+    })
+}
+
 /// Parse `nvidia-smi topo -m` (or `-mp`) text as users paste it.
 ///
 /// Text before the header (prompts, headings) and after the legend is skipped. The result's
@@ -1281,5 +1323,33 @@ mod tests {
         assert_eq!(m.devices, ["GPU0"]);
         assert_eq!(m.gpus[0].numa_affinity, Some(vec![NumaNodeId(0)]));
         assert_eq!(m.notes, ["GPU NUMA ID is N/A for GPU0"]);
+    }
+
+    #[test]
+    fn matrix_header_is_recognised_only_as_a_whole_row() {
+        assert!(has_matrix_header(
+            "\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \tNV18\n"
+        ));
+        assert!(has_matrix_header(
+            "| | GPU0 | GPU1 | CPU Affinity |\n|---|---|---|---|\n"
+        ));
+        assert!(has_matrix_header("\tGPU0\tCPU Affinity\tNUMA Affinity\n"));
+        // Near misses: logs and notes that mention GPU0.
+        assert!(!has_matrix_header("GPU0 fell off the bus (Xid 79)\n"));
+        assert!(!has_matrix_header("GPU0 fell off the bus\n"));
+        assert!(has_matrix_header("\tGPU0\tmlx5_0\tCPU Affinity\n"));
+        assert!(!has_matrix_header("GPU0\n"));
+        assert!(!has_matrix_header("[rank0] GPU0 GPU1 link is slow\n"));
+        assert!(!has_matrix_header(
+            "GPU0: NVIDIA H100 80GB HBM3 (UUID: GPU-1234)\n"
+        ));
+        assert!(!has_matrix_header("GPU0 X NV18\n"));
+        // A header with a column from a newer driver still heads a matrix: GPU0's row follows.
+        assert!(has_matrix_header(
+            "\tGPU0\tGPU1\tC2C Links\nGPU0\t X \tNV18\n"
+        ));
+        assert!(!has_matrix_header(
+            "\tGPU0\tGPU1\tC2C Links\nsome other line\n"
+        ));
     }
 }

@@ -5,7 +5,7 @@
 
 mod fetch;
 
-use crate::fleet::diff;
+use inferscope_fleet::diff;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -112,7 +112,7 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         serde_json::to_writer_pretty(&mut *out, &v)?;
         writeln!(out)?;
     } else {
-        out.write_all(diff::render_text(&d).as_bytes())?;
+        out.write_all(crate::render::fleet::diff_text(&d).as_bytes())?;
         for m in &missing {
             writeln!(
                 out,

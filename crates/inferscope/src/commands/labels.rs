@@ -1,6 +1,6 @@
 //! `inferscope labels`: Node Feature Discovery labels for this node (or a snapshot / tree).
 
-use crate::fleet::labels;
+use inferscope_fleet::labels;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -38,7 +38,8 @@ pub fn run(args: &LabelsArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
          (docs/fleet.md; checks with the default thresholds)",
         crate::tool_name()
     );
-    let text = labels::render(&l, (args.format == "nfd").then_some(header.as_str()));
+    let text =
+        crate::render::fleet::labels_text(&l, (args.format == "nfd").then_some(header.as_str()));
     out.write_all(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }

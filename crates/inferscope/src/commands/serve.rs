@@ -97,14 +97,14 @@ pub fn scrape_under(fs: &FsRoot, sampler: &mut Sampler, pids: &[u32], all: bool)
 fn nfd_text(fs: &FsRoot) -> String {
     let snap = inferscope_probe::capture(fs, &super::capture_options());
     let findings = inferscope_check::run_defaults(&snap);
-    let labels = crate::fleet::labels::labels(&snap, &findings);
+    let labels = inferscope_fleet::labels::labels(&snap, &findings);
     let header = format!(
         "Node Feature Discovery local features written by {} (serve --nfd-features) from \
          --root {}\n(docs/fleet.md; checks with the default thresholds)",
         crate::tool_name(),
         fs.root().display()
     );
-    crate::fleet::labels::render(&labels, Some(&header))
+    crate::render::fleet::labels_text(&labels, Some(&header))
 }
 
 /// Write `text` to `path` whole: a temporary file beside it, then a rename.
