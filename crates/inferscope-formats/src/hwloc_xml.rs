@@ -1030,11 +1030,11 @@ fn upstream<'a, 'i>(
     Ok(up)
 }
 
+/// Vendor, device and class.
+type PciIds = (Reading<PciId>, Reading<PciId>, Reading<PciClass>);
+
 /// Vendor, device and class from `pci_type`.
-fn pci_ids(
-    doc: &Document,
-    d: Node,
-) -> Result<(Reading<PciId>, Reading<PciId>, Reading<PciClass>), ParseError> {
+fn pci_ids(doc: &Document, d: Node) -> Result<PciIds, ParseError> {
     let Some(t) = d.attribute("pci_type") else {
         return Ok((
             not_captured("no pci_type attribute"),

@@ -647,6 +647,9 @@ impl CpuCtx<'_> {
     }
 }
 
+/// The engine recognised, the variables set and the advice given.
+type Environment = (Engine, BTreeMap<String, String>, Vec<String>);
+
 /// Phase 5, the environment: only what cannot hurt is set; the rest is advice.
 fn environment(
     s: &Snapshot,
@@ -654,7 +657,7 @@ fn environment(
     gpus: &[PlannedGpu],
     cpus: &CpuSet,
     n: &mut Notes,
-) -> Result<(Engine, BTreeMap<String, String>, Vec<String>), LaunchError> {
+) -> Result<Environment, LaunchError> {
     let engine = Engine::detect(&req.command);
     let mut env: BTreeMap<String, String> = BTreeMap::new();
     let mut advice: Vec<String> = Vec::new();
