@@ -140,13 +140,32 @@ fn show(s: &str) -> String {
     s.chars().take(40).collect()
 }
 
-/// Decodes an hwloc cpuset bitmask (`0x000000ff,0xffffffff`). On failure returns the
-/// character offset within `s` of the bad word, what was expected, and what was found.
-pub fn decode_cpuset(s: &str) -> Result<CpuSet, (usize, &'static str, String)> {
+/// A cpuset bitmask that does not decode: where, what was expected, what was found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("column {}: expected {expected}, found {found:?}", .offset + 1)]
+pub struct CpusetError {
+    /// 0-based character offset within the text of the bad word.
+    pub offset: usize,
+    /// What the decoder wanted.
+    pub expected: &'static str,
+    /// The offending word (truncated).
+    pub found: String,
+}
+
+fn cpuset_error(offset: usize, expected: &'static str, found: String) -> CpusetError {
+    CpusetError {
+        offset,
+        expected,
+        found,
+    }
+}
+
+/// Decodes an hwloc cpuset bitmask (`0x000000ff,0xffffffff`).
+pub fn decode_cpuset(s: &str) -> Result<CpuSet, CpusetError> {
     const MAX_WORDS: usize = MAX_CPUS / 32;
     let words = s.split(',').count();
     if words > MAX_WORDS {
-        return Err((
+        return Err(cpuset_error(
             0,
             "a cpuset of at most 65536 CPUs (2048 words)",
             format!("{words} words"),
@@ -159,7 +178,7 @@ pub fn decode_cpuset(s: &str) -> Result<CpuSet, (usize, &'static str, String)> {
         offset += raw.chars().count() + 1;
         let w = raw.trim();
         if w.eq_ignore_ascii_case("0xf...f") || w.contains("...") {
-            return Err((
+            return Err(cpuset_error(
                 at,
                 "a finite cpuset of at most 65536 CPUs",
                 show(raw.trim()),
@@ -173,10 +192,14 @@ pub fn decode_cpuset(s: &str) -> Result<CpuSet, (usize, &'static str, String)> {
             .or_else(|| w.strip_prefix("0X"))
             .unwrap_or(w);
         if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err((at, "a 32-bit hex word like 0x000000ff", show(w)));
+            return Err(cpuset_error(
+                at,
+                "a 32-bit hex word like 0x000000ff",
+                show(w),
+            ));
         }
         let value = u32::from_str_radix(digits, 16)
-            .map_err(|_| (at, "a 32-bit hex word like 0x000000ff", show(w)))?;
+            .map_err(|_| cpuset_error(at, "a 32-bit hex word like 0x000000ff", show(w)))?;
         // `words` <= 2048, so the base fits comfortably in u32.
         let base = ((words - 1 - k) * 32) as u32;
         for bit in 0..32u32 {
@@ -610,13 +633,18 @@ impl<'a, 'i> Objects<'a, 'i> {
         };
         for n in root.descendants().filter(is_object) {
             if let Some(cs) = n.attribute("cpuset") {
-                let set = decode_cpuset(cs).map_err(|(off, expected, found)| {
+                let set = decode_cpuset(cs).map_err(|e| {
                     let byte = n
                         .attribute_node("cpuset")
                         .map(|a| a.range_value().start)
                         .unwrap_or_else(|| n.range().start);
                     let p = doc.text_pos_at(byte);
-                    ParseError::new(p.row as usize, p.col as usize + off, expected, &found)
+                    ParseError::new(
+                        p.row as usize,
+                        p.col as usize + e.offset,
+                        e.expected,
+                        &e.found,
+                    )
                 })?;
                 o.cpusets.insert(n.id(), set);
             }
@@ -1149,14 +1177,14 @@ mod tests {
 
     #[test]
     fn cpuset_refuses_infinite_wide_and_garbage() {
-        assert_eq!(decode_cpuset("0xf...f,0xffffffff").unwrap_err().0, 0);
-        assert_eq!(decode_cpuset("0xffffffff,0xf...f").unwrap_err().0, 11);
+        assert_eq!(decode_cpuset("0xf...f,0xffffffff").unwrap_err().offset, 0);
+        assert_eq!(decode_cpuset("0xffffffff,0xf...f").unwrap_err().offset, 11);
         let wide = vec!["0x1"; 2049].join(",");
         assert!(decode_cpuset(&wide).is_err());
         let ok = vec!["0x1"; 2048].join(",");
         assert_eq!(decode_cpuset(&ok).unwrap().len(), 2048);
-        assert_eq!(decode_cpuset("0x0000zz03").unwrap_err().0, 0);
-        assert_eq!(decode_cpuset("0x1,0x123456789").unwrap_err().0, 4);
+        assert_eq!(decode_cpuset("0x0000zz03").unwrap_err().offset, 0);
+        assert_eq!(decode_cpuset("0x1,0x123456789").unwrap_err().offset, 4);
         assert!(decode_cpuset("0x").is_err());
     }
 
