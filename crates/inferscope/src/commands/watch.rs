@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use inferscope_mem::watch::{self as detect, Drift, Saturation, Trend, TrendVerdict};
 use inferscope_model::CpuSet;
 use inferscope_probe::FsRoot;
-use inferscope_probe::watch::{GpuSample, ProcessSample, Sampler, parse_duration};
+use inferscope_probe::watch::{GpuSample, ProcessSample, Sampler};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -28,18 +28,18 @@ pub const ALL_WITHOUT_NVML: usize = 10;
 /// `inferscope watch` arguments.
 #[derive(Debug, clap::Args)]
 pub struct WatchArgs {
-    /// Watch this process (repeat or list several).
-    #[arg(long = "pid", value_name = "PID", num_args = 1.., conflicts_with = "all")]
+    /// Watch this process (repeat, space- or comma-separated for several).
+    #[arg(long = "pid", value_name = "PID", num_args = 1.., value_delimiter = ',', conflicts_with = "all")]
     pub pids: Vec<u32>,
     /// Watch every process NVML lists on a GPU (without NVML: the 10 largest by RSS).
     #[arg(long)]
     pub all: bool,
     /// Time between samples (500ms, 1s, 1m).
-    #[arg(long, default_value = "1s")]
-    pub interval: String,
+    #[arg(long, value_name = "D", default_value = "1s", value_parser = super::positive_duration_arg)]
+    pub interval: Duration,
     /// Stop after this long (default: until Ctrl-C).
-    #[arg(long)]
-    pub duration: Option<String>,
+    #[arg(long, value_name = "D", value_parser = super::positive_duration_arg)]
+    pub duration: Option<Duration>,
     /// Write every sample as one JSON line to FILE (`-`: standard output; the summary then goes
     /// to standard error).
     #[arg(long, value_name = "FILE.jsonl")]
@@ -173,13 +173,7 @@ fn local_nodes(cpus: &CpuSet, node_cpus: &BTreeMap<u32, CpuSet>) -> Vec<u32> {
 
 /// Run the watch.
 pub fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let interval = parse_duration(&args.interval).context("--interval")?;
-    let duration = args
-        .duration
-        .as_deref()
-        .map(parse_duration)
-        .transpose()
-        .context("--duration")?;
+    let (interval, duration) = (args.interval, args.duration);
     let lib = std::env::var_os(inferscope_probe::nvml::LIB_ENV);
     let mut sampler = Sampler::new(FsRoot::new("/"), lib.as_deref());
     for pid in &args.pids {
