@@ -172,4 +172,19 @@ fn durations_read_one_way() {
     let (code, _, err) = inferscope(&["watch", "--interval", "0s"]);
     assert_eq!(code, 2);
     assert!(err.contains("above 0"), "{err}");
+    // Flags that took whole seconds take durations too; the old integers still work.
+    for t in ["30", "30s", "1m"] {
+        let (code, _, err) = inferscope(&[
+            "diff",
+            "fixtures/fleet/node-a.json",
+            "fixtures/fleet/node-c.json",
+            "--timeout",
+            t,
+        ]);
+        assert_eq!(code, 0, "--timeout {t}: {err}");
+    }
+    let (code, _, err) = inferscope(&["diff", "a.json", "b.json", "--timeout", "2h"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("2h is not in 1..=3600 seconds"), "{err}");
 }
+

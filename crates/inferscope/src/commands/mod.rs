@@ -73,3 +73,22 @@ pub fn positive_duration_arg(s: &str) -> Result<std::time::Duration, String> {
     }
     Ok(d)
 }
+
+/// A duration between `lo` and `hi` seconds (integers still read as seconds, as before).
+fn duration_between(s: &str, lo: u64, hi: u64) -> Result<std::time::Duration, String> {
+    let d = duration_arg(s).map_err(|e| e.to_string())?;
+    if d < std::time::Duration::from_secs(lo) || d > std::time::Duration::from_secs(hi) {
+        return Err(format!("{} is not in {lo}..={hi} seconds", s.trim()));
+    }
+    Ok(d)
+}
+
+/// `diff --timeout`: 1 s to an hour.
+pub fn fetch_timeout_arg(s: &str) -> Result<std::time::Duration, String> {
+    duration_between(s, 1, 3600)
+}
+
+/// `serve --nfd-interval`: 10 s to a day.
+pub fn nfd_interval_arg(s: &str) -> Result<std::time::Duration, String> {
+    duration_between(s, 10, 86400)
+}

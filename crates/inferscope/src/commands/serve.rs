@@ -64,15 +64,15 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR")]
     pub root: Option<std::path::PathBuf>,
     /// Also write Node Feature Discovery's local feature file (what `inferscope labels`
-    /// prints) to FILE, at start and every --nfd-interval seconds: for the DaemonSet, FILE in
+    /// prints) to FILE, at start and every --nfd-interval: for the DaemonSet, FILE in
     /// the host's /etc/kubernetes/node-feature-discovery/features.d/. Written as `.NAME.tmp`
     /// beside it, then renamed.
     #[arg(long, value_name = "FILE")]
     pub nfd_features: Option<std::path::PathBuf>,
-    /// Seconds between rewrites of --nfd-features.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300, requires = "nfd_features",
-          value_parser = clap::value_parser!(u64).range(10..=86400))]
-    pub nfd_interval: u64,
+    /// Time between rewrites of --nfd-features (300, 5m; 10 s to a day).
+    #[arg(long, value_name = "D", default_value = "300s", requires = "nfd_features",
+          value_parser = super::nfd_interval_arg)]
+    pub nfd_interval: Duration,
 }
 
 /// One scrape's body, reading the host under `fs`; `all` adds NVML's GPU processes to `pids`.
@@ -355,7 +355,7 @@ pub fn run(args: ServeArgs, _out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         eprintln!("inferscope: serving metrics on http://{addr}/metrics");
         if let Some(f) = args.nfd_features {
-            let every = Duration::from_secs(args.nfd_interval);
+            let every = args.nfd_interval;
             tokio::spawn(nfd_loop(f, every, node.clone()));
         }
         accept_loop(listener, node).await
