@@ -86,6 +86,20 @@ fn limit(l: &LimitValue) -> String {
 pub fn facts(s: &Snapshot) -> Vec<(String, String)> {
     let mut f: Vec<(String, String)> = Vec::new();
     let mut put = |k: &str, v: String| f.push((k.to_string(), v));
+    gpu_facts(s, &mut put);
+    host_facts(s, &mut put);
+    settings_facts(s, &mut put);
+    for (k, v) in &s.env {
+        put(&format!("env.{k}"), v.clone());
+    }
+    f
+}
+
+/// Adds one fact.
+type Put<'a> = dyn FnMut(&str, String) + 'a;
+
+/// Driver, GPU models, links and peer-to-peer, and per GPU its bus, node, PCIe link and memory.
+fn gpu_facts(s: &Snapshot, put: &mut Put<'_>) {
     let driver = s.driver.known();
     put(
         "driver.version",
@@ -169,6 +183,10 @@ pub fn facts(s: &Snapshot) -> Vec<(String, String)> {
             );
         }
     }
+}
+
+/// NICs, kernel, CPUs, memory and the NUMA layout.
+fn host_facts(s: &Snapshot, put: &mut Put<'_>) {
     let rdma = s.nics.iter().filter(|n| !n.rdma_devices.is_empty()).count();
     put("nic.count", format!("{} ({rdma} RDMA)", s.nics.len()));
 
@@ -215,7 +233,10 @@ pub fn facts(s: &Snapshot) -> Vec<(String, String)> {
             ),
         );
     }
+}
 
+/// Kernel and VM settings, limits and the cgroup.
+fn settings_facts(s: &Snapshot, put: &mut Put<'_>) {
     let st = &s.settings;
     put("vm.thp_enabled", show(&st.thp_enabled));
     put("vm.thp_defrag", show(&st.thp_defrag));
@@ -283,10 +304,6 @@ pub fn facts(s: &Snapshot) -> Vec<(String, String)> {
             .known()
             .map_or(UNKNOWN.into(), |c| show(&c.memory_max.as_ref().map(limit))),
     );
-    for (k, v) in &s.env {
-        put(&format!("env.{k}"), v.clone());
-    }
-    f
 }
 
 /// Compare named snapshots (at least one; more than one to learn anything).

@@ -187,4 +187,3 @@ fn durations_read_one_way() {
     assert_eq!(code, 2);
     assert!(err.contains("2h is not in 1..=3600 seconds"), "{err}");
 }
-
