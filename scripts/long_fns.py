@@ -81,6 +81,9 @@ def main():
     roots = args or ['crates']
     found = []
     for root in roots:
+        if os.path.isfile(root):
+            found += scan(root, limit)
+            continue
         for d, _, files in os.walk(root):
             if '/target' in d:
                 continue
