@@ -634,11 +634,14 @@ fn preamble<R: Read>(s: &mut Src<'_, R>) -> Result<(u32, u64, u64), ParseError> 
     Ok((version, n_tensors, n_kv))
 }
 
+/// The key-value pairs, how many arrays were skipped, and the alignment.
+type Metadata = (Vec<(String, GgufValue)>, usize, u64);
+
 /// The metadata key-value pairs (keys unique), the arrays skipped, and `general.alignment`.
 fn read_metadata<R: Read>(
     s: &mut Src<'_, R>,
     n_kv: u64,
-) -> Result<(Vec<(String, GgufValue)>, usize, u64), ParseError> {
+) -> Result<Metadata, ParseError> {
     let mut metadata: Vec<(String, GgufValue)> = Vec::new();
     let mut keys: BTreeSet<String> = BTreeSet::new();
     let mut skipped_arrays = 0usize;
