@@ -638,10 +638,7 @@ fn preamble<R: Read>(s: &mut Src<'_, R>) -> Result<(u32, u64, u64), ParseError> 
 type Metadata = (Vec<(String, GgufValue)>, usize, u64);
 
 /// The metadata key-value pairs (keys unique), the arrays skipped, and `general.alignment`.
-fn read_metadata<R: Read>(
-    s: &mut Src<'_, R>,
-    n_kv: u64,
-) -> Result<Metadata, ParseError> {
+fn read_metadata<R: Read>(s: &mut Src<'_, R>, n_kv: u64) -> Result<Metadata, ParseError> {
     let mut metadata: Vec<(String, GgufValue)> = Vec::new();
     let mut keys: BTreeSet<String> = BTreeSet::new();
     let mut skipped_arrays = 0usize;
