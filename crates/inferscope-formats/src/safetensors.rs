@@ -7,9 +7,9 @@
 //! (at most [`MAX_HEADER_LEN`]), and hands them to [`parse_header`] with the file length.
 //!
 //! Why hand-written: the `safetensors` crate's `read_metadata` refuses a header-only buffer
-//! (it needs the whole file, i.e. an mmap of many GiB). serde_json is a dependency of this
-//! crate, but its values carry no positions, and every error here names the byte offset of the
-//! offending value (the dtype, the shape, the `data_offsets`: `fixtures/tools/safetensors/
+//! (it needs the whole file, i.e. an mmap of many GiB). serde_json (in the binary, a
+//! dev-dependency here) was weighed, but its values carry no positions, and every error here
+//! names the byte offset of the offending value (the dtype, the shape, the `data_offsets`: `fixtures/tools/safetensors/
 //! bad-*.expected-error.txt`); keeping those would need a second pass that finds each value
 //! again by hand (issue 21 weighed it and kept this reader). The JSON reader below is a small
 //! strict RFC 8259 parser specialised to the header shape: it never builds a generic tree, caps
