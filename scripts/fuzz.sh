@@ -21,7 +21,7 @@ REPO=$PWD
 SECS=${1:-60}
 shift || true
 ALL=(cpulist procfs nvidia_smi_topo nvidia_smi_q nvidia_smi_xml hwloc_xml hf_config safetensors
-     gguf torch_pickle oom engine_cmdline snapshot_json sse tokenizer_json)
+     gguf torch_pickle oom engine_cmdline snapshot_json sse tokenizer_json detect)
 if [ $# -gt 0 ]; then TARGETS=("$@"); else TARGETS=("${ALL[@]}"); fi
 JOBS=${FUZZ_JOBS:-2}
 
@@ -75,6 +75,8 @@ seed_all() {
     printf '\x01\x40: keep-alive\nevent: error\ndata: boom\n\nretry: 10\nid: 3\ndata:x\rdata:y\r\r' >"$d/sse2"
     seed sse "$d"/sse1 "$d"/sse2
     seed tokenizer_json "$F"/tokenizers/tiny-llama-spm/tokenizer.json "$F"/bad/tokenizer/*.json
+    seed detect "$F"/tools/nvidia-smi-topo/*.txt "$F"/tools/nvidia-smi-q/*.txt "$F"/tools/hwloc/*.xml \
+        "$F"/bad/snapshot/*
     rm -rf "$d"
 }
 seed_all

@@ -48,59 +48,18 @@ pub mod stats;
 pub mod tokenizer;
 pub mod tune;
 
-use std::time::Duration;
 
 /// Whether this build can talk HTTPS (the `tls` feature: rustls with ring).
 pub const TLS_ENABLED: bool = cfg!(feature = "tls");
 
-/// Why a duration cannot be parsed (each carries the trimmed input).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DurationError {
-    /// No number in front.
-    #[error("`{0}` is not a duration (try 500ms, 30s, 2m)")]
-    NotANumber(String),
-    /// A unit other than us, ms, s, m, h.
-    #[error("`{input}`: unknown unit `{unit}` (use us, ms, s, m, h)")]
-    UnknownUnit {
-        /// The input.
-        input: String,
-        /// The unit found.
-        unit: String,
-    },
-    /// Negative, infinite or too large for a `Duration`.
-    #[error("`{0}` is out of range")]
-    OutOfRange(String),
-}
-
-/// Parse a duration: `500ms`, `2s`, `1.5s`, `100us`, `2m`, `1h`; a bare number is seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| DurationError::NotANumber(s.into()))?;
-    let secs = match unit.trim() {
-        "" | "s" => v,
-        "ms" => v / 1e3,
-        "us" | "µs" => v / 1e6,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        other => {
-            return Err(DurationError::UnknownUnit {
-                input: s.into(),
-                unit: other.into(),
-            });
-        }
-    };
-    Duration::try_from_secs_f64(secs).map_err(|_| DurationError::OutOfRange(s.into()))
-}
+/// Durations are parsed one way across the tool (issue 21): the host model's parser, re-exported
+/// here so bench's callers keep their import path.
+pub use inferscope_model::units::{DurationError, parse_duration};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn durations() {

@@ -54,16 +54,19 @@ impl fmt::Display for Severity {
     }
 }
 
+/// A severity name that is not `info`, `warn` or `error`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown severity {0:?} (expected info, warn or error)")]
+pub struct UnknownSeverity(pub String);
+
 impl std::str::FromStr for Severity {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownSeverity;
+    fn from_str(s: &str) -> Result<Self, UnknownSeverity> {
         match s {
             "info" => Ok(Severity::Info),
             "warn" => Ok(Severity::Warn),
             "error" => Ok(Severity::Error),
-            other => Err(format!(
-                "unknown severity {other:?} (expected info, warn or error)"
-            )),
+            other => Err(UnknownSeverity(other.to_string())),
         }
     }
 }

@@ -561,6 +561,27 @@ fn parse(r: &mut impl Read, file_len: Option<u64>) -> Result<GgufHeader, ParseEr
         pos: 0,
         file_len,
     };
+    let (version, n_tensors, n_kv) = preamble(&mut s)?;
+    let (metadata, skipped_arrays, alignment) = read_metadata(&mut s, n_kv)?;
+    let (tensors, info_at) = read_tensor_infos(&mut s, n_tensors, alignment)?;
+    let header_end = s.pos;
+    let layout = data_layout(&tensors, &info_at, header_end, alignment, file_len)?;
+    Ok(GgufHeader {
+        version,
+        metadata,
+        tensors,
+        alignment,
+        header_end,
+        data_offset: layout.data_offset,
+        total_tensor_bytes: layout.total,
+        bytes_by_type: layout.by_type,
+        data_end: layout.data_end,
+        skipped_arrays,
+    })
+}
+
+/// Magic, version and the two counts, each within its limit.
+fn preamble<R: Read>(s: &mut Src<'_, R>) -> Result<(u32, u64, u64), ParseError> {
     let magic = s.bytes::<4>("magic \"GGUF\"")?;
     if &magic != b"GGUF" {
         return Err(err_at(
@@ -610,7 +631,14 @@ fn parse(r: &mut impl Read, file_len: Option<u64>) -> Result<GgufHeader, ParseEr
             &n_kv.to_string(),
         ));
     }
+    Ok((version, n_tensors, n_kv))
+}
 
+/// The key-value pairs, how many arrays were skipped, and the alignment.
+type Metadata = (Vec<(String, GgufValue)>, usize, u64);
+
+/// The metadata key-value pairs (keys unique), the arrays skipped, and `general.alignment`.
+fn read_metadata<R: Read>(s: &mut Src<'_, R>, n_kv: u64) -> Result<Metadata, ParseError> {
     let mut metadata: Vec<(String, GgufValue)> = Vec::new();
     let mut keys: BTreeSet<String> = BTreeSet::new();
     let mut skipped_arrays = 0usize;
@@ -647,7 +675,16 @@ fn parse(r: &mut impl Read, file_len: Option<u64>) -> Result<GgufHeader, ParseEr
         }
         metadata.push((key, value));
     }
+    Ok((metadata, skipped_arrays, alignment))
+}
 
+/// The tensor infos (names unique, types known, sizes checked, offsets aligned), and where each
+/// info starts.
+fn read_tensor_infos<R: Read>(
+    s: &mut Src<'_, R>,
+    n_tensors: u64,
+    alignment: u64,
+) -> Result<(Vec<GgufTensor>, Vec<u64>), ParseError> {
     let mut tensors: Vec<GgufTensor> = Vec::new();
     let mut info_at: Vec<u64> = Vec::new();
     let mut names: BTreeSet<String> = BTreeSet::new();
@@ -714,13 +751,30 @@ fn parse(r: &mut impl Read, file_len: Option<u64>) -> Result<GgufHeader, ParseEr
             bytes,
         });
     }
+    Ok((tensors, info_at))
+}
 
-    let header_end = s.pos;
+/// Where the data section starts and ends, and bytes per type.
+struct Layout {
+    data_offset: u64,
+    total: u64,
+    by_type: BTreeMap<&'static str, u64>,
+    data_end: u64,
+}
+
+/// Every tensor's data within the file; totals by type.
+fn data_layout(
+    tensors: &[GgufTensor],
+    info_at: &[u64],
+    header_end: u64,
+    alignment: u64,
+    file_len: Option<u64>,
+) -> Result<Layout, ParseError> {
     let data_offset = header_end.div_ceil(alignment).saturating_mul(alignment);
     let mut total = 0u64;
     let mut by_type: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut data_end = data_offset;
-    for (t, &at) in tensors.iter().zip(&info_at) {
+    for (t, &at) in tensors.iter().zip(info_at) {
         let end = data_offset
             .checked_add(t.offset)
             .and_then(|b| b.checked_add(t.bytes));
@@ -748,17 +802,11 @@ fn parse(r: &mut impl Read, file_len: Option<u64>) -> Result<GgufHeader, ParseEr
         let e = by_type.entry(t.ggml_type.name).or_insert(0);
         *e = e.saturating_add(t.bytes);
     }
-    Ok(GgufHeader {
-        version,
-        metadata,
-        tensors,
-        alignment,
-        header_end,
+    Ok(Layout {
         data_offset,
-        total_tensor_bytes: total,
-        bytes_by_type: by_type,
+        total,
+        by_type,
         data_end,
-        skipped_arrays,
     })
 }
 

@@ -140,13 +140,32 @@ fn show(s: &str) -> String {
     s.chars().take(40).collect()
 }
 
-/// Decodes an hwloc cpuset bitmask (`0x000000ff,0xffffffff`). On failure returns the
-/// character offset within `s` of the bad word, what was expected, and what was found.
-pub fn decode_cpuset(s: &str) -> Result<CpuSet, (usize, &'static str, String)> {
+/// A cpuset bitmask that does not decode: where, what was expected, what was found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("column {}: expected {expected}, found {found:?}", .offset + 1)]
+pub struct CpusetError {
+    /// 0-based character offset within the text of the bad word.
+    pub offset: usize,
+    /// What the decoder wanted.
+    pub expected: &'static str,
+    /// The offending word (truncated).
+    pub found: String,
+}
+
+fn cpuset_error(offset: usize, expected: &'static str, found: String) -> CpusetError {
+    CpusetError {
+        offset,
+        expected,
+        found,
+    }
+}
+
+/// Decodes an hwloc cpuset bitmask (`0x000000ff,0xffffffff`).
+pub fn decode_cpuset(s: &str) -> Result<CpuSet, CpusetError> {
     const MAX_WORDS: usize = MAX_CPUS / 32;
     let words = s.split(',').count();
     if words > MAX_WORDS {
-        return Err((
+        return Err(cpuset_error(
             0,
             "a cpuset of at most 65536 CPUs (2048 words)",
             format!("{words} words"),
@@ -159,7 +178,7 @@ pub fn decode_cpuset(s: &str) -> Result<CpuSet, (usize, &'static str, String)> {
         offset += raw.chars().count() + 1;
         let w = raw.trim();
         if w.eq_ignore_ascii_case("0xf...f") || w.contains("...") {
-            return Err((
+            return Err(cpuset_error(
                 at,
                 "a finite cpuset of at most 65536 CPUs",
                 show(raw.trim()),
@@ -173,10 +192,14 @@ pub fn decode_cpuset(s: &str) -> Result<CpuSet, (usize, &'static str, String)> {
             .or_else(|| w.strip_prefix("0X"))
             .unwrap_or(w);
         if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err((at, "a 32-bit hex word like 0x000000ff", show(w)));
+            return Err(cpuset_error(
+                at,
+                "a 32-bit hex word like 0x000000ff",
+                show(w),
+            ));
         }
         let value = u32::from_str_radix(digits, 16)
-            .map_err(|_| (at, "a 32-bit hex word like 0x000000ff", show(w)))?;
+            .map_err(|_| cpuset_error(at, "a 32-bit hex word like 0x000000ff", show(w)))?;
         // `words` <= 2048, so the base fits comfortably in u32.
         let base = ((words - 1 - k) * 32) as u32;
         for bit in 0..32u32 {
@@ -490,6 +513,37 @@ fn distances_v1(doc: &Document, top: Node) -> Result<Option<Matrix>, ParseError>
 
 /// Parses `lstopo --of xml` output (hwloc 1.x, 2.x or 3.x).
 pub fn parse(text: &str) -> Result<HwlocTopology, ParseError> {
+    let doc = parse_document(text)?;
+    let (major, root, top) = topology_root(&doc)?;
+    let mut notes = vec![match major {
+        1 => "hwloc 1.x XML: NUMA nodes are tree levels that hold their CPUs".to_owned(),
+        2 => "hwloc 2.x XML: NUMA nodes are memory children; their CPUs are their parent's PUs"
+            .to_owned(),
+        _ => "hwloc 3.x XML, read with the 2.x layout; osdev_type is a bitmask in 3.x".to_owned(),
+    }];
+    let objects = Objects::collect(&doc, root)?;
+    let host = host(&objects, root, top, &mut notes);
+    let mut nodes = numa_nodes(&doc, major, &objects, &mut notes)?;
+    let matrix = if major >= 2 {
+        distances_v2(&doc, root)?
+    } else {
+        distances_v1(&doc, top)?
+    };
+    apply_distances(&doc, matrix, &mut nodes, &mut notes)?;
+    let numa_nodes: Vec<NumaNode> = nodes.into_values().map(|(_, n)| n).collect();
+    let pci_devices = pci_devices(&doc, &objects, &numa_nodes, &mut notes)?;
+    let os_devices = os_devices(&doc, &objects.osdevs)?;
+    Ok(HwlocTopology {
+        host,
+        numa_nodes,
+        pci_devices,
+        os_devices,
+        notes,
+    })
+}
+
+/// The XML document, within the size and node limits; XML errors with line and column.
+fn parse_document(text: &str) -> Result<Document<'_>, ParseError> {
     if text.len() > MAX_INPUT_BYTES {
         return Err(ParseError::new(
             1,
@@ -503,7 +557,7 @@ pub fn parse(text: &str) -> Result<HwlocTopology, ParseError> {
         nodes_limit: MAX_XML_NODES,
         ..Default::default()
     };
-    let doc = Document::parse_with_options(text, opts).map_err(|e| {
+    Document::parse_with_options(text, opts).map_err(|e| {
         use roxmltree::Error as X;
         match e {
             // roxmltree gives these no position: the problem is at the end of the text.
@@ -526,94 +580,124 @@ pub fn parse(text: &str) -> Result<HwlocTopology, ParseError> {
                 ParseError::new(p.row as usize, p.col as usize, "well-formed XML", &msg)
             }
         }
-    })?;
+    })
+}
+
+/// The format's major version, the `<topology>` element and its top-level object (the Machine).
+fn topology_root<'a, 'i>(
+    doc: &'a Document<'i>,
+) -> Result<(u32, Node<'a, 'i>, Node<'a, 'i>), ParseError> {
     let root = doc.root_element();
     if root.tag_name().name() != "topology" {
         return Err(err_node(
-            &doc,
+            doc,
             root,
             "a <topology> root element (hwloc XML)",
             &format!("<{}>", show(root.tag_name().name())),
         ));
     }
-    let major = format_major(&doc, root)?;
+    let major = format_major(doc, root)?;
     let Some(top) = root.children().find(is_object) else {
         return Err(err_node(
-            &doc,
+            doc,
             root,
             "a top-level <object> (the Machine) in <topology>",
             "none",
         ));
     };
-    let mut notes = vec![match major {
-        1 => "hwloc 1.x XML: NUMA nodes are tree levels that hold their CPUs".to_owned(),
-        2 => "hwloc 2.x XML: NUMA nodes are memory children; their CPUs are their parent's PUs"
-            .to_owned(),
-        _ => "hwloc 3.x XML, read with the 2.x layout; osdev_type is a bitmask in 3.x".to_owned(),
-    }];
+    Ok((major, root, top))
+}
 
-    // One pass over all objects: decode every cpuset, collect PUs, NUMA nodes, PCI objects.
-    let mut cpusets: HashMap<NodeId, CpuSet> = HashMap::new();
-    let mut pus: Vec<(usize, u32)> = Vec::new(); // (byte offset, os_index), document order
-    let mut numa: Vec<Node> = Vec::new();
-    let mut pci: Vec<Node> = Vec::new();
-    let mut osdevs: Vec<Node> = Vec::new();
-    let (mut packages, mut cores) = (0u32, 0u32);
-    for o in root.descendants().filter(is_object) {
-        if let Some(cs) = o.attribute("cpuset") {
-            let set = decode_cpuset(cs).map_err(|(off, expected, found)| {
-                let byte = o
-                    .attribute_node("cpuset")
-                    .map(|a| a.range_value().start)
-                    .unwrap_or_else(|| o.range().start);
-                let p = doc.text_pos_at(byte);
-                ParseError::new(p.row as usize, p.col as usize + off, expected, &found)
-            })?;
-            cpusets.insert(o.id(), set);
-        }
-        match obj_type(&o) {
-            "PU" => {
-                if pus.len() >= MAX_CPUS {
-                    return Err(err_node(&doc, o, "at most 65536 PUs", "more"));
-                }
-                let idx = parse_u32_attr(&doc, o, "os_index", "the PU's CPU number")?;
-                pus.push((o.range().start, idx));
+/// Every object of interest, from one pass over the document (every cpuset decoded and checked).
+struct Objects<'a, 'i> {
+    cpusets: HashMap<NodeId, CpuSet>,
+    /// (byte offset, os_index), in document order.
+    pus: Vec<(usize, u32)>,
+    numa: Vec<Node<'a, 'i>>,
+    pci: Vec<Node<'a, 'i>>,
+    osdevs: Vec<Node<'a, 'i>>,
+    packages: u32,
+    cores: u32,
+}
+
+impl<'a, 'i> Objects<'a, 'i> {
+    fn collect(doc: &'a Document<'i>, root: Node<'a, 'i>) -> Result<Self, ParseError> {
+        let mut o = Objects {
+            cpusets: HashMap::new(),
+            pus: Vec::new(),
+            numa: Vec::new(),
+            pci: Vec::new(),
+            osdevs: Vec::new(),
+            packages: 0,
+            cores: 0,
+        };
+        for n in root.descendants().filter(is_object) {
+            if let Some(cs) = n.attribute("cpuset") {
+                let set = decode_cpuset(cs).map_err(|e| {
+                    let byte = n
+                        .attribute_node("cpuset")
+                        .map(|a| a.range_value().start)
+                        .unwrap_or_else(|| n.range().start);
+                    let p = doc.text_pos_at(byte);
+                    ParseError::new(
+                        p.row as usize,
+                        p.col as usize + e.offset,
+                        e.expected,
+                        &e.found,
+                    )
+                })?;
+                o.cpusets.insert(n.id(), set);
             }
-            "NUMANode" => {
-                if numa.len() >= MAX_NUMA_NODES {
-                    return Err(err_node(&doc, o, "at most 4096 NUMA nodes", "more"));
+            match obj_type(&n) {
+                "PU" => {
+                    if o.pus.len() >= MAX_CPUS {
+                        return Err(err_node(doc, n, "at most 65536 PUs", "more"));
+                    }
+                    let idx = parse_u32_attr(doc, n, "os_index", "the PU's CPU number")?;
+                    o.pus.push((n.range().start, idx));
                 }
-                numa.push(o);
+                "NUMANode" => {
+                    if o.numa.len() >= MAX_NUMA_NODES {
+                        return Err(err_node(doc, n, "at most 4096 NUMA nodes", "more"));
+                    }
+                    o.numa.push(n);
+                }
+                "Package" | "Socket" => o.packages = o.packages.saturating_add(1),
+                "Core" => o.cores = o.cores.saturating_add(1),
+                "OSDev" => o.osdevs.push(n),
+                _ => {}
             }
-            "Package" | "Socket" => packages = packages.saturating_add(1),
-            "Core" => cores = cores.saturating_add(1),
-            "OSDev" => osdevs.push(o),
-            _ => {}
+            if is_pci(&n) {
+                o.pci.push(n);
+            }
         }
-        if is_pci(&o) {
-            pci.push(o);
-        }
+        Ok(o)
     }
 
-    // PUs under an object: those whose start lies inside the object's text range.
-    let mut pu_cache: HashMap<(usize, usize), CpuSet> = HashMap::new();
-    let mut pus_under = |n: Node| -> CpuSet {
+    /// PUs under an object: those whose start lies inside the object's text range. `cache`
+    /// keeps each range's set, so thousands of NUMA nodes under one parent (a hostile file)
+    /// cost one set, not thousands.
+    fn pus_under(&self, n: Node, cache: &mut HashMap<(usize, usize), CpuSet>) -> CpuSet {
         let r = n.range();
-        let lo = pus.partition_point(|&(b, _)| b < r.start);
-        let hi = pus.partition_point(|&(b, _)| b < r.end);
-        pu_cache
+        let lo = self.pus.partition_point(|&(b, _)| b < r.start);
+        let hi = self.pus.partition_point(|&(b, _)| b < r.end);
+        cache
             .entry((lo, hi))
             .or_insert_with(|| {
-                pus.get(lo..hi)
+                self.pus
+                    .get(lo..hi)
                     .unwrap_or_default()
                     .iter()
                     .map(|&(_, i)| i)
                     .collect()
             })
             .clone()
-    };
+    }
+}
 
-    // ---- host ----
+/// The host: name, kernel and CPU model from info attributes, counts of packages, cores and PUs.
+fn host(objects: &Objects, root: Node, top: Node, notes: &mut Vec<String>) -> Host {
+    let pus = &objects.pus;
     let all_pus: CpuSet = pus.iter().map(|&(_, i)| i).collect();
     let count = |n: u32, what: &str| {
         if n == 0 {
@@ -631,21 +715,18 @@ pub fn parse(text: &str) -> Result<HwlocTopology, ParseError> {
     if models.iter().any(|m| Some(*m) != models.first().copied()) {
         notes.push("packages report different CPU models; cpu_model is the first".to_owned());
     }
+    let text = |v: Option<&str>, attr: &str| {
+        v.map_or_else(
+            || not_captured(format!("the hwloc XML has no {attr} info")),
+            |h| Reading::value(h.to_owned()),
+        )
+    };
     let host = Host {
-        hostname: info(top, "HostName").map_or_else(
-            || not_captured("the hwloc XML has no HostName info"),
-            |h| Reading::value(h.to_owned()),
-        ),
-        kernel: info(top, "OSRelease").map_or_else(
-            || not_captured("the hwloc XML has no OSRelease info"),
-            |h| Reading::value(h.to_owned()),
-        ),
-        cpu_model: cpu_model.map_or_else(
-            || not_captured("the hwloc XML has no CPUModel info"),
-            |h| Reading::value(h.to_owned()),
-        ),
-        sockets: count(packages, "Package"),
-        cores: count(cores, "Core"),
+        hostname: text(info(top, "HostName"), "HostName"),
+        kernel: text(info(top, "OSRelease"), "OSRelease"),
+        cpu_model: text(cpu_model, "CPUModel"),
+        sockets: count(objects.packages, "Package"),
+        cores: count(objects.cores, "Core"),
         threads: count(pus.len() as u32, "PU"),
         online_cpus: if pus.is_empty() {
             not_captured("no PU objects in the hwloc XML")
@@ -660,12 +741,24 @@ pub fn parse(text: &str) -> Result<HwlocTopology, ParseError> {
                 .to_owned(),
         );
     }
+    host
+}
 
-    // ---- NUMA nodes ----
-    let mut nodes: BTreeMap<u32, (Node, NumaNode)> = BTreeMap::new();
+/// NUMA nodes by `os_index`, with the XML object each came from (distances are keyed by it).
+type NodesById<'a, 'i> = BTreeMap<u32, (Node<'a, 'i>, NumaNode)>;
+
+/// NUMA nodes: CPUs (2.x: the parent's PUs), memory and huge-page pools; distances come later.
+fn numa_nodes<'a, 'i>(
+    doc: &'a Document<'i>,
+    major: u32,
+    objects: &Objects<'a, 'i>,
+    notes: &mut Vec<String>,
+) -> Result<NodesById<'a, 'i>, ParseError> {
+    let mut nodes: NodesById = BTreeMap::new();
     let mut parents: HashMap<NodeId, Vec<u32>> = HashMap::new();
-    for &o in &numa {
-        let id = parse_u32_attr(&doc, o, "os_index", "the NUMA node number")?;
+    let mut pu_cache = HashMap::new();
+    for &o in &objects.numa {
+        let id = parse_u32_attr(doc, o, "os_index", "the NUMA node number")?;
         let owner = if major >= 2 {
             o.ancestors()
                 .skip(1)
@@ -674,10 +767,10 @@ pub fn parse(text: &str) -> Result<HwlocTopology, ParseError> {
         } else {
             o
         };
-        let mut cpus = pus_under(owner);
+        let mut cpus = objects.pus_under(owner, &mut pu_cache);
         if cpus.is_empty()
             && major >= 2
-            && let Some(cs) = cpusets.get(&o.id())
+            && let Some(cs) = objects.cpusets.get(&o.id())
         {
             cpus = cs.clone();
         }
@@ -686,7 +779,7 @@ pub fn parse(text: &str) -> Result<HwlocTopology, ParseError> {
         }
         let memory_total_bytes = if o.attribute("local_memory").is_some() {
             Reading::value(parse_u64_attr(
-                &doc,
+                doc,
                 o,
                 "local_memory",
                 "the node's memory in bytes",
@@ -694,42 +787,17 @@ pub fn parse(text: &str) -> Result<HwlocTopology, ParseError> {
         } else {
             not_captured("no local_memory attribute on this NUMANode")
         };
-        let mut hugepages = Vec::new();
-        let page_types: Vec<Node> = o
-            .children()
-            .filter(|c| c.is_element() && c.tag_name().name() == "page_type")
-            .collect();
-        // The first page_type is the base page size (hwloc's Linux backend writes normal pages
-        // first, then one entry per huge page size).
-        for pt in page_types.iter().skip(1) {
-            let size = parse_u64_attr(&doc, *pt, "size", "the page size in bytes")?;
-            let cnt = parse_u64_attr(&doc, *pt, "count", "the number of pages")?;
-            if size % 1024 != 0 {
-                return Err(err_attr(
-                    &doc,
-                    *pt,
-                    "size",
-                    "a page size that is a whole number of KiB",
-                    &size.to_string(),
-                ));
-            }
-            hugepages.push(HugePagePool {
-                page_size_kib: size / 1024,
-                total: Reading::value(cnt),
-                free: not_captured("hwloc XML gives the pool size, not its free pages"),
-            });
-        }
         let node = NumaNode {
             id: NumaNodeId(id),
             cpus,
             memory_total_bytes,
             memory_free_bytes: not_captured("hwloc XML gives total memory per node, not free"),
             distances: not_captured("the hwloc XML has no NUMA distance matrix"),
-            hugepages,
+            hugepages: hugepage_pools(doc, o)?,
         };
         if nodes.insert(id, (o, node)).is_some() {
             return Err(err_attr(
-                &doc,
+                doc,
                 o,
                 "os_index",
                 "a NUMA node number not used before",
@@ -752,218 +820,152 @@ pub fn parse(text: &str) -> Result<HwlocTopology, ParseError> {
              list some of them as CPU-less"
         ));
     }
+    Ok(nodes)
+}
 
-    // ---- distances ----
-    let matrix = if major >= 2 {
-        distances_v2(&doc, root)?
-    } else {
-        distances_v1(&doc, top)?
-    };
-    match matrix {
+/// A NUMA node's huge-page pools from its `<page_type>` children.
+fn hugepage_pools(doc: &Document, o: Node) -> Result<Vec<HugePagePool>, ParseError> {
+    let mut hugepages = Vec::new();
+    let page_types: Vec<Node> = o
+        .children()
+        .filter(|c| c.is_element() && c.tag_name().name() == "page_type")
+        .collect();
+    // The first page_type is the base page size (hwloc's Linux backend writes normal pages
+    // first, then one entry per huge page size).
+    for pt in page_types.iter().skip(1) {
+        let size = parse_u64_attr(doc, *pt, "size", "the page size in bytes")?;
+        let cnt = parse_u64_attr(doc, *pt, "count", "the number of pages")?;
+        if size % 1024 != 0 {
+            return Err(err_attr(
+                doc,
+                *pt,
+                "size",
+                "a page size that is a whole number of KiB",
+                &size.to_string(),
+            ));
+        }
+        hugepages.push(HugePagePool {
+            page_size_kib: size / 1024,
+            total: Reading::value(cnt),
+            free: not_captured("hwloc XML gives the pool size, not its free pages"),
+        });
+    }
+    Ok(hugepages)
+}
+
+/// Give each node its row of the distance matrix, when the matrix covers exactly the nodes.
+fn apply_distances(
+    doc: &Document,
+    matrix: Option<Matrix>,
+    nodes: &mut NodesById,
+    notes: &mut Vec<String>,
+) -> Result<(), ParseError> {
+    let m = match matrix {
         None if nodes.len() > 1 => {
             notes.push("the hwloc XML has no NUMA distance matrix".to_owned());
+            return Ok(());
         }
-        None => {}
-        Some(m) => {
-            let n = m.keys.len();
-            let key_of = |o: &Node| -> Option<u64> {
-                if m.by_gp {
-                    o.attribute("gp_index")?.trim().parse().ok()
-                } else {
-                    o.attribute("os_index")?.trim().parse().ok()
-                }
+        None => return Ok(()),
+        Some(m) => m,
+    };
+    let n = m.keys.len();
+    let key_of = |o: &Node| -> Option<u64> {
+        if m.by_gp {
+            o.attribute("gp_index")?.trim().parse().ok()
+        } else {
+            o.attribute("os_index")?.trim().parse().ok()
+        }
+    };
+    let rows: Option<Vec<usize>> = nodes
+        .values()
+        .map(|(o, _)| key_of(o).and_then(|k| m.keys.iter().position(|x| *x == k)))
+        .collect();
+    let Some(rows) = rows.filter(|r| r.len() == n) else {
+        notes.push(format!(
+            "the NUMA distance matrix {} does not cover exactly the {} NUMA nodes; \
+             distances not imported",
+            m.what,
+            nodes.len()
+        ));
+        return Ok(());
+    };
+    let mut table = Vec::with_capacity(rows.len());
+    for &i in &rows {
+        let mut row = Vec::with_capacity(rows.len());
+        for &j in &rows {
+            // cannot fail: i, j < n (positions in m.keys) and values.len() == n * n
+            #[allow(clippy::indexing_slicing)]
+            let v = m.values[i * n + j];
+            let Ok(v) = u32::try_from(v) else {
+                return Err(err_at(
+                    doc,
+                    m.pos,
+                    "NUMA distances below 2^32",
+                    &v.to_string(),
+                ));
             };
-            let rows: Vec<Option<usize>> = nodes
-                .values()
-                .map(|(o, _)| key_of(o).and_then(|k| m.keys.iter().position(|x| *x == k)))
-                .collect();
-            let all: Option<Vec<usize>> = rows.iter().copied().collect();
-            match all {
-                Some(rows) if rows.len() == n => {
-                    let mut table = Vec::with_capacity(rows.len());
-                    for &i in &rows {
-                        let mut row = Vec::with_capacity(rows.len());
-                        for &j in &rows {
-                            // cannot fail: i, j < n (positions in m.keys) and values.len() == n * n
-                            #[allow(clippy::indexing_slicing)]
-                            let v = m.values[i * n + j];
-                            let Ok(v) = u32::try_from(v) else {
-                                return Err(err_at(
-                                    &doc,
-                                    m.pos,
-                                    "NUMA distances below 2^32",
-                                    &v.to_string(),
-                                ));
-                            };
-                            row.push(v);
-                        }
-                        table.push(row);
-                    }
-                    for ((_, node), row) in nodes.values_mut().zip(table) {
-                        node.distances = Reading::value(row);
-                    }
-                    notes.push(format!("NUMA distances from {}", m.what));
-                }
-                _ => notes.push(format!(
-                    "the NUMA distance matrix {} does not cover exactly the {} NUMA nodes; \
-                     distances not imported",
-                    m.what,
-                    nodes.len()
-                )),
-            }
+            row.push(v);
         }
+        table.push(row);
     }
-    let numa_nodes: Vec<NumaNode> = nodes.into_values().map(|(_, n)| n).collect();
+    for ((_, node), row) in nodes.values_mut().zip(table) {
+        node.distances = Reading::value(row);
+    }
+    notes.push(format!("NUMA distances from {}", m.what));
+    Ok(())
+}
 
-    // ---- PCI ----
-    let mut locality: HashMap<NodeId, (Reading<CpuSet>, Reading<NumaNodeId>)> = HashMap::new();
+/// Local CPUs and NUMA node of the PCI trees under one non-I/O object.
+type Locality = (Reading<CpuSet>, Reading<NumaNodeId>);
+
+/// Every PCI function and bridge, in bus-id order.
+fn pci_devices(
+    doc: &Document,
+    objects: &Objects,
+    numa_nodes: &[NumaNode],
+    notes: &mut Vec<String>,
+) -> Result<Vec<PciDevice>, ParseError> {
+    let mut locality: HashMap<NodeId, Locality> = HashMap::new();
     let mut by_bus: BTreeMap<PciBusId, PciDevice> = BTreeMap::new();
     let mut fallback_rc = false;
-    for &d in &pci {
+    for &d in &objects.pci {
         let busid_txt = d.attribute("pci_busid").unwrap_or("");
-        let bus_id: PciBusId = busid_txt.parse().map_err(|_| {
-            err_attr(
-                &doc,
-                d,
-                "pci_busid",
-                "a PCI bus id like 0000:17:00.0",
-                &show(busid_txt),
-            )
-        })?;
-        // Climb the I/O ancestors up to the first non-I/O object.
-        let mut bridges = Vec::new();
-        let mut host_bridge = None;
-        let mut top_pci = bus_id;
-        let mut anchor = None;
-        for (steps, a) in d.ancestors().skip(1).filter(is_object).enumerate() {
-            if steps > MAX_PCI_DEPTH {
-                return Err(err_node(
-                    &doc,
-                    d,
-                    "a PCI tree at most 256 levels deep",
-                    "a deeper one",
-                ));
-            }
-            if !is_io(&a) {
-                anchor = Some(a);
-                break;
-            }
-            if is_host_bridge(&a) {
-                if host_bridge.is_none() {
-                    host_bridge = Some(a);
-                }
-            } else if host_bridge.is_none() && is_pci(&a) {
-                let t = a.attribute("pci_busid").unwrap_or("");
-                let b: PciBusId = t.parse().map_err(|_| {
-                    err_attr(
-                        &doc,
-                        a,
-                        "pci_busid",
-                        "a PCI bus id like 0000:17:00.0",
-                        &show(t),
-                    )
-                })?;
-                bridges.push(b);
-                top_pci = b;
-            }
-        }
-        bridges.reverse();
-        let root_complex = match host_bridge {
-            Some(hb) => root_complex_name(&doc, hb)?,
+        let bus_id = bus_id_attr(doc, d)?;
+        let up = upstream(doc, d, bus_id)?;
+        let root_complex = match up.host_bridge {
+            Some(hb) => root_complex_name(doc, hb)?,
             None => None,
         }
         .unwrap_or_else(|| {
             fallback_rc = true;
-            format!("pci{:04x}:{:02x}", top_pci.domain, top_pci.bus)
+            format!("pci{:04x}:{:02x}", up.top_pci.domain, up.top_pci.bus)
         });
-        let (vendor_id, device_id, class) = match d.attribute("pci_type") {
-            None => (
-                not_captured("no pci_type attribute"),
-                not_captured("no pci_type attribute"),
-                not_captured("no pci_type attribute"),
-            ),
-            Some(t) => {
-                let (c, v, dv) = parse_pci_type(t).ok_or_else(|| {
-                    err_attr(
-                        &doc,
-                        d,
-                        "pci_type",
-                        "a PCI type like 0302 [10de:1db8] [10de:131d] a1",
-                        &show(t),
-                    )
-                })?;
-                (
-                    Reading::value(PciId(v)),
-                    Reading::value(PciId(dv)),
-                    Reading::value(PciClass(u32::from(c) << 8)),
-                )
-            }
-        };
-        let speed_detail = match d.attribute("pci_link_speed") {
-            Some(s) => format!(
-                "hwloc XML gives link bandwidth ({} GB/s), not speed and width",
-                show(s.trim())
-            ),
-            None => "hwloc XML has no link information for this device".to_owned(),
-        };
-        let link = PcieLink {
-            current_speed: not_captured::<LinkSpeed>(speed_detail.clone()),
-            current_width: not_captured(speed_detail),
-            max_speed: not_captured("hwloc XML does not record the maximum link"),
-            max_width: not_captured("hwloc XML does not record the maximum link"),
-        };
-        let (local_cpus, numa_node) = match anchor {
+        let (vendor_id, device_id, class) = pci_ids(doc, d)?;
+        let (local_cpus, numa_node) = match up.anchor {
             None => (
                 not_captured("the PCI tree hangs off no CPU object"),
                 not_captured("the PCI tree hangs off no CPU object"),
             ),
             Some(a) => locality
                 .entry(a.id())
-                .or_insert_with(|| {
-                    let Some(cs) = cpusets.get(&a.id()).filter(|c| !c.is_empty()) else {
-                        let why = format!(
-                            "the {} object the PCI tree hangs off has no cpuset",
-                            show(obj_type(&a))
-                        );
-                        return (not_captured(why.clone()), not_captured(why));
-                    };
-                    let cands: Vec<NumaNodeId> = numa_nodes
-                        .iter()
-                        .filter(|n| cs.is_subset(&n.cpus))
-                        .map(|n| n.id)
-                        .collect();
-                    let numa = match cands.as_slice() {
-                        [one] => Reading::value(*one),
-                        [] => not_captured(format!(
-                            "no NUMA node's CPUs contain the PCI tree's local CPUs {cs}"
-                        )),
-                        many => not_captured(format!(
-                            "several NUMA nodes ({}) contain the PCI tree's local CPUs {cs}",
-                            many.iter()
-                                .map(|n| n.to_string())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )),
-                    };
-                    (Reading::value(cs.clone()), numa)
-                })
+                .or_insert_with(|| anchor_locality(objects, a, numa_nodes))
                 .clone(),
         };
         let dev = PciDevice {
             bus_id,
             root_complex,
-            upstream_bridges: bridges,
+            upstream_bridges: up.bridges,
             vendor_id,
             device_id,
             class,
             driver: not_captured("hwloc XML does not record the bound kernel driver"),
             numa_node,
             local_cpus,
-            link,
+            link: pci_link(d),
         };
         if by_bus.insert(bus_id, dev).is_some() {
             return Err(err_attr(
-                &doc,
+                doc,
                 d,
                 "pci_busid",
                 "a PCI bus id not used before",
@@ -989,10 +991,152 @@ pub fn parse(text: &str) -> Result<HwlocTopology, ParseError> {
                 .to_owned(),
         );
     }
+    Ok(by_bus.into_values().collect())
+}
 
-    // ---- OS devices ----
+/// An object's `pci_busid` attribute.
+fn bus_id_attr(doc: &Document, d: Node) -> Result<PciBusId, ParseError> {
+    let t = d.attribute("pci_busid").unwrap_or("");
+    t.parse().map_err(|_| {
+        err_attr(
+            doc,
+            d,
+            "pci_busid",
+            "a PCI bus id like 0000:17:00.0",
+            &show(t),
+        )
+    })
+}
+
+/// What lies above a PCI object.
+struct Upstream<'a, 'i> {
+    /// PCI bridges from the root down.
+    bridges: Vec<PciBusId>,
+    host_bridge: Option<Node<'a, 'i>>,
+    /// The topmost PCI bus id (the device itself when no bridge is above it).
+    top_pci: PciBusId,
+    /// The first non-I/O ancestor (where hwloc attached the host bridge).
+    anchor: Option<Node<'a, 'i>>,
+}
+
+/// Climb the I/O ancestors up to the first non-I/O object.
+fn upstream<'a, 'i>(
+    doc: &Document,
+    d: Node<'a, 'i>,
+    bus_id: PciBusId,
+) -> Result<Upstream<'a, 'i>, ParseError> {
+    let mut up = Upstream {
+        bridges: Vec::new(),
+        host_bridge: None,
+        top_pci: bus_id,
+        anchor: None,
+    };
+    for (steps, a) in d.ancestors().skip(1).filter(is_object).enumerate() {
+        if steps > MAX_PCI_DEPTH {
+            return Err(err_node(
+                doc,
+                d,
+                "a PCI tree at most 256 levels deep",
+                "a deeper one",
+            ));
+        }
+        if !is_io(&a) {
+            up.anchor = Some(a);
+            break;
+        }
+        if is_host_bridge(&a) {
+            if up.host_bridge.is_none() {
+                up.host_bridge = Some(a);
+            }
+        } else if up.host_bridge.is_none() && is_pci(&a) {
+            let b = bus_id_attr(doc, a)?;
+            up.bridges.push(b);
+            up.top_pci = b;
+        }
+    }
+    up.bridges.reverse();
+    Ok(up)
+}
+
+/// Vendor, device and class.
+type PciIds = (Reading<PciId>, Reading<PciId>, Reading<PciClass>);
+
+/// Vendor, device and class from `pci_type`.
+fn pci_ids(doc: &Document, d: Node) -> Result<PciIds, ParseError> {
+    let Some(t) = d.attribute("pci_type") else {
+        return Ok((
+            not_captured("no pci_type attribute"),
+            not_captured("no pci_type attribute"),
+            not_captured("no pci_type attribute"),
+        ));
+    };
+    let (c, v, dv) = parse_pci_type(t).ok_or_else(|| {
+        err_attr(
+            doc,
+            d,
+            "pci_type",
+            "a PCI type like 0302 [10de:1db8] [10de:131d] a1",
+            &show(t),
+        )
+    })?;
+    Ok((
+        Reading::value(PciId(v)),
+        Reading::value(PciId(dv)),
+        Reading::value(PciClass(u32::from(c) << 8)),
+    ))
+}
+
+/// The link: hwloc gives a bandwidth, which is quoted in the `not_captured` detail.
+fn pci_link(d: Node) -> PcieLink {
+    let speed_detail = match d.attribute("pci_link_speed") {
+        Some(s) => format!(
+            "hwloc XML gives link bandwidth ({} GB/s), not speed and width",
+            show(s.trim())
+        ),
+        None => "hwloc XML has no link information for this device".to_owned(),
+    };
+    PcieLink {
+        current_speed: not_captured::<LinkSpeed>(speed_detail.clone()),
+        current_width: not_captured(speed_detail),
+        max_speed: not_captured("hwloc XML does not record the maximum link"),
+        max_width: not_captured("hwloc XML does not record the maximum link"),
+    }
+}
+
+/// The anchor's cpuset, and the only NUMA node whose CPUs contain it.
+fn anchor_locality(objects: &Objects, a: Node, numa_nodes: &[NumaNode]) -> Locality {
+    let Some(cs) = objects.cpusets.get(&a.id()).filter(|c| !c.is_empty()) else {
+        let why = format!(
+            "the {} object the PCI tree hangs off has no cpuset",
+            show(obj_type(&a))
+        );
+        return (not_captured(why.clone()), not_captured(why));
+    };
+    let cands: Vec<NumaNodeId> = numa_nodes
+        .iter()
+        .filter(|n| cs.is_subset(&n.cpus))
+        .map(|n| n.id)
+        .collect();
+    let numa = match cands.as_slice() {
+        [one] => Reading::value(*one),
+        [] => not_captured(format!(
+            "no NUMA node's CPUs contain the PCI tree's local CPUs {cs}"
+        )),
+        many => not_captured(format!(
+            "several NUMA nodes ({}) contain the PCI tree's local CPUs {cs}",
+            many.iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    };
+    (Reading::value(cs.clone()), numa)
+}
+
+/// OS devices directly under PCI objects: bus id, name and `osdev_type`.
+fn os_devices(doc: &Document, osdevs: &[Node]) -> Result<Vec<(PciBusId, String, u32)>, ParseError> {
     let mut os_devices = Vec::new();
-    for o in osdevs {
+    for &o in osdevs {
         let Some(parent) = o.parent().filter(|p| is_object(p) && is_pci(p)) else {
             continue;
         };
@@ -1004,18 +1148,11 @@ pub fn parse(text: &str) -> Result<HwlocTopology, ParseError> {
         };
         let name = o
             .attribute("name")
-            .ok_or_else(|| err_node(&doc, o, "a name attribute on the OSDev", "none"))?;
-        let ty = parse_u32_attr(&doc, o, "osdev_type", "the OS device type")?;
+            .ok_or_else(|| err_node(doc, o, "a name attribute on the OSDev", "none"))?;
+        let ty = parse_u32_attr(doc, o, "osdev_type", "the OS device type")?;
         os_devices.push((bus, name.to_owned(), ty));
     }
-
-    Ok(HwlocTopology {
-        host,
-        numa_nodes,
-        pci_devices: by_bus.into_values().collect(),
-        os_devices,
-        notes,
-    })
+    Ok(os_devices)
 }
 
 #[cfg(test)]
@@ -1040,14 +1177,14 @@ mod tests {
 
     #[test]
     fn cpuset_refuses_infinite_wide_and_garbage() {
-        assert_eq!(decode_cpuset("0xf...f,0xffffffff").unwrap_err().0, 0);
-        assert_eq!(decode_cpuset("0xffffffff,0xf...f").unwrap_err().0, 11);
+        assert_eq!(decode_cpuset("0xf...f,0xffffffff").unwrap_err().offset, 0);
+        assert_eq!(decode_cpuset("0xffffffff,0xf...f").unwrap_err().offset, 11);
         let wide = vec!["0x1"; 2049].join(",");
         assert!(decode_cpuset(&wide).is_err());
         let ok = vec!["0x1"; 2048].join(",");
         assert_eq!(decode_cpuset(&ok).unwrap().len(), 2048);
-        assert_eq!(decode_cpuset("0x0000zz03").unwrap_err().0, 0);
-        assert_eq!(decode_cpuset("0x1,0x123456789").unwrap_err().0, 4);
+        assert_eq!(decode_cpuset("0x0000zz03").unwrap_err().offset, 0);
+        assert_eq!(decode_cpuset("0x1,0x123456789").unwrap_err().offset, 4);
         assert!(decode_cpuset("0x").is_err());
     }
 
@@ -1059,5 +1196,111 @@ mod tests {
         );
         assert_eq!(parse_pci_type("0302 10de:1db8"), None);
         assert_eq!(parse_pci_type("03020 [10de:1db8]"), None);
+    }
+
+    /// A two-package hwloc 2.x machine modelled on `fixtures/tools/hwloc/nvidia-dgx2.xml`
+    /// (trimmed): one GPU behind a host bridge and a PCIe switch on package 1.
+    const SMALL_V2: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<topology version="2.0">
+  <object type="Machine" os_index="0" cpuset="0x0000000f" gp_index="1">
+    <info name="HostName" value="box"/>
+    <object type="Package" os_index="0" cpuset="0x00000003" gp_index="2">
+      <object type="NUMANode" os_index="0" cpuset="0x00000003" gp_index="3" local_memory="1073741824">
+        <page_type size="4096" count="0"/>
+        <page_type size="2097152" count="16"/>
+      </object>
+      <object type="PU" os_index="0" cpuset="0x00000001" gp_index="4"/>
+      <object type="PU" os_index="1" cpuset="0x00000002" gp_index="5"/>
+    </object>
+    <object type="Package" os_index="1" cpuset="0x0000000c" gp_index="6">
+      <object type="NUMANode" os_index="1" cpuset="0x0000000c" gp_index="7" local_memory="1073741824"/>
+      <object type="PU" os_index="2" cpuset="0x00000004" gp_index="8"/>
+      <object type="PU" os_index="3" cpuset="0x00000008" gp_index="9"/>
+      <object type="Bridge" gp_index="10" bridge_type="0-1" depth="0" bridge_pci="0000:[17-19]">
+        <object type="Bridge" gp_index="11" bridge_type="1-1" depth="1" bridge_pci="0000:[18-19]" pci_busid="0000:17:00.0" pci_type="0604 [1000:c010] [1000:a064] b0">
+          <object type="PCIDev" gp_index="12" pci_busid="0000:18:00.0" pci_type="0302 [10de:1db8] [10de:131d] a1" pci_link_speed="15.753846">
+            <object type="OSDev" gp_index="13" name="nvml0" osdev_type="1"/>
+          </object>
+        </object>
+      </object>
+    </object>
+  </object>
+  <distances2 type="NUMANode" nbobjs="2" kind="5" name="NUMALatency" indexing="os">
+    <indexes length="4">0 1 </indexes>
+    <u64values length="12">10 21 21 10 </u64values>
+  </distances2>
+</topology>
+"#;
+
+    #[test]
+    fn phases_of_a_small_v2_machine() {
+        let t = parse(SMALL_V2).unwrap();
+        assert_eq!(t.host.hostname.known().map(String::as_str), Some("box"));
+        assert_eq!(t.host.sockets.known(), Some(&2));
+        // Hugepages: the first page_type is the base page and is skipped.
+        let n0 = t.numa_nodes.first().unwrap();
+        assert_eq!(n0.hugepages.len(), 1);
+        assert_eq!(n0.hugepages[0].page_size_kib, 2048);
+        assert_eq!(n0.distances.known(), Some(&vec![10, 21]));
+        // The GPU: behind the switch port, root complex from the host bridge's bus range,
+        // local to package 1's node.
+        let gpu = t
+            .pci_devices
+            .iter()
+            .find(|d| d.bus_id.to_string() == "0000:18:00.0")
+            .unwrap();
+        assert_eq!(gpu.root_complex, "pci0000:17");
+        let ups: Vec<String> = gpu.upstream_bridges.iter().map(|b| b.to_string()).collect();
+        assert_eq!(ups, ["0000:17:00.0"]);
+        assert_eq!(gpu.numa_node.known().map(|n| n.0), Some(1));
+        assert_eq!(
+            gpu.local_cpus.known().map(|c| c.to_string()).as_deref(),
+            Some("2-3")
+        );
+        assert!(gpu.link.current_speed.known().is_none());
+        assert_eq!(t.os_devices.len(), 1);
+    }
+
+    #[test]
+    fn a_distance_matrix_for_other_nodes_is_not_imported() {
+        let text = SMALL_V2.replace(
+            "<indexes length=\"4\">0 1 </indexes>",
+            "<indexes length=\"4\">0 5 </indexes>",
+        );
+        let t = parse(&text).unwrap();
+        assert!(t.numa_nodes.iter().all(|n| n.distances.known().is_none()));
+        assert!(
+            t.notes
+                .iter()
+                .any(|n| n.contains("does not cover exactly the 2 NUMA nodes")),
+            "{:?}",
+            t.notes
+        );
+    }
+
+    #[test]
+    fn a_root_without_a_machine_or_of_another_kind_is_refused() {
+        let e = parse("<topology version=\"2.0\"></topology>").unwrap_err();
+        assert!(e.to_string().contains("a top-level <object>"), "{e}");
+        let e = parse("<html/>").unwrap_err();
+        assert!(e.to_string().contains("a <topology> root element"), "{e}");
+    }
+
+    #[test]
+    fn a_pci_tree_under_a_cpu_set_of_two_nodes_has_no_single_node() {
+        // A tree hung off the Machine, whose cpuset spans both nodes, belongs to neither.
+        let text = SMALL_V2;
+        let doc = parse_document(text).unwrap();
+        let (_, root, _) = topology_root(&doc).unwrap();
+        let objects = Objects::collect(&doc, root).unwrap();
+        let machine = root.children().find(is_object).unwrap();
+        let t = parse(text).unwrap();
+        let (cpus, node) = anchor_locality(&objects, machine, &t.numa_nodes);
+        assert_eq!(cpus.known().map(|c| c.to_string()).as_deref(), Some("0-3"));
+        let why = format!("{node:?}");
+        assert!(
+            node.known().is_none() && why.contains("no NUMA node's CPUs contain"),
+            "{why}"
+        );
     }
 }

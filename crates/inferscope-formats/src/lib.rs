@@ -15,6 +15,7 @@
 pub mod cgroup;
 pub mod cmdline;
 pub mod cpuinfo;
+pub mod detect;
 pub mod environ;
 pub mod error;
 pub mod gguf;

@@ -371,6 +371,48 @@ fn is_header(line: &str) -> bool {
     }
 }
 
+/// True when `text` holds the header row of a real `nvidia-smi topo -m` matrix: a line that
+/// starts with `GPU0` and either reads completely as device names and affinity columns (plain or
+/// Markdown), or is followed by GPU0's own row (`GPU0  X  NV18 ...`: a matrix whose header has a
+/// column this parser does not know yet). A line that merely mentions GPU0 (`GPU0 fell off the
+/// bus`) is not one.
+pub fn has_matrix_header(text: &str) -> bool {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .collect();
+    lines.iter().enumerate().any(|(i, l)| {
+        if !is_header(l) {
+            return false;
+        }
+        let header = if is_markdown(l) {
+            md_header(i + 1, l).map(|(h, _)| h)
+        } else {
+            plain_header(i + 1, l, &mut Vec::new())
+        };
+        // A lone `GPU0` is a word, not a table: even one GPU has affinity columns. The parser
+        // takes any word as an old driver's NIC name; real ones end in a number (`mlx5_0`).
+        let whole = header.is_ok_and(|h| {
+            h.devices.len() + h.cols.len() >= 2
+                && h.devices
+                    .iter()
+                    .all(|(d, _)| d.ends_with(|c: char| c.is_ascii_digit()))
+        });
+        let next = lines
+            .iter()
+            .skip(i + 1)
+            .find(|l| !l.trim().is_empty())
+            .map(|l| tokenize(l));
+        let gpu0_row = next.is_some_and(|t| {
+            matches!(
+                (t.first(), t.get(1)),
+                (Some(a), Some(b)) if a.text == "GPU0" && b.text == "X"
+            )
+        });
+        whole || gpu0_row
+    })
+}
+
 /// Parse `nvidia-smi topo -m` (or `-mp`) text as users paste it.
 ///
 /// Text before the header (prompts, headings) and after the legend is skipped. The result's
@@ -922,7 +964,53 @@ fn build(
     after: &[Line<'_>],
     mut notes: Vec<String>,
 ) -> Result<TopoMatrix, ParseError> {
-    // Device naming: GPU0.. in order, then NICs (NIC0.. or names from old drivers).
+    let (gpus, nic_names, numbered_nics) = device_names(&header)?;
+    let named_in_header = numbered_nics == 0 && !nic_names.is_empty();
+    let devices: Vec<String> = (0..gpus)
+        .map(|i| format!("GPU{i}"))
+        .chain((0..nic_names.len()).map(|i| format!("NIC{i}")))
+        .collect();
+    let rows = square(&header, rows, after)?;
+    check_links(&rows, &devices)?;
+    let matrix: Vec<Vec<LinkClass>> = rows
+        .iter()
+        .map(|r| r.links.iter().map(|x| x.0).collect())
+        .collect();
+    if rows
+        .iter()
+        .any(|r| r.text.split(' ').skip(1).any(|t| t.contains("SOC")))
+    {
+        notes.push("SOC cells (older drivers' name for SYS) read as SYS".to_string());
+    }
+    let placements = placements(&header, &rows, &devices, gpus, &mut notes)?;
+    let legend = Legend::read(after, nic_names.len(), named_in_header, &mut notes);
+    pcie_only_notes(&legend, &matrix, preamble, &mut notes);
+    legend.nic_notes(&nic_names, named_in_header, &mut notes);
+    let nics = nic_names
+        .iter()
+        .enumerate()
+        .map(|(i, raw)| NicEntry {
+            name: format!("NIC{i}"),
+            device: if named_in_header {
+                raw.clone()
+            } else {
+                legend.names.get(i).cloned().flatten().unwrap_or_default()
+            },
+            pci_bus_id: None,
+        })
+        .collect();
+    Ok(TopoMatrix {
+        devices,
+        matrix,
+        gpus: placements,
+        nics,
+        notes,
+    })
+}
+
+/// Device naming: GPU0.. in order, then NICs (NIC0.. or names from old drivers). Returns the
+/// GPU count, the NICs' header names and how many of those are numbered `NICn`.
+fn device_names(header: &Header) -> Result<(usize, Vec<String>, usize), ParseError> {
     let mut gpus = 0usize;
     let mut nic_names: Vec<String> = Vec::new();
     let mut numbered_nics = 0usize;
@@ -964,14 +1052,16 @@ fn build(
             }
         }
     }
-    let named_in_header = numbered_nics == 0 && !nic_names.is_empty();
-    let n = header.devices.len();
-    let devices: Vec<String> = (0..gpus)
-        .map(|i| format!("GPU{i}"))
-        .chain((0..nic_names.len()).map(|i| format!("NIC{i}")))
-        .collect();
+    Ok((gpus, nic_names, numbered_nics))
+}
 
-    // Square: one row per device.
+/// Square: one row per header device.
+fn square(
+    header: &Header,
+    rows: Vec<Option<Row>>,
+    after: &[Line<'_>],
+) -> Result<Vec<Row>, ParseError> {
+    let n = header.devices.len();
     if let Some(missing) = rows.iter().position(Option::is_none) {
         let found = rows.iter().flatten().count();
         let name = header.devices.get(missing).map_or("", |(d, _)| d.as_str());
@@ -991,9 +1081,11 @@ fn build(
         };
         return Err(ParseError::new(line, col, expected, &text));
     }
-    let rows: Vec<Row> = rows.into_iter().flatten().collect();
+    Ok(rows.into_iter().flatten().collect())
+}
 
-    // Diagonal and symmetry.
+/// `X` exactly on the diagonal, and the matrix symmetric.
+fn check_links(rows: &[Row], devices: &[String]) -> Result<(), ParseError> {
     let dev = |i: usize| devices.get(i).map_or("", String::as_str);
     for (i, r) in rows.iter().enumerate() {
         for (j, &(c, col)) in r.links.iter().enumerate() {
@@ -1029,18 +1121,17 @@ fn build(
             }
         }
     }
-    let matrix: Vec<Vec<LinkClass>> = rows
-        .iter()
-        .map(|r| r.links.iter().map(|x| x.0).collect())
-        .collect();
-    if rows
-        .iter()
-        .any(|r| r.text.split(' ').skip(1).any(|t| t.contains("SOC")))
-    {
-        notes.push("SOC cells (older drivers' name for SYS) read as SYS".to_string());
-    }
+    Ok(())
+}
 
-    // Affinity columns.
+/// The affinity columns of each GPU row, with notes on absent, empty and N/A columns.
+fn placements(
+    header: &Header,
+    rows: &[Row],
+    devices: &[String],
+    gpus: usize,
+    notes: &mut Vec<String>,
+) -> Result<Vec<GpuPlacement>, ParseError> {
     for c in Col::ALL {
         if !header.cols.iter().any(|(k, _)| *k == c) {
             notes.push(format!("{} column absent", c.name()));
@@ -1049,7 +1140,7 @@ fn build(
     let mut empty: [Vec<String>; 3] = Default::default();
     let mut na: [Vec<String>; 3] = Default::default();
     let mut placements = Vec::new();
-    for (r, name) in rows.iter().zip(&devices).take(gpus) {
+    for (r, name) in rows.iter().zip(devices).take(gpus) {
         let name = name.clone();
         let mut g = GpuPlacement {
             name: name.clone(),
@@ -1114,42 +1205,116 @@ fn build(
         }
     }
 
-    // Legend, NIC legend, and what follows.
-    let mut legend_names: Vec<Option<String>> = vec![None; nic_names.len()];
-    let mut nic_legend = false;
-    let mut has_pix_line = false;
-    let mut has_nv_line = false;
-    let mut extra_legend: Vec<String> = Vec::new();
-    for &(line, text) in after {
-        if is_header(text) {
-            notes.push(format!(
-                "text from line {line} on (another matrix, e.g. `topo -p2p`) ignored"
-            ));
-            break;
-        }
-        let t = text.trim();
-        let bare = t.trim_start_matches(['-', '*', ' ']).replace('*', "");
-        if t.starts_with("NIC Legend") {
-            nic_legend = true;
-        } else if bare.starts_with("PIX") && bare.contains('=') {
-            has_pix_line = true;
-        } else if bare.starts_with("NV#") {
-            has_nv_line = true;
-        } else if let Some(rest) = t.strip_prefix("NIC")
-            && let Some((num, name)) = rest.split_once(':')
-            && let Some((_, i)) = numbered(&format!("NIC{num}"))
-        {
-            let name = name.split_whitespace().next().unwrap_or("");
-            match legend_names.get_mut(i) {
-                Some(slot) => {
-                    if slot.is_none() && !named_in_header {
-                        *slot = Some(name.to_string());
+    Ok(placements)
+}
+
+/// What the text after the matrix says: the legend lines seen and the NIC legend's names.
+struct Legend {
+    /// Device name per NIC from the NIC legend (`NIC0: mlx5_0`).
+    names: Vec<Option<String>>,
+    /// A `NIC Legend:` line was seen.
+    nic_legend: bool,
+    has_pix_line: bool,
+    has_nv_line: bool,
+    /// NICs the legend names beyond the matrix's.
+    extra: Vec<String>,
+}
+
+impl Legend {
+    fn read(
+        after: &[Line<'_>],
+        nics: usize,
+        named_in_header: bool,
+        notes: &mut Vec<String>,
+    ) -> Legend {
+        let mut legend_names: Vec<Option<String>> = vec![None; nics];
+        let mut nic_legend = false;
+        let mut has_pix_line = false;
+        let mut has_nv_line = false;
+        let mut extra_legend: Vec<String> = Vec::new();
+        for &(line, text) in after {
+            if is_header(text) {
+                notes.push(format!(
+                    "text from line {line} on (another matrix, e.g. `topo -p2p`) ignored"
+                ));
+                break;
+            }
+            let t = text.trim();
+            let bare = t.trim_start_matches(['-', '*', ' ']).replace('*', "");
+            if t.starts_with("NIC Legend") {
+                nic_legend = true;
+            } else if bare.starts_with("PIX") && bare.contains('=') {
+                has_pix_line = true;
+            } else if bare.starts_with("NV#") {
+                has_nv_line = true;
+            } else if let Some(rest) = t.strip_prefix("NIC")
+                && let Some((num, name)) = rest.split_once(':')
+                && let Some((_, i)) = numbered(&format!("NIC{num}"))
+            {
+                let name = name.split_whitespace().next().unwrap_or("");
+                match legend_names.get_mut(i) {
+                    Some(slot) => {
+                        if slot.is_none() && !named_in_header {
+                            *slot = Some(name.to_string());
+                        }
                     }
+                    None => extra_legend.push(format!("NIC{i}")),
                 }
-                None => extra_legend.push(format!("NIC{i}")),
             }
         }
+        Legend {
+            names: legend_names,
+            nic_legend,
+            has_pix_line,
+            has_nv_line,
+            extra: extra_legend,
+        }
     }
+
+    /// Notes on NIC names the legend lacks or adds.
+    fn nic_notes(&self, nic_names: &[String], named_in_header: bool, notes: &mut Vec<String>) {
+        let (legend_names, nic_legend, extra_legend) = (&self.names, self.nic_legend, &self.extra);
+        if named_in_header {
+            notes.push(format!(
+            "NICs named in the header as older drivers print them ({}), without a NIC legend: numbered NIC0.. in header order",
+            nic_names.join(", ")
+        ));
+        } else if !nic_names.is_empty() {
+            let missing: Vec<String> = legend_names
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.is_none())
+                .map(|(i, _)| format!("NIC{i}"))
+                .collect();
+            if missing.len() == nic_names.len() && !nic_legend {
+                notes.push(format!(
+                    "NIC legend absent: device names of {} unknown",
+                    missing.join(", ")
+                ));
+            } else if !missing.is_empty() {
+                notes.push(format!(
+                    "NIC legend lacks {}: their device names are unknown",
+                    missing.join(", ")
+                ));
+            }
+        }
+        if !extra_legend.is_empty() {
+            notes.push(format!(
+                "NIC legend names {} that the matrix lacks (ignored)",
+                extra_legend.join(", ")
+            ));
+        }
+    }
+}
+
+/// `topo -mp` output (PCIe paths only) said so by its command line or its legend.
+fn pcie_only_notes(
+    legend: &Legend,
+    matrix: &[Vec<LinkClass>],
+    preamble: &[Line<'_>],
+    notes: &mut Vec<String>,
+) {
+    let (has_pix_line, has_nv_line) = (legend.has_pix_line, legend.has_nv_line);
     let nv_cells = matrix
         .iter()
         .flatten()
@@ -1170,56 +1335,6 @@ fn build(
                 .to_string(),
         );
     }
-    if named_in_header {
-        notes.push(format!(
-            "NICs named in the header as older drivers print them ({}), without a NIC legend: numbered NIC0.. in header order",
-            nic_names.join(", ")
-        ));
-    } else if !nic_names.is_empty() {
-        let missing: Vec<String> = legend_names
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.is_none())
-            .map(|(i, _)| format!("NIC{i}"))
-            .collect();
-        if missing.len() == nic_names.len() && !nic_legend {
-            notes.push(format!(
-                "NIC legend absent: device names of {} unknown",
-                missing.join(", ")
-            ));
-        } else if !missing.is_empty() {
-            notes.push(format!(
-                "NIC legend lacks {}: their device names are unknown",
-                missing.join(", ")
-            ));
-        }
-    }
-    if !extra_legend.is_empty() {
-        notes.push(format!(
-            "NIC legend names {} that the matrix lacks (ignored)",
-            extra_legend.join(", ")
-        ));
-    }
-    let nics = nic_names
-        .iter()
-        .enumerate()
-        .map(|(i, raw)| NicEntry {
-            name: format!("NIC{i}"),
-            device: if named_in_header {
-                raw.clone()
-            } else {
-                legend_names.get(i).cloned().flatten().unwrap_or_default()
-            },
-            pci_bus_id: None,
-        })
-        .collect();
-    Ok(TopoMatrix {
-        devices,
-        matrix,
-        gpus: placements,
-        nics,
-        notes,
-    })
 }
 
 #[cfg(test)]
@@ -1281,5 +1396,105 @@ mod tests {
         assert_eq!(m.devices, ["GPU0"]);
         assert_eq!(m.gpus[0].numa_affinity, Some(vec![NumaNodeId(0)]));
         assert_eq!(m.notes, ["GPU NUMA ID is N/A for GPU0"]);
+    }
+
+    #[test]
+    fn matrix_header_is_recognised_only_as_a_whole_row() {
+        assert!(has_matrix_header(
+            "\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \tNV18\n"
+        ));
+        assert!(has_matrix_header(
+            "| | GPU0 | GPU1 | CPU Affinity |\n|---|---|---|---|\n"
+        ));
+        assert!(has_matrix_header("\tGPU0\tCPU Affinity\tNUMA Affinity\n"));
+        // Near misses: logs and notes that mention GPU0.
+        assert!(!has_matrix_header("GPU0 fell off the bus (Xid 79)\n"));
+        assert!(!has_matrix_header("GPU0 fell off the bus\n"));
+        assert!(has_matrix_header("\tGPU0\tmlx5_0\tCPU Affinity\n"));
+        assert!(!has_matrix_header("GPU0\n"));
+        assert!(!has_matrix_header("[rank0] GPU0 GPU1 link is slow\n"));
+        assert!(!has_matrix_header(
+            "GPU0: NVIDIA H100 80GB HBM3 (UUID: GPU-1234)\n"
+        ));
+        assert!(!has_matrix_header("GPU0 X NV18\n"));
+        // A header with a column from a newer driver still heads a matrix: GPU0's row follows.
+        assert!(has_matrix_header(
+            "\tGPU0\tGPU1\tC2C Links\nGPU0\t X \tNV18\n"
+        ));
+        assert!(!has_matrix_header(
+            "\tGPU0\tGPU1\tC2C Links\nsome other line\n"
+        ));
+    }
+
+    fn header(names: &[&str]) -> Header {
+        Header {
+            line: 3,
+            devices: names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.to_string(), 8 * i + 9))
+                .collect(),
+            cols: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn devices_are_gpus_in_order_then_nics() {
+        assert_eq!(
+            device_names(&header(&["GPU0", "GPU1", "NIC0", "NIC1"])).unwrap(),
+            (2, vec!["NIC0".to_string(), "NIC1".to_string()], 2)
+        );
+        // Old drivers name NICs in the header.
+        assert_eq!(
+            device_names(&header(&["GPU0", "mlx5_0"])).unwrap(),
+            (1, vec!["mlx5_0".to_string()], 0)
+        );
+        let e = device_names(&header(&["GPU0", "GPU2"])).unwrap_err();
+        assert_eq!((e.line, e.column), (3, 17));
+        assert!(
+            e.to_string().contains("GPU1 (GPUs numbered in order"),
+            "{e}"
+        );
+        let e = device_names(&header(&["GPU0", "NIC0", "GPU1"])).unwrap_err();
+        assert!(e.to_string().contains("before the NICs"), "{e}");
+        let e = device_names(&header(&["GPU0", "NIC0", "mlx5_1"])).unwrap_err();
+        assert!(
+            e.to_string().contains("NIC1 (NICs numbered in order)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_legend_names_nics_and_stops_at_the_next_matrix() {
+        let after: Vec<Line<'_>> = vec![
+            (10, "Legend:"),
+            (
+                11,
+                "  PIX  = Connection traversing at most a single PCIe bridge",
+            ),
+            (12, "NIC Legend:"),
+            (13, "  NIC0: mlx5_0"),
+            (14, "  NIC2: mlx5_2"),
+            (15, "\tGPU0\tGPU1"),
+            (16, "  NIC1: never read"),
+        ];
+        let mut notes = Vec::new();
+        let l = Legend::read(&after, 2, false, &mut notes);
+        assert_eq!(l.names, [Some("mlx5_0".to_string()), None]);
+        assert!(l.nic_legend && l.has_pix_line && !l.has_nv_line);
+        assert_eq!(l.extra, ["NIC2"]);
+        assert!(
+            notes.iter().any(|n| n.contains("from line 15 on")),
+            "{notes:?}"
+        );
+        let mut notes = Vec::new();
+        l.nic_notes(&["NIC0".into(), "NIC1".into()], false, &mut notes);
+        assert_eq!(
+            notes,
+            [
+                "NIC legend lacks NIC1: their device names are unknown",
+                "NIC legend names NIC2 that the matrix lacks (ignored)"
+            ]
+        );
     }
 }

@@ -453,7 +453,19 @@ fn scan(l: &mut Line, log: &mut StartupLog) {
     if BULK.iter().any(|b| t.contains(b)) {
         return;
     }
-    // --- engine and version
+    scan_engine(l, log);
+    scan_arguments(l, log);
+    scan_gpu(l, log);
+    scan_vllm(l, log);
+    scan_sglang(l, log);
+    scan_tgi(l, log);
+    scan_llama_cpp(l, log);
+    scan_any_engine(l, log);
+}
+
+/// One line's engine and version
+fn scan_engine(l: &mut Line, log: &mut StartupLog) {
+    let t = l.text;
     if let Some(v) = word_after(t, "vLLM API server version ") {
         engine(log, Engine::Vllm);
         log.engine_version.get_or_insert_with(|| v.to_string());
@@ -493,8 +505,11 @@ fn scan(l: &mut Line, log: &mut StartupLog) {
             log.engine_version.get_or_insert_with(|| v.to_string());
         }
     }
+}
 
-    // --- arguments
+/// One line's arguments
+fn scan_arguments(l: &mut Line, log: &mut StartupLog) {
+    let t = l.text;
     if let Some(i) = t.find("non-default args: {") {
         engine(log, Engine::Vllm);
         args_python(
@@ -524,8 +539,11 @@ fn scan(l: &mut Line, log: &mut StartupLog) {
             args_command(log, t.get(i + pat.len()..).unwrap_or(""), false);
         }
     }
+}
 
-    // --- GPU
+/// One line's GPU
+fn scan_gpu(l: &mut Line, log: &mut StartupLog) {
+    let t = l.text;
     if log.gpu_model.is_none() {
         // nvidia-smi table row: `|   0  NVIDIA GeForce RTX 5080        Off |`
         if t.starts_with('|')
@@ -541,8 +559,11 @@ fn scan(l: &mut Line, log: &mut StartupLog) {
             log.gpu_model = Some(name.trim().to_string());
         }
     }
+}
 
-    // --- vLLM figures
+/// One line's vLLM figures (memory profiling, KV cache, blocks, CUDA graphs).
+fn scan_vllm(l: &mut Line, log: &mut StartupLog) {
+    let t = l.text;
     if t.contains("Loading model weights took") {
         engine(log, Engine::Vllm);
         set_mem(log, l, "weights", "Loading model weights took");
@@ -657,7 +678,12 @@ fn scan(l: &mut Line, log: &mut StartupLog) {
             fail(log, l);
         }
     }
-    // Failures vLLM prints.
+    scan_vllm_failures(l, log);
+}
+
+/// One line's vLLM failure messages (the figures they quote become the failure's evidence).
+fn scan_vllm_failures(l: &mut Line, log: &mut StartupLog) {
+    let t = l.text;
     if t.contains("is larger than the maximum number of tokens that can be stored in KV cache") {
         engine(log, Engine::Vllm);
         if let Some(i) = t.find("stored in KV cache (") {
@@ -703,8 +729,11 @@ fn scan(l: &mut Line, log: &mut StartupLog) {
     {
         fail(log, l);
     }
+}
 
-    // --- SGLang figures ("GB" = GiB).
+/// One line's SGLang figures ("GB" = GiB)
+fn scan_sglang(l: &mut Line, log: &mut StartupLog) {
+    let t = l.text;
     if t.contains("Load weight begin.") {
         engine(log, Engine::Sglang);
         set_mem(log, l, "avail_before_weights", "avail mem=");
@@ -748,8 +777,11 @@ fn scan(l: &mut Line, log: &mut StartupLog) {
         engine(log, Engine::Sglang);
         fail(log, l);
     }
+}
 
-    // --- TGI figures.
+/// One line's TGI figures
+fn scan_tgi(l: &mut Line, log: &mut StartupLog) {
+    let t = l.text;
     if t.contains("KV-cache blocks:") {
         engine(log, Engine::Tgi);
         set_count(log, l, "gpu_blocks", "KV-cache blocks:", "blocks");
@@ -794,8 +826,11 @@ fn scan(l: &mut Line, log: &mut StartupLog) {
     if log.engine == Some(Engine::Tgi) && t.contains("Shard") && t.contains("failed to start") {
         fail(log, l);
     }
+}
 
-    // --- llama.cpp figures (MiB).
+/// One line's llama.cpp figures (MiB)
+fn scan_llama_cpp(l: &mut Line, log: &mut StartupLog) {
+    let t = l.text;
     if let Some((v, rest)) = l.num_after("llama_kv_cache: size = ")
         && rest.trim_start().starts_with("MiB")
     {
@@ -823,8 +858,11 @@ fn scan(l: &mut Line, log: &mut StartupLog) {
     {
         fail(log, l);
     }
+}
 
-    // --- any engine
+/// One line's any engine
+fn scan_any_engine(l: &mut Line, log: &mut StartupLog) {
+    let t = l.text;
     if t.contains("CUDA out of memory")
         || t.contains("OutOfMemoryError")
         || t.contains("HIP out of memory")

@@ -155,6 +155,10 @@ enum Slot {
 }
 
 /// Walk the opcodes of a pickle of `file_len` bytes; see the module docs.
+///
+/// One piece (issue 21): it is a pickle virtual machine, one `match` over the opcodes whose arms
+/// all push and pop the same stack, memo and weight arena; splitting the arms into functions
+/// would pass those five structures to each of them and hide the one place that bounds them.
 pub fn scan<R: BufRead>(reader: R, file_len: u64) -> Result<ScanReport, PickleError> {
     const UNIT: u64 = 32;
     let mut r = Counted {
@@ -544,6 +548,11 @@ fn small_int(bytes: &[u8]) -> i64 {
 /// serde-pickle 1.2 loses memoised values nested in a shared container (a frame dict inside a
 /// frame list referenced by two blocks decodes as "recursive structure"), and PyTorch shares
 /// frame lists, so this small decoder keeps values in an arena and shares them by id.
+///
+/// One piece for the reason [`scan`] is. It walks the opcodes a second time rather than sharing
+/// `scan`'s walker: `scan` bounds memory by weights before anything is built, `decode` builds
+/// values only after `scan` accepted the file; one walker generic over both would need a trait
+/// with an associated value type per opcode (left for later, see issue 21's note).
 pub fn decode<R: BufRead>(reader: R, file_len: u64) -> Result<MemorySnapshot, PickleError> {
     let mut r = Counted {
         inner: reader,

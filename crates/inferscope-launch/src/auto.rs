@@ -182,8 +182,27 @@ pub fn pick(
             "{source} has {m} GPUs; auto searches at most {MAX_GPUS}: name them with --gpus"
         )));
     }
-    let facts: Vec<GpuFacts> = s
-        .gpus
+    let facts = gpu_facts(s, allowed);
+    let ranks: Vec<Vec<u32>> = (0..m)
+        .map(|i| (0..m).map(|j| link_rank(gpu_link(s, i, j))).collect())
+        .collect();
+    let best: Key = if combinations(m as u64, want as u64) <= EXHAUSTIVE_LIMIT {
+        exhaustive(want, &ranks, &facts)
+    } else {
+        match greedy(want, &ranks, &facts) {
+            Some(b) => b,
+            None => return Err(err("no GPU to choose from".into())),
+        }
+    };
+    Ok(AutoChoice {
+        reason: explain(s, n, &best),
+        gpus: best.ids,
+    })
+}
+
+/// Per GPU: its node, whether the cgroup lets it use any of that node's CPUs, memory in use.
+fn gpu_facts(s: &Snapshot, allowed: Option<&CpuSet>) -> Vec<GpuFacts> {
+    s.gpus
         .iter()
         .enumerate()
         .map(|(i, g)| {
@@ -206,94 +225,97 @@ pub fn pick(
                 node,
             }
         })
-        .collect();
-    let ranks: Vec<Vec<u32>> = (0..m)
-        .map(|i| (0..m).map(|j| link_rank(gpu_link(s, i, j))).collect())
-        .collect();
+        .collect()
+}
 
-    let best: Key = if combinations(m as u64, want as u64) <= EXHAUSTIVE_LIMIT {
-        let mut idx: Vec<usize> = (0..want).collect();
-        let mut best = key(&idx, &ranks, &facts);
-        // Next combination in lexicographic order: bump the rightmost position p that can still
-        // move right (up to m - want + p) and reset the ones after it.
-        while let Some(p) = idx.iter().zip(m - want..m).rposition(|(v, max)| *v != max) {
-            if let Some((head, rest)) = idx.get_mut(p..).and_then(|t| t.split_first_mut()) {
-                *head += 1;
-                for (v, next) in rest.iter_mut().zip(*head + 1..) {
-                    *v = next;
-                }
-            }
-            let k = key(&idx, &ranks, &facts);
-            if k < best {
-                best = k;
+/// The best of every combination of `want` GPUs, in lexicographic order.
+fn exhaustive(want: usize, ranks: &[Vec<u32>], facts: &[GpuFacts]) -> Key {
+    let m = facts.len();
+    let mut idx: Vec<usize> = (0..want).collect();
+    let mut best = key(&idx, ranks, facts);
+    // Next combination in lexicographic order: bump the rightmost position p that can still
+    // move right (up to m - want + p) and reset the ones after it.
+    while let Some(p) = idx.iter().zip(m - want..m).rposition(|(v, max)| *v != max) {
+        if let Some((head, rest)) = idx.get_mut(p..).and_then(|t| t.split_first_mut()) {
+            *head += 1;
+            for (v, next) in rest.iter_mut().zip(*head + 1..) {
+                *v = next;
             }
         }
-        best
-    } else {
-        // Greedy, with running aggregates so each step costs O(m), not O(m·k²).
-        let mut best: Option<Key> = None;
-        for (seed, (seed_facts, seed_ranks)) in facts.iter().zip(&ranks).enumerate() {
-            let mut set = vec![seed];
-            // Per GPU: in the set yet, and its worst and summed rank to the set's members.
-            let mut to: Vec<Running> = seed_ranks
-                .iter()
-                .enumerate()
-                .map(|(x, &r)| Running {
-                    in_set: x == seed,
-                    max_to: r,
-                    sum_to: u64::from(r),
-                })
-                .collect();
-            let mut partial = key(&set, &ranks, &facts);
-            let mut node_seen: Vec<Option<NumaNodeId>> = vec![seed_facts.node];
-            while set.len() < want {
-                let mut choice: Option<(Partial, usize, &GpuFacts, &Vec<u32>)> = None;
-                let candidates = facts.iter().zip(&ranks).zip(&to).enumerate();
-                for (j, ((f, row), run)) in candidates.filter(|(_, (_, run))| !run.in_set) {
-                    let new_node = f.node.is_none() || !node_seen.contains(&f.node);
-                    let t = (
-                        partial.unusable + u32::from(f.unusable),
-                        partial.worst.max(run.max_to),
-                        partial.sum + run.sum_to,
-                        partial.mem_unknown + u32::from(f.mem_used.is_none()),
-                        partial.mem_used.saturating_add(f.mem_used.unwrap_or(0)),
-                        partial.nodes + u32::from(new_node),
-                    );
-                    if choice.as_ref().is_none_or(|(c, ..)| t < *c) {
-                        choice = Some((t, j, f, row));
-                    }
-                }
-                let Some((t, j, f, row)) = choice else { break };
-                (
-                    partial.unusable,
-                    partial.worst,
-                    partial.sum,
-                    partial.mem_unknown,
-                    partial.mem_used,
-                    partial.nodes,
-                ) = t;
-                set.push(j);
-                if f.node.is_none() || !node_seen.contains(&f.node) {
-                    node_seen.push(f.node);
-                }
-                for (x, (run, &r)) in to.iter_mut().zip(row).enumerate() {
-                    run.in_set |= x == j;
-                    run.max_to = run.max_to.max(r);
-                    run.sum_to += u64::from(r);
-                }
-            }
-            set.sort_unstable();
-            let k = key(&set, &ranks, &facts);
-            if best.as_ref().is_none_or(|b| k < *b) {
-                best = Some(k);
-            }
+        let k = key(&idx, ranks, facts);
+        if k < best {
+            best = k;
         }
-        match best {
-            Some(b) => b,
-            None => return Err(err("no GPU to choose from".into())),
-        }
-    };
+    }
+    best
+}
 
+/// Grow a set from each GPU in turn, adding the GPU that keeps the key smallest; the best set.
+fn greedy(want: usize, ranks: &[Vec<u32>], facts: &[GpuFacts]) -> Option<Key> {
+    // Greedy, with running aggregates so each step costs O(m), not O(m·k²).
+    let mut best: Option<Key> = None;
+    for (seed, (seed_facts, seed_ranks)) in facts.iter().zip(ranks).enumerate() {
+        let mut set = vec![seed];
+        // Per GPU: in the set yet, and its worst and summed rank to the set's members.
+        let mut to: Vec<Running> = seed_ranks
+            .iter()
+            .enumerate()
+            .map(|(x, &r)| Running {
+                in_set: x == seed,
+                max_to: r,
+                sum_to: u64::from(r),
+            })
+            .collect();
+        let mut partial = key(&set, ranks, facts);
+        let mut node_seen: Vec<Option<NumaNodeId>> = vec![seed_facts.node];
+        while set.len() < want {
+            let mut choice: Option<(Partial, usize, &GpuFacts, &Vec<u32>)> = None;
+            let candidates = facts.iter().zip(ranks).zip(&to).enumerate();
+            for (j, ((f, row), run)) in candidates.filter(|(_, (_, run))| !run.in_set) {
+                let new_node = f.node.is_none() || !node_seen.contains(&f.node);
+                let t = (
+                    partial.unusable + u32::from(f.unusable),
+                    partial.worst.max(run.max_to),
+                    partial.sum + run.sum_to,
+                    partial.mem_unknown + u32::from(f.mem_used.is_none()),
+                    partial.mem_used.saturating_add(f.mem_used.unwrap_or(0)),
+                    partial.nodes + u32::from(new_node),
+                );
+                if choice.as_ref().is_none_or(|(c, ..)| t < *c) {
+                    choice = Some((t, j, f, row));
+                }
+            }
+            let Some((t, j, f, row)) = choice else { break };
+            (
+                partial.unusable,
+                partial.worst,
+                partial.sum,
+                partial.mem_unknown,
+                partial.mem_used,
+                partial.nodes,
+            ) = t;
+            set.push(j);
+            if f.node.is_none() || !node_seen.contains(&f.node) {
+                node_seen.push(f.node);
+            }
+            for (x, (run, &r)) in to.iter_mut().zip(row).enumerate() {
+                run.in_set |= x == j;
+                run.max_to = run.max_to.max(r);
+                run.sum_to += u64::from(r);
+            }
+        }
+        set.sort_unstable();
+        let k = key(&set, ranks, facts);
+        if best.as_ref().is_none_or(|b| k < *b) {
+            best = Some(k);
+        }
+    }
+    best
+}
+
+/// The reason sentence for the chosen set.
+fn explain(s: &Snapshot, n: u32, best: &Key) -> String {
+    let m = s.gpus.len();
     let names: Vec<String> = best.ids.iter().map(|i| format!("GPU{i}")).collect();
     let worst = best
         .ids
@@ -315,13 +337,10 @@ pub fn pick(
         1 => "one NUMA node".to_string(),
         k => format!("{k} NUMA nodes"),
     };
-    Ok(AutoChoice {
-        gpus: best.ids.clone(),
-        reason: format!(
-            "auto:{n} chose {} of {m} GPUs: {link}, {mem}, {nodes} (ranked by best mutual link, then least memory in use, then fewest NUMA nodes, then PCI order)",
-            names.join(",")
-        ),
-    })
+    format!(
+        "auto:{n} chose {} of {m} GPUs: {link}, {mem}, {nodes} (ranked by best mutual link, then least memory in use, then fewest NUMA nodes, then PCI order)",
+        names.join(",")
+    )
 }
 
 #[cfg(test)]
@@ -341,5 +360,30 @@ mod tests {
         assert!(link_rank(LinkClass::NvLink(18)) < link_rank(LinkClass::NvLink(4)));
         assert!(link_rank(LinkClass::NvLink(1)) < link_rank(LinkClass::Pix));
         assert!(link_rank(LinkClass::Sys) < link_rank(LinkClass::Unknown));
+    }
+
+    #[test]
+    fn exhaustive_and_greedy_search_agree_on_a_clear_best_set() {
+        // Four GPUs on two nodes; 2 and 3 are NVLinked (rank 1), every other pair crosses the
+        // socket (rank 9); GPU3 is outside the cgroup's CPUs in the second case.
+        let f = |node: u32, unusable: bool| GpuFacts {
+            unusable,
+            mem_used: Some(0),
+            node: Some(NumaNodeId(node)),
+        };
+        let mut ranks = vec![vec![9u32; 4]; 4];
+        ranks[2][3] = 1;
+        ranks[3][2] = 1;
+        for (i, row) in ranks.iter_mut().enumerate() {
+            row[i] = 0;
+        }
+        let facts = [f(0, false), f(0, false), f(1, false), f(1, false)];
+        assert_eq!(exhaustive(2, &ranks, &facts).ids, [2, 3]);
+        assert_eq!(greedy(2, &ranks, &facts).unwrap().ids, [2, 3]);
+        let facts = [f(0, false), f(0, false), f(1, false), f(1, true)];
+        // Usable first: the NVLinked pair loses to two usable GPUs on one node.
+        assert_eq!(exhaustive(2, &ranks, &facts).ids, [0, 1]);
+        assert_eq!(greedy(2, &ranks, &facts).unwrap().ids, [0, 1]);
+        assert!(greedy(1, &ranks, &[]).is_none());
     }
 }

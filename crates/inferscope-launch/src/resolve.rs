@@ -219,7 +219,8 @@ fn labels(gpus: &[PlannedGpu]) -> String {
         .join(",")
 }
 
-/// Plan a launch. Pure: everything comes from `snapshot` and `req`.
+/// Plan a launch. Pure: everything comes from `snapshot` and `req`. The phases follow the
+/// module docs; each appends its reasons and warnings to `n`.
 pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, LaunchError> {
     let s = snapshot;
     if req.command.is_empty() {
@@ -230,13 +231,68 @@ pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, Laun
             "--cpus-per-gpu needs N of at least 1".into(),
         ));
     }
-    let mut reasons: Vec<String> = Vec::new();
-    let mut warnings: Vec<String> = Vec::new();
-    let lim = limits(s, &mut warnings);
+    let mut n = Notes::default();
+    let lim = limits(s, &mut n.warnings);
+    let sel = select(s, req, &lim)?;
+    let gpus = place(s, &sel.indices, &mut n.reasons)?;
+    let node_order = node_order(&gpus, sel.node_target.as_deref());
+    let nodes: NodeSet = node_order.iter().map(|n| n.0).collect();
+    let c = CpuCtx {
+        s,
+        lim: &lim,
+        gpus: &gpus,
+        node_order: &node_order,
+        nodes: &nodes,
+        what: describe_target(&gpus, &node_order, &nodes),
+        cgroup_name: if lim.path.is_empty() {
+            "this process's cgroup".to_string()
+        } else {
+            format!("this process's cgroup ({})", lim.path)
+        },
+    };
+    let mut workers: Vec<WorkerSlice> = Vec::new();
+    let cpus = match req.cpus_per_gpu {
+        Some(per) => c.slot_cpus(per, &mut workers, &mut n)?,
+        None => c.node_cpus_in_cgroup(&mut n)?,
+    };
+    let memory = c.memory_policy(req.mem, &mut n);
+    if let Some(r) = sel.auto_reason {
+        n.reasons.push(r);
+    }
+    let (engine, env, advice) = environment(s, req, &gpus, &cpus, &mut n)?;
+    Ok(LaunchPlan {
+        live: s.is_live,
+        source: s.source.root.clone(),
+        gpus,
+        nodes,
+        cpus,
+        memory,
+        workers,
+        env,
+        command: req.command.clone(),
+        engine,
+        advice,
+        reasons: n.reasons,
+        warnings: n.warnings,
+    })
+}
 
-    // 1. Which GPUs (indices into s.gpus), or which nodes.
-    let mut auto_reason = None;
-    let (indices, node_target): (Vec<usize>, Option<Vec<NumaNodeId>>) = match &req.target {
+/// What the plan says about itself as it is built.
+#[derive(Default)]
+struct Notes {
+    reasons: Vec<String>,
+    warnings: Vec<String>,
+}
+
+/// Phase 1: the GPUs named (indices into `s.gpus`), or the NUMA nodes named.
+struct Selection {
+    indices: Vec<usize>,
+    node_target: Option<Vec<NumaNodeId>>,
+    auto_reason: Option<String>,
+}
+
+fn select(s: &Snapshot, req: &RunRequest, lim: &Limits) -> Result<Selection, LaunchError> {
+    match &req.target {
         Target::Gpus(refs) => {
             let mut out = Vec::new();
             for r in refs {
@@ -253,12 +309,19 @@ pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, Laun
                 }
                 out.push(i);
             }
-            (out, None)
+            Ok(Selection {
+                indices: out,
+                node_target: None,
+                auto_reason: None,
+            })
         }
         Target::Auto(n) => {
             let choice = auto::pick(s, *n, lim.cpus.as_ref())?;
-            auto_reason = Some(choice.reason);
-            (choice.gpus, None)
+            Ok(Selection {
+                indices: choice.gpus,
+                node_target: None,
+                auto_reason: Some(choice.reason),
+            })
         }
         Target::Nodes(ids) => {
             if req.cpus_per_gpu.is_some() {
@@ -280,11 +343,21 @@ pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, Laun
                     });
                 }
             }
-            (Vec::new(), Some(ids.clone()))
+            Ok(Selection {
+                indices: Vec::new(),
+                node_target: Some(ids.clone()),
+                auto_reason: None,
+            })
         }
-    };
+    }
+}
 
-    // 2. Place the GPUs.
+/// Phase 2: each selected GPU on its NUMA node.
+fn place(
+    s: &Snapshot,
+    indices: &[usize],
+    reasons: &mut Vec<String>,
+) -> Result<Vec<PlannedGpu>, LaunchError> {
     let mut gpus: Vec<PlannedGpu> = Vec::new();
     // `indices` come from `find_gpu` or `auto::pick`, so each names a GPU of the snapshot.
     for (i, g) in indices
@@ -307,60 +380,84 @@ pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, Laun
             nvidia: g.vendor == GpuVendor::Nvidia,
         });
     }
-    // Nodes in first-use order (the first is the rank-0 worker's), and as a set.
-    let node_order: Vec<NumaNodeId> = match &node_target {
-        Some(ids) => ids.clone(),
+    Ok(gpus)
+}
+
+/// Nodes in first-use order (the first is the rank-0 worker's).
+fn node_order(gpus: &[PlannedGpu], node_target: Option<&[NumaNodeId]>) -> Vec<NumaNodeId> {
+    match node_target {
+        Some(ids) => ids.to_vec(),
         None => {
             let mut v: Vec<NumaNodeId> = Vec::new();
-            for g in &gpus {
+            for g in gpus {
                 if !v.contains(&g.numa_node) {
                     v.push(g.numa_node);
                 }
             }
             v
         }
-    };
-    let nodes: NodeSet = node_order.iter().map(|n| n.0).collect();
-    let what = if gpus.is_empty() {
+    }
+}
+
+/// `GPU0,GPU1 are on node 0`: the start of the CPU reason.
+fn describe_target(gpus: &[PlannedGpu], node_order: &[NumaNodeId], nodes: &NodeSet) -> String {
+    if gpus.is_empty() {
         format!("--numa-node {nodes} asks for node {nodes}")
     } else if node_order.len() == 1 {
-        format!("{} {} on node {nodes}", labels(&gpus), is_are(gpus.len()))
+        format!("{} {} on node {nodes}", labels(gpus), is_are(gpus.len()))
     } else {
         let each: Vec<String> = gpus
             .iter()
             .map(|g| format!("{} on node {}", g.label, g.numa_node))
             .collect();
         each.join(", ")
-    };
+    }
+}
 
-    // 3. CPUs.
-    let allowed = |set: &CpuSet| match &lim.cpus {
-        Some(a) => set.intersection(a),
-        None => set.clone(),
-    };
-    let cgroup_name = if lim.path.is_empty() {
-        "this process's cgroup".to_string()
-    } else {
-        format!("this process's cgroup ({})", lim.path)
-    };
-    let gpu_cpus = |p: &PlannedGpu| -> Result<CpuSet, LaunchError> {
-        match node_cpus(s, p.numa_node) {
-            Some(c) => Ok(c.clone()),
-            None => {
-                let g = s.gpus.get(p.index as usize);
-                g.and_then(|g| g.local_cpus.known().cloned())
-                    .ok_or_else(|| LaunchError::GpuNodeUnknown {
-                        gpu: g.map_or_else(|| p.label.clone(), |g| gpu_name(p.index as usize, g)),
-                        detail: format!("node {} is not in the snapshot", p.numa_node),
-                    })
-            }
+/// Phases 3 and 4 (CPUs, memory policy) share what phases 1 and 2 decided.
+struct CpuCtx<'a> {
+    s: &'a Snapshot,
+    lim: &'a Limits,
+    gpus: &'a [PlannedGpu],
+    node_order: &'a [NumaNodeId],
+    nodes: &'a NodeSet,
+    /// [`describe_target`].
+    what: String,
+    cgroup_name: String,
+}
+
+impl CpuCtx<'_> {
+    fn allowed(&self, set: &CpuSet) -> CpuSet {
+        match &self.lim.cpus {
+            Some(a) => set.intersection(a),
+            None => set.clone(),
         }
-    };
-    let mut workers: Vec<WorkerSlice> = Vec::new();
-    let cpus: CpuSet = if let Some(per) = req.cpus_per_gpu {
+    }
+
+    /// A GPU's CPUs: its node's, or its `local_cpulist` when the node is not in the snapshot.
+    fn gpu_cpus(&self, p: &PlannedGpu) -> Result<CpuSet, LaunchError> {
+        if let Some(c) = node_cpus(self.s, p.numa_node) {
+            return Ok(c.clone());
+        }
+        let g = self.s.gpus.get(p.index as usize);
+        g.and_then(|g| g.local_cpus.known().cloned())
+            .ok_or_else(|| LaunchError::GpuNodeUnknown {
+                gpu: g.map_or_else(|| p.label.clone(), |g| gpu_name(p.index as usize, g)),
+                detail: format!("node {} is not in the snapshot", p.numa_node),
+            })
+    }
+
+    /// Phase 3 with `--cpus-per-gpu N`: each GPU's slot of its node's usable CPUs.
+    fn slot_cpus(
+        &self,
+        per: u32,
+        workers: &mut Vec<WorkerSlice>,
+        n: &mut Notes,
+    ) -> Result<CpuSet, LaunchError> {
+        let s = self.s;
         let mut all = CpuSet::new();
-        for p in &gpus {
-            let usable = allowed(&gpu_cpus(p)?);
+        for p in self.gpus {
+            let usable = self.allowed(&self.gpu_cpus(p)?);
             // Slot = position among the GPUs placed on the same node, PCI order.
             let slot = s
                 .gpus
@@ -381,7 +478,7 @@ pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, Laun
                         p.numa_node,
                         start.saturating_add(1),
                         end,
-                        cgroup_name,
+                        self.cgroup_name,
                         usable.len(),
                         if usable.is_empty() {
                             "none".to_string()
@@ -400,33 +497,42 @@ pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, Laun
                 cpus: mine,
             });
         }
-        reasons.push(format!(
-            "{what}; --cpus-per-gpu {per} gives each GPU the {per} usable CPUs of its slot (its position among its node's GPUs in PCI order), so workers started separately do not overlap"
+        n.reasons.push(format!(
+            "{}; --cpus-per-gpu {per} gives each GPU the {per} usable CPUs of its slot (its position among its node's GPUs in PCI order), so workers started separately do not overlap",
+            self.what
         ));
-        all
-    } else {
+        Ok(all)
+    }
+
+    /// Phase 3 without `--cpus-per-gpu`: all CPUs of the nodes, within the cgroup.
+    fn node_cpus_in_cgroup(&self, n: &mut Notes) -> Result<CpuSet, LaunchError> {
+        let (s, what, cgroup_name, nodes) = (self.s, &self.what, &self.cgroup_name, self.nodes);
         let mut wanted = CpuSet::new();
-        if gpus.is_empty() {
-            for n in &node_order {
+        if self.gpus.is_empty() {
+            for n in self.node_order {
                 if let Some(c) = node_cpus(s, *n) {
                     wanted = wanted.union(c);
                 }
             }
         } else {
-            for p in &gpus {
-                wanted = wanted.union(&gpu_cpus(p)?);
+            for p in self.gpus {
+                wanted = wanted.union(&self.gpu_cpus(p)?);
             }
         }
-        let usable = allowed(&wanted);
+        let usable = self.allowed(&wanted);
         if usable.is_empty() {
             let detail = if wanted.is_empty() {
                 format!("node {nodes} has no CPUs (a memory-only node); add a node with CPUs")
             } else {
                 let mut d = format!(
                     "{what} (CPUs {wanted}), but {cgroup_name} allows only CPUs {}",
-                    lim.cpus.as_ref().map(|c| c.to_string()).unwrap_or_default()
+                    self.lim
+                        .cpus
+                        .as_ref()
+                        .map(|c| c.to_string())
+                        .unwrap_or_default()
                 );
-                let alternatives = usable_alternatives(s, lim.cpus.as_ref());
+                let alternatives = usable_alternatives(s, self.lim.cpus.as_ref());
                 if alternatives.is_empty() {
                     d.push_str("; run it in a cgroup that allows those CPUs");
                 } else {
@@ -439,84 +545,89 @@ pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, Laun
             return Err(LaunchError::EmptyCpuSet { detail });
         }
         if usable == wanted {
-            reasons.push(format!(
+            n.reasons.push(format!(
                 "{what}, and {cgroup_name} allows all of {}",
-                if node_order.len() == 1 {
+                if self.node_order.len() == 1 {
                     "its CPUs"
                 } else {
                     "their CPUs"
                 }
             ));
-        } else {
-            reasons.push(format!(
-                "{what}; {cgroup_name} allows {usable} of their CPUs {wanted}"
-            ));
-            for n in &node_order {
-                if let Some(c) = node_cpus(s, *n)
-                    && !c.is_empty()
-                    && allowed(c).is_empty()
-                {
-                    warnings.push(format!(
-                        "{cgroup_name} allows none of node {n}'s CPUs ({c}): work for {} runs on another node's CPUs",
-                        if gpus.is_empty() {
-                            format!("node {n}")
-                        } else {
-                            labels(
-                                &gpus
-                                    .iter()
-                                    .filter(|g| g.numa_node == *n)
-                                    .cloned()
-                                    .collect::<Vec<_>>(),
-                            )
-                        }
-                    ));
-                }
+            return Ok(usable);
+        }
+        n.reasons.push(format!(
+            "{what}; {cgroup_name} allows {usable} of their CPUs {wanted}"
+        ));
+        for node in self.node_order {
+            if let Some(c) = node_cpus(s, *node)
+                && !c.is_empty()
+                && self.allowed(c).is_empty()
+            {
+                let whose = if self.gpus.is_empty() {
+                    format!("node {node}")
+                } else {
+                    labels(
+                        &self
+                            .gpus
+                            .iter()
+                            .filter(|g| g.numa_node == *node)
+                            .cloned()
+                            .collect::<Vec<_>>(),
+                    )
+                };
+                n.warnings.push(format!(
+                    "{cgroup_name} allows none of node {node}'s CPUs ({c}): work for {whose} runs on another node's CPUs"
+                ));
             }
         }
-        usable
-    };
+        Ok(usable)
+    }
 
-    // 4. Memory policy.
-    let spans = node_order.len() > 1;
-    if spans && !gpus.is_empty() {
-        let mut w = format!(
-            "the GPUs span NUMA nodes {nodes}: CPUs and host memory span sockets, and copies for some GPUs cross the socket link"
-        );
-        if let Some(alt) = one_node_alternative(s, gpus.len(), lim.cpus.as_ref()) {
-            w.push_str(&format!("; {alt}"));
+    /// Phase 4: the memory policy and its nodes, within the cgroup's memory nodes.
+    fn memory_policy(&self, asked: Option<MemMode>, n: &mut Notes) -> Option<MemoryPlan> {
+        let (nodes, cgroup_name) = (self.nodes, &self.cgroup_name);
+        let spans = self.node_order.len() > 1;
+        if spans && !self.gpus.is_empty() {
+            let mut w = format!(
+                "the GPUs span NUMA nodes {nodes}: CPUs and host memory span sockets, and copies for some GPUs cross the socket link"
+            );
+            if let Some(alt) = one_node_alternative(self.s, self.gpus.len(), self.lim.cpus.as_ref())
+            {
+                w.push_str(&format!("; {alt}"));
+            }
+            n.warnings.push(w);
         }
-        warnings.push(w);
-    }
-    let policy = req.mem.unwrap_or(if spans {
-        MemMode::Interleave
-    } else {
-        MemMode::Bind
-    });
-    let mut mem_nodes = match policy {
-        MemMode::Preferred => node_order.first().map(|n| n.0).into_iter().collect(),
-        _ => nodes.clone(),
-    };
-    let mut memory = None;
-    if let Some(mems) = &lim.mems {
-        let inter = mem_nodes.intersection(mems);
-        if inter.is_empty() {
-            warnings.push(format!(
-                "{cgroup_name} allows memory only on node(s) {mems}, none of {mem_nodes}: no memory policy is set"
-            ));
-            mem_nodes = NodeSet::new();
-        } else if inter != mem_nodes {
-            warnings.push(format!(
-                "{cgroup_name} allows memory only on node(s) {mems}: the {policy} policy uses node(s) {inter}, not {mem_nodes}"
-            ));
-            mem_nodes = if policy == MemMode::Preferred {
-                inter.iter().take(1).collect()
-            } else {
-                inter
-            };
+        let policy = asked.unwrap_or(if spans {
+            MemMode::Interleave
+        } else {
+            MemMode::Bind
+        });
+        let mut mem_nodes = match policy {
+            MemMode::Preferred => self.node_order.first().map(|n| n.0).into_iter().collect(),
+            _ => nodes.clone(),
+        };
+        if let Some(mems) = &self.lim.mems {
+            let inter = mem_nodes.intersection(mems);
+            if inter.is_empty() {
+                n.warnings.push(format!(
+                    "{cgroup_name} allows memory only on node(s) {mems}, none of {mem_nodes}: no memory policy is set"
+                ));
+                mem_nodes = NodeSet::new();
+            } else if inter != mem_nodes {
+                n.warnings.push(format!(
+                    "{cgroup_name} allows memory only on node(s) {mems}: the {policy} policy uses node(s) {inter}, not {mem_nodes}"
+                ));
+                mem_nodes = if policy == MemMode::Preferred {
+                    inter.iter().take(1).collect()
+                } else {
+                    inter
+                };
+            }
         }
-    }
-    if !mem_nodes.is_empty() {
-        let why = match (policy, req.mem.is_some(), spans) {
+        if mem_nodes.is_empty() {
+            return None;
+        }
+        let why = match (policy, asked.is_some(), spans) {
             (MemMode::Bind, false, false) => "one node: host memory stays local".to_string(),
             (MemMode::Interleave, false, true) => {
                 "the nodes differ: pages are spread evenly (--mem preferred or bind to change)"
@@ -527,17 +638,26 @@ pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, Laun
             ),
             _ => "as asked with --mem".to_string(),
         };
-        reasons.push(format!("memory {policy} on node {mem_nodes}: {why}"));
-        memory = Some(MemoryPlan {
+        n.reasons
+            .push(format!("memory {policy} on node {mem_nodes}: {why}"));
+        Some(MemoryPlan {
             policy,
             nodes: mem_nodes,
-        });
+        })
     }
-    if let Some(r) = auto_reason {
-        reasons.push(r);
-    }
+}
 
-    // 5. Environment: only what cannot hurt; the rest is advice.
+/// The engine recognised, the variables set and the advice given.
+type Environment = (Engine, BTreeMap<String, String>, Vec<String>);
+
+/// Phase 5, the environment: only what cannot hurt is set; the rest is advice.
+fn environment(
+    s: &Snapshot,
+    req: &RunRequest,
+    gpus: &[PlannedGpu],
+    cpus: &CpuSet,
+    n: &mut Notes,
+) -> Result<Environment, LaunchError> {
     let engine = Engine::detect(&req.command);
     let mut env: BTreeMap<String, String> = BTreeMap::new();
     let mut advice: Vec<String> = Vec::new();
@@ -547,29 +667,14 @@ pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, Laun
             req,
             engine,
             env: &mut env,
-            reasons: &mut reasons,
-            warnings: &mut warnings,
+            reasons: &mut n.reasons,
+            warnings: &mut n.warnings,
             advice: &mut advice,
         };
-        ctx.visibility(&gpus)?;
-        for p in &gpus {
-            if let Some(m) = s
-                .gpus
-                .get(p.index as usize)
-                .and_then(|g| g.details.known())
-                .and_then(|d| d.memory.known())
-                && m.used_bytes > BUSY_BYTES
-            {
-                warnings.push(format!(
-                    "{} already has {} of {} memory in use: another process may be on it",
-                    p.label,
-                    gib(m.used_bytes),
-                    gib(m.total_bytes)
-                ));
-            }
-        }
+        ctx.visibility(gpus)?;
+        busy_gpu_warnings(s, gpus, &mut n.warnings);
         if gpus.len() > 1 {
-            reasons.push(format!(
+            n.reasons.push(format!(
                 "one process tree: the server and every worker it starts get all of CPUs {cpus} (the union); run does not bind each worker to its own GPU's CPUs"
             ));
         }
@@ -579,36 +684,41 @@ pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, Laun
         engine,
         !gpus.is_empty(),
         &mut env,
-        &mut reasons,
-        &mut warnings,
+        &mut n.reasons,
+        &mut n.warnings,
         &mut advice,
     )?;
     env::omp_threads(
         req,
         engine,
-        &cpus,
+        cpus,
         gpus.len(),
         &mut env,
-        &mut reasons,
-        &mut warnings,
+        &mut n.reasons,
+        &mut n.warnings,
         &mut advice,
     );
+    Ok((engine, env, advice))
+}
 
-    Ok(LaunchPlan {
-        live: s.is_live,
-        source: s.source.root.clone(),
-        gpus,
-        nodes,
-        cpus,
-        memory,
-        workers,
-        env,
-        command: req.command.clone(),
-        engine,
-        advice,
-        reasons,
-        warnings,
-    })
+/// A chosen GPU with memory already in use may have another server on it.
+fn busy_gpu_warnings(s: &Snapshot, gpus: &[PlannedGpu], warnings: &mut Vec<String>) {
+    for p in gpus {
+        if let Some(m) = s
+            .gpus
+            .get(p.index as usize)
+            .and_then(|g| g.details.known())
+            .and_then(|d| d.memory.known())
+            && m.used_bytes > BUSY_BYTES
+        {
+            warnings.push(format!(
+                "{} already has {} of {} memory in use: another process may be on it",
+                p.label,
+                gib(m.used_bytes),
+                gib(m.total_bytes)
+            ));
+        }
+    }
 }
 
 fn is_are(n: usize) -> &'static str {
@@ -685,5 +795,87 @@ mod tests {
         assert_eq!(gib(1 << 30), "1.0 GiB");
         assert_eq!(gib(80 * (1 << 30) + (1 << 29)), "80.5 GiB");
         assert_eq!(gib(u64::MAX), "17179869184.0 GiB");
+    }
+
+    fn planned(i: u32, node: u32) -> PlannedGpu {
+        PlannedGpu {
+            label: format!("GPU{i}"),
+            index: i,
+            pci_bus_id: format!("0000:{:02x}:00.0", 0x18 + i).parse().unwrap(),
+            uuid: None,
+            numa_node: NumaNodeId(node),
+            nvidia: true,
+        }
+    }
+
+    #[test]
+    fn nodes_in_first_use_order_and_the_target_sentence() {
+        let gpus = [planned(4, 1), planned(0, 0), planned(5, 1)];
+        let order = node_order(&gpus, None);
+        assert_eq!(order, [NumaNodeId(1), NumaNodeId(0)]);
+        let nodes: NodeSet = order.iter().map(|n| n.0).collect();
+        assert_eq!(
+            describe_target(&gpus, &order, &nodes),
+            "GPU4 on node 1, GPU0 on node 0, GPU5 on node 1"
+        );
+        let one = [planned(4, 1), planned(5, 1)];
+        let order = node_order(&one, None);
+        let nodes: NodeSet = order.iter().map(|n| n.0).collect();
+        assert_eq!(
+            describe_target(&one, &order, &nodes),
+            "GPU4,GPU5 are on node 1"
+        );
+        let asked = [NumaNodeId(1)];
+        assert_eq!(node_order(&[], Some(&asked)), asked);
+    }
+
+    /// The 8x H100 two-socket host (fixtures/hosts/h100-sxm8-2s-switch-12nic), captured.
+    fn h100() -> Snapshot {
+        let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/hosts/h100-sxm8-2s-switch-12nic/root");
+        inferscope_probe::capture(
+            &inferscope_probe::FsRoot::new(&root),
+            &inferscope_probe::CaptureOptions {
+                captured_at: "2026-12-02T00:00:00Z".into(),
+                tool: "inferscope test".into(),
+            },
+        )
+    }
+
+    #[test]
+    fn memory_policy_follows_the_nodes_and_the_cgroup() {
+        let s = h100();
+        let gpus = [planned(0, 0), planned(4, 1)];
+        let order = node_order(&gpus, None);
+        let nodes: NodeSet = order.iter().map(|n| n.0).collect();
+        let lim = Limits {
+            cpus: None,
+            mems: Some("1".parse().unwrap()),
+            path: "/slurm/job1".into(),
+        };
+        let c = CpuCtx {
+            s: &s,
+            lim: &lim,
+            gpus: &gpus,
+            node_order: &order,
+            nodes: &nodes,
+            what: describe_target(&gpus, &order, &nodes),
+            cgroup_name: "this process's cgroup (/slurm/job1)".into(),
+        };
+        // Two nodes: interleave, cut to the cgroup's node 1, with a warning each.
+        let mut n = Notes::default();
+        let m = c.memory_policy(None, &mut n).unwrap();
+        assert_eq!(m.policy, MemMode::Interleave);
+        assert_eq!(m.nodes.to_string(), "1");
+        assert_eq!(n.warnings.len(), 2, "{:?}", n.warnings);
+        assert!(n.warnings[0].starts_with("the GPUs span NUMA nodes 0-1"));
+        // Preferred names the first GPU's node, which the cgroup forbids: no policy at all.
+        let mut n = Notes::default();
+        assert!(c.memory_policy(Some(MemMode::Preferred), &mut n).is_none());
+        assert!(
+            n.warnings
+                .iter()
+                .any(|w| w.contains("no memory policy is set"))
+        );
     }
 }

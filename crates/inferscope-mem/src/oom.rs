@@ -200,259 +200,397 @@ fn serving_remedies(out: &mut Vec<Remedy>) {
     ));
 }
 
-/// Diagnose one parsed message.
+/// Diagnose one parsed message: derive the figures the message implies, pick the verdict by
+/// the first rule that holds, then weigh the causes and name a minor one.
 pub fn diagnose(r: &OomReport) -> OomAnalysis {
-    let reserved = r
-        .reserved_bytes
-        .or(match (r.allocated_bytes, r.reserved_unallocated_bytes) {
-            (Some(a), Some(u)) => a.checked_add(u),
-            _ => None,
-        });
-    let reserved_unallocated =
-        r.reserved_unallocated_bytes
-            .or(match (r.reserved_bytes, r.allocated_bytes) {
-                (Some(res), Some(a)) => res.checked_sub(a),
-                _ => None,
-            });
     let mut notes = r.notes.clone();
-    // A lone `Process P has` clause with no `this process has` clause, holding at least what
-    // PyTorch reserved, is this process seen from inside a container (host pid).
-    let mut likely_self: Option<ProcessUsage> = None;
-    if r.process_in_use_bytes.is_none()
-        && let [only] = r.processes.as_slice()
-        && reserved.is_some_and(|res| only.bytes >= res)
+    let f = Figures::derive(r, &mut notes);
+    let mut remedies = Vec::new();
+    let (diagnosis, explanation) = verdict(r, &f, &mut remedies);
+    let causes = causes(r, &f);
+    let (minor_cause, explanation) = minor_cause(diagnosis, &causes, explanation);
+    let (wrapper, wrapper_tokens) = match &r.wrapper {
+        Some(Wrapper::TgiPrefillTokens { tokens }) => {
+            (Some("tgi_prefill_tokens".to_string()), Some(*tokens))
+        }
+        Some(Wrapper::VllmNoCacheBlocks) => (Some("vllm_no_cache_blocks".to_string()), None),
+        None => (None, None),
+    };
+    OomAnalysis {
+        backend: r.backend.map(Backend::as_str),
+        style: r.style.map(OomStyle::as_str),
+        device: r.device,
+        total_bytes: r.total_bytes,
+        requested_bytes: r.requested_bytes,
+        free_bytes: r.free_bytes,
+        allocated_bytes: r.allocated_bytes,
+        reserved_bytes: f.reserved,
+        reserved_unallocated_bytes: f.reserved_unallocated,
+        private_pools_bytes: r.private_pools_bytes,
+        allowed_bytes: r.allowed_bytes,
+        process_in_use_bytes: r.process_in_use_bytes,
+        other_processes: r
+            .processes
+            .iter()
+            .map(|p| ProcessBytes {
+                pid: p.pid,
+                bytes: p.bytes,
+            })
+            .collect(),
+        not_this_process_bytes: f.not_this,
+        wrapper,
+        wrapper_tokens,
+        hint: r.hint.map(|h| match h {
+            AllocHint::MaxSplitSizeMb => "max_split_size_mb",
+            AllocHint::ExpandableSegments => "expandable_segments",
+        }),
+        alloc_conf_var: r.alloc_conf_var.clone(),
+        context: r.context.clone(),
+        messages_found: r.messages_found,
+        diagnosis,
+        causes,
+        minor_cause,
+        explanation,
+        remedies,
+        notes,
+    }
+}
+
+/// Figures the message implies: reserved from allocated + cached, the failing process's own
+/// use, and what other processes hold.
+struct Figures {
+    reserved: Option<u64>,
+    reserved_unallocated: Option<u64>,
+    /// The lone listed process that is the failing process itself (by its host pid).
+    likely_self: Option<ProcessUsage>,
+    /// Device memory in use outside this process (total - free - this process).
+    not_this: Option<u64>,
+    /// What other processes hold: those listed, else `not_this`.
+    others: Option<u64>,
+}
+
+impl Figures {
+    fn derive(r: &OomReport, notes: &mut Vec<String>) -> Figures {
+        let reserved =
+            r.reserved_bytes
+                .or(match (r.allocated_bytes, r.reserved_unallocated_bytes) {
+                    (Some(a), Some(u)) => a.checked_add(u),
+                    _ => None,
+                });
+        let reserved_unallocated =
+            r.reserved_unallocated_bytes
+                .or(match (r.reserved_bytes, r.allocated_bytes) {
+                    (Some(res), Some(a)) => res.checked_sub(a),
+                    _ => None,
+                });
+        // A lone `Process P has` clause with no `this process has` clause, holding at least what
+        // PyTorch reserved, is this process seen from inside a container (host pid).
+        let mut likely_self: Option<ProcessUsage> = None;
+        if r.process_in_use_bytes.is_none()
+            && let [only] = r.processes.as_slice()
+            && reserved.is_some_and(|res| only.bytes >= res)
+        {
+            likely_self = Some(*only);
+            notes.push(format!(
+                "process {} is probably the failing process itself, seen by its host pid (the \
+                 message has no \"this process has\" clause and it holds all PyTorch reserved)",
+                only.pid
+            ));
+        }
+        let this_process = r
+            .process_in_use_bytes
+            .or(likely_self.map(|p| p.bytes))
+            .or(reserved);
+        let not_this = match (r.total_bytes, r.free_bytes, this_process) {
+            (Some(t), Some(f), Some(p)) => Some(t.saturating_sub(f).saturating_sub(p)),
+            _ => None,
+        };
+        let others_listed: u64 = r
+            .processes
+            .iter()
+            .filter(|p| Some(**p) != likely_self)
+            .fold(0u64, |a, p| a.saturating_add(p.bytes));
+        let others = if others_listed > 0 {
+            Some(others_listed)
+        } else {
+            not_this
+        };
+        Figures {
+            reserved,
+            reserved_unallocated,
+            likely_self,
+            not_this,
+            others,
+        }
+    }
+}
+
+/// The diagnosis and its explanation, by the first rule that holds; fills `remedies`.
+fn verdict(r: &OomReport, f: &Figures, remedies: &mut Vec<Remedy>) -> (Diagnosis, String) {
+    if let Some(w) = &r.wrapper
+        && r.requested_bytes.is_none()
     {
-        likely_self = Some(*only);
-        notes.push(format!(
-            "process {} is probably the failing process itself, seen by its host pid (the \
-             message has no \"this process has\" clause and it holds all PyTorch reserved)",
-            only.pid
+        return wrapper_verdict(w, remedies);
+    }
+    let (Some(req), Some(free)) = (r.requested_bytes, r.free_bytes) else {
+        remedies.push(remedy(
+            "paste_underlying_error",
+            "paste the whole message (it was cut before the capacity and free figures)",
+        ));
+        return (
+            Diagnosis::NotEnoughInformation,
+            "the message does not say how much was requested and how much was free".into(),
+        );
+    };
+    if let Some(v) = fraction_limit(r, f, req, free, remedies) {
+        return v;
+    }
+    if let Some(v) = fragmentation(r, f, req, free, remedies) {
+        return v;
+    }
+    if let Some(v) = other_processes(r, f, req, free, remedies) {
+        return v;
+    }
+    exhaustion(r, f, req, free, remedies)
+}
+
+/// A server's wrapper message (TGI warmup, vLLM's no-cache-blocks) without the CUDA figures.
+fn wrapper_verdict(w: &Wrapper, remedies: &mut Vec<Remedy>) -> (Diagnosis, String) {
+    let text = match w {
+        Wrapper::TgiPrefillTokens { tokens } => {
+            remedies.push(remedy(
+                "tgi_prefill_tokens",
+                format!(
+                    "lower TGI --max-batch-prefill-tokens below {tokens} (and \
+                     --max-batch-total-tokens with it), or give the shard more memory"
+                ),
+            ));
+            format!(
+                "TGI's warmup could not run a {tokens}-token prefill; the underlying \
+                 CUDA error (with the allocator's figures) is earlier in the shard's log"
+            )
+        }
+        Wrapper::VllmNoCacheBlocks => {
+            remedies.push(remedy(
+                "raise_gpu_memory_utilization",
+                "raise vLLM --gpu-memory-utilization (or free memory held by other \
+                 processes) so weights and activations leave room for KV-cache blocks",
+            ));
+            "vLLM found no memory left for KV-cache blocks after loading weights and \
+             profiling"
+                .to_string()
+        }
+    };
+    serving_remedies(remedies);
+    remedies.push(remedy(
+        "paste_underlying_error",
+        "paste the full `CUDA out of memory. Tried to allocate ...` line from the log \
+         into `inferscope mem oom` for a precise diagnosis",
+    ));
+    (Diagnosis::NotEnoughInformation, text)
+}
+
+/// The request would pass a per-process memory fraction although the device had room.
+fn fraction_limit(
+    r: &OomReport,
+    f: &Figures,
+    req: u64,
+    free: u64,
+    remedies: &mut Vec<Remedy>,
+) -> Option<(Diagnosis, String)> {
+    let allowed = r.allowed_bytes?;
+    let held = f.reserved.or(r.process_in_use_bytes).unwrap_or(0);
+    if held.saturating_add(req) > allowed && free >= req {
+        remedies.push(remedy(
+            "raise_memory_fraction",
+            format!(
+                "raise the per-process limit of {}: torch.cuda.set_per_process_memory_fraction \
+                 (vLLM: a higher --gpu-memory-utilization)",
+                gib(allowed)
+            ),
+        ));
+        return Some((
+            Diagnosis::MemoryFractionLimit,
+            format!(
+                "this process may use {} (a memory fraction limit) and holds {}; {} more \
+                 would pass the limit although the device had {} free",
+                gib(allowed),
+                gib(held),
+                gib(req),
+                gib(free)
+            ),
         ));
     }
-    let this_process = r
-        .process_in_use_bytes
-        .or(likely_self.map(|p| p.bytes))
-        .or(reserved);
-    let not_this = match (r.total_bytes, r.free_bytes, this_process) {
-        (Some(t), Some(f), Some(p)) => Some(t.saturating_sub(f).saturating_sub(p)),
-        _ => None,
-    };
-    let others_listed: u64 = r
-        .processes
-        .iter()
-        .filter(|p| Some(**p) != likely_self)
-        .fold(0u64, |a, p| a.saturating_add(p.bytes));
-    let others = if others_listed > 0 {
-        Some(others_listed)
-    } else {
-        not_this
-    };
+    None
+}
+
+/// PyTorch's cache holds enough but not in one block, or the device's free memory is split.
+fn fragmentation(
+    r: &OomReport,
+    f: &Figures,
+    req: u64,
+    free: u64,
+    remedies: &mut Vec<Remedy>,
+) -> Option<(Diagnosis, String)> {
     let var = conf_var(r);
-    let mut remedies = Vec::new();
-    let (diagnosis, explanation) = 'd: {
-        if let Some(w) = &r.wrapper
-            && r.requested_bytes.is_none()
-        {
-            let text = match w {
-                Wrapper::TgiPrefillTokens { tokens } => {
-                    remedies.push(remedy(
-                        "tgi_prefill_tokens",
-                        format!(
-                            "lower TGI --max-batch-prefill-tokens below {tokens} (and \
-                             --max-batch-total-tokens with it), or give the shard more memory"
-                        ),
-                    ));
-                    format!(
-                        "TGI's warmup could not run a {tokens}-token prefill; the underlying \
-                         CUDA error (with the allocator's figures) is earlier in the shard's log"
-                    )
-                }
-                Wrapper::VllmNoCacheBlocks => {
-                    remedies.push(remedy(
-                        "raise_gpu_memory_utilization",
-                        "raise vLLM --gpu-memory-utilization (or free memory held by other \
-                         processes) so weights and activations leave room for KV-cache blocks",
-                    ));
-                    "vLLM found no memory left for KV-cache blocks after loading weights and \
-                     profiling"
-                        .to_string()
-                }
-            };
-            serving_remedies(&mut remedies);
-            remedies.push(remedy(
-                "paste_underlying_error",
-                "paste the full `CUDA out of memory. Tried to allocate ...` line from the log \
-                 into `inferscope mem oom` for a precise diagnosis",
-            ));
-            break 'd (Diagnosis::NotEnoughInformation, text);
+    if let Some(ru) = f.reserved_unallocated
+        && ru >= req
+        && match r.total_bytes {
+            Some(t) if t > 0 => ru as f64 / t as f64 >= MATERIAL_POOL_SHARE,
+            _ => ru >= GIB,
         }
-        let (Some(req), Some(free)) = (r.requested_bytes, r.free_bytes) else {
+    {
+        remedies.push(remedy(
+            "expandable_segments",
+            format!(
+                "{var}=expandable_segments:True (PyTorch ≥ 2.2; vLLM sets it only for \
+                 some paths): segments grow in place, so cached free pieces can be used"
+            ),
+        ));
+        if r.hint == Some(AllocHint::MaxSplitSizeMb) || r.style == Some(OomStyle::Parenthesised) {
             remedies.push(remedy(
-                "paste_underlying_error",
-                "paste the whole message (it was cut before the capacity and free figures)",
-            ));
-            break 'd (
-                Diagnosis::NotEnoughInformation,
-                "the message does not say how much was requested and how much was free".into(),
-            );
-        };
-        if let Some(allowed) = r.allowed_bytes {
-            let held = reserved.or(r.process_in_use_bytes).unwrap_or(0);
-            if held.saturating_add(req) > allowed && free >= req {
-                remedies.push(remedy(
-                    "raise_memory_fraction",
-                    format!(
-                        "raise the per-process limit of {}: torch.cuda.set_per_process_memory_fraction \
-                         (vLLM: a higher --gpu-memory-utilization)",
-                        gib(allowed)
-                    ),
-                ));
-                break 'd (
-                    Diagnosis::MemoryFractionLimit,
-                    format!(
-                        "this process may use {} (a memory fraction limit) and holds {}; {} more \
-                         would pass the limit although the device had {} free",
-                        gib(allowed),
-                        gib(held),
-                        gib(req),
-                        gib(free)
-                    ),
-                );
-            }
-        }
-        if let Some(ru) = reserved_unallocated
-            && ru >= req
-            && match r.total_bytes {
-                Some(t) if t > 0 => ru as f64 / t as f64 >= MATERIAL_POOL_SHARE,
-                _ => ru >= GIB,
-            }
-        {
-            remedies.push(remedy(
-                "expandable_segments",
+                "max_split_size_mb",
                 format!(
-                    "{var}=expandable_segments:True (PyTorch ≥ 2.2; vLLM sets it only for \
-                     some paths): segments grow in place, so cached free pieces can be used"
+                    "on PyTorch < 2.2: {var}=max_split_size_mb:128 keeps large blocks from \
+                     being split into pieces that cannot be reused"
                 ),
             ));
-            if r.hint == Some(AllocHint::MaxSplitSizeMb) || r.style == Some(OomStyle::Parenthesised)
-            {
-                remedies.push(remedy(
-                    "max_split_size_mb",
-                    format!(
-                        "on PyTorch < 2.2: {var}=max_split_size_mb:128 keeps large blocks from \
-                         being split into pieces that cannot be reused"
-                    ),
-                ));
-            }
-            remedies.push(remedy(
-                "empty_cache_between_phases",
-                "free cached blocks between phases of different shapes (torch.cuda.empty_cache() \
-                 after loading or warm-up), and record a snapshot with `inferscope mem snapshot` \
-                 to see which sizes fragment",
-            ));
-            break 'd (
-                Diagnosis::Fragmentation,
-                format!(
-                    "PyTorch holds {} reserved but unallocated, at least the {} requested, yet \
-                     no cached block of that size is free: the cache is fragmented",
-                    gib(ru),
-                    gib(req)
-                ),
-            );
         }
-        if free >= req {
-            remedies.push(remedy(
-                "expandable_segments",
+        remedies.push(remedy(
+            "empty_cache_between_phases",
+            "free cached blocks between phases of different shapes (torch.cuda.empty_cache() \
+             after loading or warm-up), and record a snapshot with `inferscope mem snapshot` \
+             to see which sizes fragment",
+        ));
+        return Some((
+            Diagnosis::Fragmentation,
+            format!(
+                "PyTorch holds {} reserved but unallocated, at least the {} requested, yet \
+                 no cached block of that size is free: the cache is fragmented",
+                gib(ru),
+                gib(req)
+            ),
+        ));
+    }
+    if free >= req {
+        remedies.push(remedy(
+            "expandable_segments",
+            format!(
+                "{var}=expandable_segments:True, so PyTorch maps memory in pages instead of \
+                 one cudaMalloc of the whole size"
+            ),
+        ));
+        remedies.push(remedy(
+            "check_concurrent_allocations",
+            "look for other processes allocating at the same moment (nvidia-smi \
+             --query-compute-apps=pid,used_memory --format=csv) and, on unified-memory \
+             devices, for a lower driver limit than the free figure suggests",
+        ));
+        return Some((
+            Diagnosis::Fragmentation,
+            format!(
+                "the device reported {} free, more than the {} requested, but the allocation \
+                 failed: the free memory is not available as one block of that size (or was \
+                 taken by another process in the meantime)",
+                gib(free),
+                gib(req)
+            ),
+        ));
+    }
+    None
+}
+
+/// Other processes hold at least the shortfall.
+fn other_processes(
+    r: &OomReport,
+    f: &Figures,
+    req: u64,
+    free: u64,
+    remedies: &mut Vec<Remedy>,
+) -> Option<(Diagnosis, String)> {
+    let shortfall = req - free;
+    if let Some(o) = f.others
+        && o >= GIB
+        && o >= shortfall
+    {
+        let listed: Vec<String> = r
+            .processes
+            .iter()
+            .filter(|p| Some(**p) != f.likely_self)
+            .map(|p| format!("pid {} ({})", p.pid, gib(p.bytes)))
+            .collect();
+        remedies.push(remedy(
+            "free_other_process",
+            if listed.is_empty() {
+                "stop or move the other processes on this GPU (find them with nvidia-smi \
+                 --query-compute-apps=pid,used_memory --format=csv), or pick an idle GPU \
+                 with CUDA_VISIBLE_DEVICES"
+                    .to_string()
+            } else {
                 format!(
-                    "{var}=expandable_segments:True, so PyTorch maps memory in pages instead of \
-                     one cudaMalloc of the whole size"
-                ),
-            ));
-            remedies.push(remedy(
-                "check_concurrent_allocations",
-                "look for other processes allocating at the same moment (nvidia-smi \
-                 --query-compute-apps=pid,used_memory --format=csv) and, on unified-memory \
-                 devices, for a lower driver limit than the free figure suggests",
-            ));
-            break 'd (
-                Diagnosis::Fragmentation,
-                format!(
-                    "the device reported {} free, more than the {} requested, but the allocation \
-                     failed: the free memory is not available as one block of that size (or was \
-                     taken by another process in the meantime)",
-                    gib(free),
-                    gib(req)
-                ),
-            );
-        }
-        let shortfall = req - free;
-        if let Some(o) = others
-            && o >= GIB
-            && o >= shortfall
-        {
-            let listed: Vec<String> = r
-                .processes
-                .iter()
-                .filter(|p| Some(**p) != likely_self)
-                .map(|p| format!("pid {} ({})", p.pid, gib(p.bytes)))
-                .collect();
-            remedies.push(remedy(
-                "free_other_process",
-                if listed.is_empty() {
-                    "stop or move the other processes on this GPU (find them with nvidia-smi \
-                     --query-compute-apps=pid,used_memory --format=csv), or pick an idle GPU \
-                     with CUDA_VISIBLE_DEVICES"
-                        .to_string()
-                } else {
-                    format!(
-                        "stop or move {} (nvidia-smi --query-compute-apps=pid,used_memory \
-                         --format=csv), or pick an idle GPU with CUDA_VISIBLE_DEVICES",
-                        listed.join(", ")
-                    )
-                },
-            ));
-            remedies.push(remedy(
-                "lower_gpu_memory_utilization",
-                "if the other process must stay: lower vLLM --gpu-memory-utilization (SGLang \
-                 --mem-fraction-static) so the server budgets only what is left",
-            ));
-            break 'd (
-                Diagnosis::OtherProcesses,
-                format!(
-                    "{} of the device is held outside this process's PyTorch allocator; the \
-                     request needed {} more than the {} free",
-                    gib(o),
-                    gib(shortfall),
-                    gib(free)
-                ),
-            );
-        }
-        serving_remedies(&mut remedies);
+                    "stop or move {} (nvidia-smi --query-compute-apps=pid,used_memory \
+                     --format=csv), or pick an idle GPU with CUDA_VISIBLE_DEVICES",
+                    listed.join(", ")
+                )
+            },
+        ));
         remedies.push(remedy(
             "lower_gpu_memory_utilization",
-            "if the OOM is outside the KV cache (activations, CUDA graphs, sampler): lower vLLM \
-             --gpu-memory-utilization so the preallocated cache leaves headroom",
+            "if the other process must stay: lower vLLM --gpu-memory-utilization (SGLang \
+             --mem-fraction-static) so the server budgets only what is left",
         ));
-        let caveat = if reserved_unallocated.is_none() {
-            " (the message was cut before the allocator's figures, so fragmentation cannot be \
-             ruled out)"
-        } else {
-            ""
-        };
-        (
-            Diagnosis::Exhaustion,
+        return Some((
+            Diagnosis::OtherProcesses,
             format!(
-                "{} requested with {} free{}: the memory is in use{}",
-                gib(req),
-                gib(free),
-                match r.allocated_bytes {
-                    Some(a) => format!(" and {} allocated by PyTorch", gib(a)),
-                    None => String::new(),
-                },
-                caveat
+                "{} of the device is held outside this process's PyTorch allocator; the \
+                 request needed {} more than the {} free",
+                gib(o),
+                gib(shortfall),
+                gib(free)
             ),
-        )
+        ));
+    }
+    None
+}
+
+/// The memory is simply in use: serve less, or spread the model.
+fn exhaustion(
+    r: &OomReport,
+    f: &Figures,
+    req: u64,
+    free: u64,
+    remedies: &mut Vec<Remedy>,
+) -> (Diagnosis, String) {
+    serving_remedies(remedies);
+    remedies.push(remedy(
+        "lower_gpu_memory_utilization",
+        "if the OOM is outside the KV cache (activations, CUDA graphs, sampler): lower vLLM \
+         --gpu-memory-utilization so the preallocated cache leaves headroom",
+    ));
+    let caveat = if f.reserved_unallocated.is_none() {
+        " (the message was cut before the allocator's figures, so fragmentation cannot be \
+         ruled out)"
+    } else {
+        ""
     };
+    (
+        Diagnosis::Exhaustion,
+        format!(
+            "{} requested with {} free{}: the memory is in use{}",
+            gib(req),
+            gib(free),
+            match r.allocated_bytes {
+                Some(a) => format!(" and {} allocated by PyTorch", gib(a)),
+                None => String::new(),
+            },
+            caveat
+        ),
+    )
+}
+
+/// What holds the card, largest first; unknown last (unknown is not zero, but cannot be ranked).
+fn causes(r: &OomReport, f: &Figures) -> Vec<CauseWeight> {
+    let (others, reserved_unallocated) = (f.others, f.reserved_unallocated);
     let share = |b: Option<u64>| match (b, r.total_bytes) {
         (Some(b), Some(t)) if t > 0 => Some(b as f64 / t as f64),
         _ => None,
@@ -487,6 +625,15 @@ pub fn diagnose(r: &OomReport) -> OomAnalysis {
             .cmp(&a.bytes.is_some())
             .then(b.bytes.cmp(&a.bytes))
     });
+    causes
+}
+
+/// A second cause worth naming beside the verdict's, appended to the explanation.
+fn minor_cause(
+    diagnosis: Diagnosis,
+    causes: &[CauseWeight],
+    explanation: String,
+) -> (Option<&'static str>, String) {
     let verdict_cause = match diagnosis {
         Diagnosis::OtherProcesses => Some("other_processes"),
         Diagnosis::Exhaustion => Some("live_tensors"),
@@ -528,51 +675,7 @@ pub fn diagnose(r: &OomReport) -> OomAnalysis {
             });
         }
     }
-    let (wrapper, wrapper_tokens) = match &r.wrapper {
-        Some(Wrapper::TgiPrefillTokens { tokens }) => {
-            (Some("tgi_prefill_tokens".to_string()), Some(*tokens))
-        }
-        Some(Wrapper::VllmNoCacheBlocks) => (Some("vllm_no_cache_blocks".to_string()), None),
-        None => (None, None),
-    };
-    OomAnalysis {
-        backend: r.backend.map(Backend::as_str),
-        style: r.style.map(OomStyle::as_str),
-        device: r.device,
-        total_bytes: r.total_bytes,
-        requested_bytes: r.requested_bytes,
-        free_bytes: r.free_bytes,
-        allocated_bytes: r.allocated_bytes,
-        reserved_bytes: reserved,
-        reserved_unallocated_bytes: reserved_unallocated,
-        private_pools_bytes: r.private_pools_bytes,
-        allowed_bytes: r.allowed_bytes,
-        process_in_use_bytes: r.process_in_use_bytes,
-        other_processes: r
-            .processes
-            .iter()
-            .map(|p| ProcessBytes {
-                pid: p.pid,
-                bytes: p.bytes,
-            })
-            .collect(),
-        not_this_process_bytes: not_this,
-        wrapper,
-        wrapper_tokens,
-        hint: r.hint.map(|h| match h {
-            AllocHint::MaxSplitSizeMb => "max_split_size_mb",
-            AllocHint::ExpandableSegments => "expandable_segments",
-        }),
-        alloc_conf_var: r.alloc_conf_var.clone(),
-        context: r.context.clone(),
-        messages_found: r.messages_found,
-        diagnosis,
-        causes,
-        minor_cause,
-        explanation,
-        remedies,
-        notes,
-    }
+    (minor_cause, explanation)
 }
 
 #[cfg(test)]
@@ -613,5 +716,50 @@ mod tests {
             }]
         );
         assert!(a.remedies[0].action.contains("pid 11"));
+    }
+
+    /// The PyTorch ≥ 2.1 message as a container sees it (host pid, no "this process has"),
+    /// shaped like fixtures/tools/oom/ (figures chosen to land on one rule each).
+    fn container_message(pid_gib: &str, free: &str, unalloc: &str) -> OomReport {
+        parse(&format!(
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a \
+             total capacity of 79.15 GiB of which {free} GiB is free. Process 4242 has {pid_gib} \
+             GiB memory in use. Of the allocated memory 70.00 GiB is allocated by PyTorch, and \
+             {unalloc} GiB is reserved by PyTorch but unallocated."
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_lone_process_holding_all_reserved_is_this_process() {
+        let r = container_message("78.00", "1.00", "5.00");
+        let mut notes = Vec::new();
+        let f = Figures::derive(&r, &mut notes);
+        assert_eq!(f.reserved, Some(75 * GIB));
+        assert_eq!(f.likely_self.map(|p| p.pid), Some(4242));
+        // Others fall back to total - free - this process: 79.15 - 1 - 78 GiB.
+        assert!(f.others.is_some_and(|o| o < GIB), "{:?}", f.others);
+        assert!(notes.iter().any(|n| n.contains("process 4242 is probably")));
+        // A process smaller than what PyTorch reserved is someone else.
+        let r = container_message("10.00", "1.00", "5.00");
+        let f = Figures::derive(&r, &mut Vec::new());
+        assert_eq!(f.likely_self, None);
+        assert_eq!(f.others, Some(10 * GIB));
+    }
+
+    #[test]
+    fn rules_in_order_and_causes_ranked() {
+        // 5 GiB cached but unallocated covers the 2 GiB request: fragmentation.
+        let a = diagnose(&container_message("78.00", "1.00", "5.00"));
+        assert_eq!(a.diagnosis, Diagnosis::Fragmentation);
+        assert_eq!(a.causes[0].cause, "live_tensors");
+        // Nothing cached, nobody else: exhaustion, with the live tensors as the verdict's cause.
+        let a = diagnose(&container_message("78.00", "1.00", "0.00"));
+        assert_eq!(a.diagnosis, Diagnosis::Exhaustion);
+        assert_eq!(a.minor_cause, None);
+        // Another process holds 10 GiB: its memory is the cause.
+        let a = diagnose(&container_message("10.00", "1.00", "0.00"));
+        assert_eq!(a.diagnosis, Diagnosis::OtherProcesses);
+        assert!(a.remedies.iter().any(|r| r.action.contains("pid 4242")));
     }
 }

@@ -47,10 +47,7 @@ fn node_cpus(fs: &FsRoot, dir: &str, problems: &mut Vec<String>) -> Option<CpuSe
     match fs.read_string(&format!("{dir}/cpumap")) {
         Ok(t) => match decode_cpuset(t.trim()) {
             Ok(set) => return Some(set),
-            Err((at, expected, found)) => why.push(format!(
-                "/{dir}/cpumap: line 1, column {}: expected {expected}, found {found:?}",
-                at + 1
-            )),
+            Err(e) => why.push(format!("/{dir}/cpumap: line 1, {e}")),
         },
         Err(e) => why.push(e.to_string()),
     }

@@ -131,13 +131,9 @@ fn local_cpus(fs: &FsRoot, dir: &str) -> Reading<CpuSet> {
             match fs.read_string(&rel) {
                 Ok(t) => match decode_cpuset(t.trim()) {
                     Ok(s) => Reading::value(s),
-                    Err((at, expected, found)) => Reading::unknown(
-                        UnknownReason::Malformed,
-                        format!(
-                            "/{rel}: line 1, column {}: expected {expected}, found {found:?}",
-                            at + 1
-                        ),
-                    ),
+                    Err(e) => {
+                        Reading::unknown(UnknownReason::Malformed, format!("/{rel}: line 1, {e}"))
+                    }
                 },
                 Err(_) => e.into_reading(),
             }

@@ -5,8 +5,8 @@ use crate::host::online_cpu_dirs;
 use crate::numa::hugepage_pools;
 use inferscope_formats::{cgroup, cmdline, limits, meminfo, mounts, sysfs, thp};
 use inferscope_model::{
-    Cgroup, CpuSet, GovernorGroup, HostSettings, LimitValue, NodeSet, Reading, ResourceLimit,
-    ShmSize, UnknownReason,
+    Cgroup, CpuSet, GovernorGroup, HostSettings, LimitValue, ListError, NodeSet, Reading,
+    ResourceLimit, ShmSize, UnknownReason,
 };
 use std::collections::BTreeMap;
 
@@ -159,13 +159,13 @@ fn join(base: &str, cg: &str, file: &str) -> String {
     }
 }
 
-/// First readable file among a cgroup and its ancestors.
+/// First readable file among a cgroup and its ancestors, parsed as a one-line list.
 fn nearest<T>(
     fs: &FsRoot,
     base: &str,
     path: &str,
     files: &[&str],
-    parse: impl Fn(&str) -> Result<T, String>,
+    parse: impl Fn(&str) -> Result<T, ListError>,
 ) -> Reading<T> {
     let mut last = None;
     for cg in ancestors(path) {
@@ -175,9 +175,10 @@ fn nearest<T>(
                 Ok(text) => {
                     return match parse(&text) {
                         Ok(v) => Reading::value(v),
-                        Err(e) => {
-                            Reading::unknown(UnknownReason::Malformed, format!("/{rel}: {e}"))
-                        }
+                        Err(e) => Reading::unknown(
+                            UnknownReason::Malformed,
+                            format!("/{rel}: line 1, {e}"),
+                        ),
                     };
                 }
                 Err(e) => last = Some(e),
@@ -224,12 +225,12 @@ fn tightest_memory(fs: &FsRoot, base: &str, path: &str, file: &str) -> Reading<L
     }
 }
 
-fn cpus_parser(text: &str) -> Result<CpuSet, String> {
-    text.parse::<CpuSet>().map_err(|e| format!("line 1, {e}"))
+fn cpus_parser(text: &str) -> Result<CpuSet, ListError> {
+    text.parse::<CpuSet>()
 }
 
-fn nodes_parser(text: &str) -> Result<NodeSet, String> {
-    text.parse::<NodeSet>().map_err(|e| format!("line 1, {e}"))
+fn nodes_parser(text: &str) -> Result<NodeSet, ListError> {
+    text.parse::<NodeSet>()
 }
 
 fn cgroup_of(fs: &FsRoot) -> Reading<Cgroup> {

@@ -20,7 +20,6 @@ use nvml_wrapper::enums::device::UsedGpuMemory;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
-use std::io;
 
 /// Most threads whose `stat` is read per process and sample.
 pub const MAX_THREADS: usize = 4096;
@@ -326,41 +325,6 @@ impl Sampler {
     }
 }
 
-/// Parse a duration such as `500ms`, `1s`, `2.5s`, `10m`, `1h` (a bare number is seconds).
-pub fn parse_duration(text: &str) -> io::Result<std::time::Duration> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("invalid duration {text:?} (expected e.g. 500ms, 1s, 10m, 2h)"),
-        )
-    })?;
-    let mult = match unit {
-        "ms" => 0.001,
-        "" | "s" => 1.0,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        _ => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("invalid duration unit in {text:?} (use ms, s, m or h)"),
-            ));
-        }
-    };
-    let secs = v * mult;
-    if !secs.is_finite() || secs <= 0.0 || secs > 366.0 * 86400.0 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("duration {text:?} out of range (above 0, at most a year)"),
-        ));
-    }
-    Ok(std::time::Duration::from_secs_f64(secs))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,15 +336,6 @@ mod tests {
                     0 0 0";
         assert_eq!(stat_processor(stat), Some(7));
         assert_eq!(stat_processor("garbage"), None);
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("500ms").unwrap().as_millis(), 500);
-        assert_eq!(parse_duration("2").unwrap().as_secs(), 2);
-        assert_eq!(parse_duration("1h").unwrap().as_secs(), 3600);
-        assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("5 parsecs").is_err());
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! `snapshot --import`: turn what users already have (`nvidia-smi -q` text, `nvidia-smi -q -x`
 //! XML, `lstopo --of xml`) into a Snapshot every command accepts.
 //!
-//! The format is recognised from content, not the file name (pastes have no useful names). The
-//! parsers are pure (inferscope-formats); this module only assembles their parts: hwloc gives the
-//! host, NUMA nodes and PCI tree, nvidia-smi gives the driver facts, and GPUs are matched by PCI
+//! The format is recognised from content, not the file name (pastes have no useful names;
+//! `inferscope_formats::detect`). The parsers are pure (inferscope-formats); this module only
+//! assembles their parts: hwloc gives the host, NUMA nodes and PCI tree, nvidia-smi gives the driver facts, and GPUs are matched by PCI
 //! address. Everything no input carries is `not_captured`, with the inputs named.
 
 use anyhow::{Context, bail};
+use inferscope_formats::detect::{Format as ImportFormat, detect};
 use inferscope_formats::{hwloc_xml, nvidia_smi_q, nvidia_smi_xml};
 use inferscope_model::{
     Cgroup, DriverInfo, Gpu, GpuVendor, HostSettings, Nic, PciId, Reading, SCHEMA_VERSION,
@@ -17,42 +18,6 @@ use std::path::Path;
 
 /// Largest input accepted.
 pub const MAX_IMPORT_BYTES: u64 = 64 << 20;
-
-/// What a file was recognised as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ImportFormat {
-    /// `nvidia-smi -q` text.
-    NvidiaSmiText,
-    /// `nvidia-smi -q -x` XML.
-    NvidiaSmiXml,
-    /// hwloc XML (`lstopo --of xml`).
-    HwlocXml,
-    /// `nvidia-smi topo -m` text.
-    NvidiaSmiTopo,
-    /// A snapshot written by `inferscope snapshot`.
-    Snapshot,
-}
-
-/// Recognise a file's format from its content.
-pub fn detect(text: &str) -> Option<ImportFormat> {
-    let head: String = text.chars().take(4096).collect();
-    if head.contains("<nvidia_smi_log") {
-        Some(ImportFormat::NvidiaSmiXml)
-    } else if head.contains("<topology") {
-        Some(ImportFormat::HwlocXml)
-    } else if head.trim_start().starts_with('{') && head.contains("\"schema_version\"") {
-        Some(ImportFormat::Snapshot)
-    } else if head.contains("NVSMI LOG")
-        || head.contains("Attached GPUs")
-        || head.lines().any(|l| l.trim_start().starts_with("GPU 0000"))
-    {
-        Some(ImportFormat::NvidiaSmiText)
-    } else if head.contains("GPU0") {
-        Some(ImportFormat::NvidiaSmiTopo)
-    } else {
-        None
-    }
-}
 
 /// A file read for import: its text without a provenance header, and how many lines that
 /// header had (added back to error line numbers so they point into the file).
@@ -294,36 +259,4 @@ fn assemble(
     };
     snapshot.cuda_order = inferscope_model::cuda::cuda_order(&snapshot);
     snapshot
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn detects_formats_from_content() {
-        assert_eq!(
-            detect("<?xml version=\"1.0\"?>\n<nvidia_smi_log>"),
-            Some(ImportFormat::NvidiaSmiXml)
-        );
-        assert_eq!(
-            detect(
-                "<?xml version=\"1.0\"?>\n<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n<topology version=\"2.0\">"
-            ),
-            Some(ImportFormat::HwlocXml)
-        );
-        assert_eq!(
-            detect("\n==============NVSMI LOG==============\n"),
-            Some(ImportFormat::NvidiaSmiText)
-        );
-        assert_eq!(
-            detect("\tGPU0\tGPU1\tCPU Affinity\n"),
-            Some(ImportFormat::NvidiaSmiTopo)
-        );
-        assert_eq!(
-            detect("{\n  \"schema_version\": 1"),
-            Some(ImportFormat::Snapshot)
-        );
-        assert_eq!(detect("hello"), None);
-    }
 }

@@ -7,7 +7,6 @@
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 pub mod clock;
 pub mod commands;
-pub mod fleet;
 pub mod import;
 pub mod load;
 pub mod render;

@@ -44,7 +44,9 @@ pub fn parse_snapshot(text: &str, name: &str) -> anyhow::Result<Snapshot> {
             inferscope_model::SCHEMA_VERSION
         );
     }
-    if text.contains("GPU0") && !text.trim_start().starts_with('{') {
+    if !text.trim_start().starts_with('{')
+        && inferscope_formats::nvidia_smi_topo::has_matrix_header(text)
+    {
         anyhow::bail!(
             "{name}: this looks like `nvidia-smi topo -m` text, not a snapshot written by `inferscope snapshot`"
         );

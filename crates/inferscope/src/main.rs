@@ -24,9 +24,10 @@ struct Cli {
 enum Command {
     /// Print everything known about this host as JSON (the Snapshot).
     Snapshot {
-        /// Read sysfs/procfs under DIR instead of / (a fixture tree or unpacked gather archive).
-        #[arg(long, value_name = "DIR", default_value = "/")]
-        root: PathBuf,
+        /// Read sysfs/procfs under DIR instead of / (a fixture tree or an unpacked gather
+        /// archive; absent: this machine).
+        #[arg(long, value_name = "DIR")]
+        root: Option<PathBuf>,
         /// Build the snapshot from tool outputs instead of a machine: `nvidia-smi -q` text,
         /// `nvidia-smi -q -x` XML and/or `lstopo --of xml` (recognised from content).
         #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with = "root")]
@@ -37,21 +38,24 @@ enum Command {
         /// Where to write the .tar.gz archive.
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
-        /// Read under DIR instead of /.
-        #[arg(long, value_name = "DIR", default_value = "/")]
-        root: PathBuf,
+        /// Read sysfs/procfs under DIR instead of / (a fixture tree or an unpacked gather
+        /// archive; absent: this machine).
+        #[arg(long, value_name = "DIR")]
+        root: Option<PathBuf>,
     },
     /// Preflight: find what breaks LLM servers on this host, with evidence and the exact fix.
     Check {
         /// Check a snapshot written by `inferscope snapshot` instead of the machine.
         #[arg(long, value_name = "FILE", conflicts_with = "root")]
         snapshot: Option<PathBuf>,
-        /// Read sysfs/procfs under DIR instead of /.
+        /// Read sysfs/procfs under DIR instead of / (a fixture tree or an unpacked gather
+        /// archive; absent: this machine).
         #[arg(long, value_name = "DIR")]
         root: Option<PathBuf>,
-        /// Also check a running server process (CPU affinity, memory placement).
-        #[arg(long, value_name = "PID")]
-        pid: Option<u32>,
+        /// Also check running server processes (CPU affinity, memory placement): one PID, or
+        /// several (repeat, space- or comma-separated), as `watch` and `serve` take them.
+        #[arg(long = "pid", value_name = "PID", num_args = 1.., value_delimiter = ',')]
+        pids: Vec<u32>,
         /// Also check a serving plan: the JSON written by `inferscope plan --json`.
         #[arg(long, value_name = "FILE")]
         plan: Option<PathBuf>,
@@ -131,7 +135,8 @@ enum Command {
         /// Read pasted `nvidia-smi topo -m` (or `-mp`) text instead of the machine.
         #[arg(long, value_name = "FILE", conflicts_with = "root")]
         from_nvidia_smi: Option<PathBuf>,
-        /// Read sysfs/procfs under DIR instead of /.
+        /// Read sysfs/procfs under DIR instead of / (a fixture tree or an unpacked gather
+        /// archive; absent: this machine).
         #[arg(long, value_name = "DIR")]
         root: Option<PathBuf>,
         /// Print JSON instead of the table.
@@ -259,12 +264,16 @@ impl PlanCli {
 
 fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Snapshot { root, import } => commands::snapshot::run(&root, &import, out),
-        Command::Gather { out: file, root } => commands::gather::run(&root, &file, out),
+        Command::Snapshot { root, import } => {
+            commands::snapshot::run(&root_or_slash(root), &import, out)
+        }
+        Command::Gather { out: file, root } => {
+            commands::gather::run(&root_or_slash(root), &file, out)
+        }
         Command::Check {
             snapshot,
             root,
-            pid,
+            pids,
             plan,
             only,
             fail_on,
@@ -280,7 +289,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             let args = commands::check::CheckArgs {
                 snapshot: snapshot.as_deref(),
                 root: root.as_deref(),
-                pid,
+                pids,
                 plan: plan.as_deref(),
                 only,
                 fail_on: fail_on.parse().map_err(anyhow::Error::msg)?,
@@ -325,6 +334,11 @@ fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             None => commands::topo::run(snapshot.as_deref(), root.as_deref(), json, out),
         },
     }
+}
+
+/// `--root DIR`, absent meaning the machine itself (docs/cli.md).
+fn root_or_slash(root: Option<PathBuf>) -> PathBuf {
+    root.unwrap_or_else(|| PathBuf::from("/"))
 }
 
 fn is_broken_pipe(err: &anyhow::Error) -> bool {

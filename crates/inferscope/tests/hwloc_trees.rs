@@ -129,7 +129,7 @@ fn offline_cpus_reach_no_consumer() {
             }
         }
         let findings = inferscope_check::run_defaults(&snap);
-        let labels = inferscope::fleet::labels::labels(&snap, &findings);
+        let labels = inferscope_fleet::labels::labels(&snap, &findings);
         let nodes = labels
             .iter()
             .find(|l| l.key.ends_with("numa.nodes"))

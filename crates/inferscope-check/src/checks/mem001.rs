@@ -1,7 +1,6 @@
 //! MEM001: transparent huge pages set to `always`.
 
-use super::support::HOST;
-use crate::outcome::need;
+use super::support::{SettingFails, host_setting};
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
 
 /// The check.
@@ -15,22 +14,19 @@ pub const CHECK: CheckDef = CheckDef {
 };
 
 fn run(input: &CheckInput) -> Vec<Outcome> {
-    let mode = match need(&input.snapshot.settings.thp_enabled, HOST, "THP mode") {
-        Ok(v) => v,
-        Err(o) => return vec![o],
-    };
-    let evidence = format!("/sys/kernel/mm/transparent_hugepage/enabled is [{mode}]");
-    if mode == "always" {
-        vec![Outcome::fail(
-            HOST,
-            format!(
-                "{evidence}: every anonymous mapping gets huge pages, with khugepaged and fault-time compaction behind them"
-            ),
-            "`echo madvise > /sys/kernel/mm/transparent_hugepage/enabled` (as root); to keep it after reboot add `transparent_hugepage=madvise` to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, then `update-grub` or `grub2-mkconfig -o /boot/grub2/grub.cfg`).",
-        )]
-    } else {
-        vec![Outcome::pass(HOST, evidence)]
-    }
+    host_setting(
+        &input.snapshot.settings.thp_enabled,
+        "THP mode",
+        |mode| format!("/sys/kernel/mm/transparent_hugepage/enabled is [{mode}]"),
+        |mode| {
+            (mode == "always").then_some(SettingFails {
+                consequence: Some(
+                    "every anonymous mapping gets huge pages, with khugepaged and fault-time compaction behind them".into(),
+                ),
+                remedy: "`echo madvise > /sys/kernel/mm/transparent_hugepage/enabled` (as root); to keep it after reboot add `transparent_hugepage=madvise` to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, then `update-grub` or `grub2-mkconfig -o /boot/grub2/grub.cfg`).",
+            })
+        },
+    )
 }
 
 #[cfg(test)]

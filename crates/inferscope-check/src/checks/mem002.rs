@@ -1,7 +1,6 @@
 //! MEM002: THP defrag `always` stalls allocations in direct compaction.
 
-use super::support::HOST;
-use crate::outcome::need;
+use super::support::{SettingFails, host_setting};
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
 
 /// The check.
@@ -15,22 +14,19 @@ pub const CHECK: CheckDef = CheckDef {
 };
 
 fn run(input: &CheckInput) -> Vec<Outcome> {
-    let mode = match need(&input.snapshot.settings.thp_defrag, HOST, "THP defrag mode") {
-        Ok(v) => v,
-        Err(o) => return vec![o],
-    };
-    let evidence = format!("/sys/kernel/mm/transparent_hugepage/defrag is [{mode}]");
-    if mode == "always" {
-        vec![Outcome::fail(
-            HOST,
-            format!(
-                "{evidence}: every huge-page fault that finds no free 2 MiB block does direct reclaim and compaction before returning"
-            ),
-            "`echo defer+madvise > /sys/kernel/mm/transparent_hugepage/defrag` (as root; `madvise` also passes); to keep it after reboot add `w /sys/kernel/mm/transparent_hugepage/defrag - - - - defer+madvise` to /etc/tmpfiles.d/thp.conf.",
-        )]
-    } else {
-        vec![Outcome::pass(HOST, evidence)]
-    }
+    host_setting(
+        &input.snapshot.settings.thp_defrag,
+        "THP defrag mode",
+        |mode| format!("/sys/kernel/mm/transparent_hugepage/defrag is [{mode}]"),
+        |mode| {
+            (mode == "always").then_some(SettingFails {
+                consequence: Some(
+                    "every huge-page fault that finds no free 2 MiB block does direct reclaim and compaction before returning".into(),
+                ),
+                remedy: "`echo defer+madvise > /sys/kernel/mm/transparent_hugepage/defrag` (as root; `madvise` also passes); to keep it after reboot add `w /sys/kernel/mm/transparent_hugepage/defrag - - - - defer+madvise` to /etc/tmpfiles.d/thp.conf.",
+            })
+        },
+    )
 }
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
 //! MEM004: `vm.zone_reclaim_mode` is not 0.
 
-use super::support::HOST;
-use crate::outcome::need;
+use super::support::{SettingFails, host_setting};
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
 
 /// The check.
@@ -34,27 +33,22 @@ fn bits(mode: u32) -> String {
 }
 
 fn run(input: &CheckInput) -> Vec<Outcome> {
-    let mode = match need(
+    host_setting(
         &input.snapshot.settings.vm_zone_reclaim_mode,
-        HOST,
         "vm.zone_reclaim_mode",
-    ) {
-        Ok(v) => *v,
-        Err(o) => return vec![o],
-    };
-    let evidence = format!(
-        "vm.zone_reclaim_mode is {mode}{} (/proc/sys/vm/zone_reclaim_mode)",
-        bits(mode)
-    );
-    if mode == 0 {
-        vec![Outcome::pass(HOST, evidence)]
-    } else {
-        vec![Outcome::fail(
-            HOST,
-            evidence,
-            "`sysctl -w vm.zone_reclaim_mode=0` and add `vm.zone_reclaim_mode = 0` to /etc/sysctl.d/90-inference.conf to keep it. Bind the server to its GPUs' node with `inferscope run` instead of relying on zone reclaim for locality.",
-        )]
-    }
+        |mode| {
+            format!(
+                "vm.zone_reclaim_mode is {mode}{} (/proc/sys/vm/zone_reclaim_mode)",
+                bits(*mode)
+            )
+        },
+        |mode| {
+            (*mode != 0).then_some(SettingFails {
+                consequence: None,
+                remedy: "`sysctl -w vm.zone_reclaim_mode=0` and add `vm.zone_reclaim_mode = 0` to /etc/sysctl.d/90-inference.conf to keep it. Bind the server to its GPUs' node with `inferscope run` instead of relying on zone reclaim for locality.",
+            })
+        },
+    )
 }
 
 #[cfg(test)]

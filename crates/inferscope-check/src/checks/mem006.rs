@@ -1,7 +1,6 @@
 //! MEM006: `/dev/shm` too small for NCCL and multi-process serving.
 
-use super::support::{HOST, bytes};
-use crate::outcome::need;
+use super::support::{SettingFails, bytes, host_setting};
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
 
 /// The check.
@@ -15,26 +14,25 @@ pub const CHECK: CheckDef = CheckDef {
 };
 
 fn run(input: &CheckInput) -> Vec<Outcome> {
-    let shm = match need(&input.snapshot.settings.dev_shm, HOST, "/dev/shm size") {
-        Ok(v) => v,
-        Err(o) => return vec![o],
-    };
     let min = input.thresholds.min_dev_shm_bytes;
-    let evidence = format!(
-        "/dev/shm is {} ({}); threshold {}",
-        bytes(shm.bytes),
-        shm.basis.replace('_', " "),
-        bytes(min)
-    );
-    if shm.bytes >= min {
-        vec![Outcome::pass(HOST, evidence)]
-    } else {
-        vec![Outcome::fail(
-            HOST,
-            evidence,
-            "Docker: `docker run --shm-size=16g ...` (or `--ipc=host`); Kubernetes: mount an `emptyDir: {medium: Memory, sizeLimit: 16Gi}` at /dev/shm; host: `mount -o remount,size=16G /dev/shm`.",
-        )]
-    }
+    host_setting(
+        &input.snapshot.settings.dev_shm,
+        "/dev/shm size",
+        |shm| {
+            format!(
+                "/dev/shm is {} ({}); threshold {}",
+                bytes(shm.bytes),
+                shm.basis.replace('_', " "),
+                bytes(min)
+            )
+        },
+        |shm| {
+            (shm.bytes < min).then_some(SettingFails {
+                consequence: None,
+                remedy: "Docker: `docker run --shm-size=16g ...` (or `--ipc=host`); Kubernetes: mount an `emptyDir: {medium: Memory, sizeLimit: 16Gi}` at /dev/shm; host: `mount -o remount,size=16G /dev/shm`.",
+            })
+        },
+    )
 }
 
 #[cfg(test)]

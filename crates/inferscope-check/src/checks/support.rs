@@ -35,6 +35,41 @@ pub fn per_gpu_details(
         .collect()
 }
 
+/// Why a host setting fails: what the value does (appended to the evidence after `: `, when
+/// there is more to say than the value) and the exact remedy.
+pub struct SettingFails {
+    /// `every anonymous mapping gets huge pages ...`, or `None` when the evidence says it all.
+    pub consequence: Option<String>,
+    /// The command or flag that fixes it.
+    pub remedy: &'static str,
+}
+
+/// The skeleton of a host-setting check: the setting unknown is one unknown outcome; known,
+/// `evidence` says what was read and `fails` decides (`None`: pass with the evidence).
+pub fn host_setting<T>(
+    reading: &inferscope_model::Reading<T>,
+    what: &str,
+    evidence: impl FnOnce(&T) -> String,
+    fails: impl FnOnce(&T) -> Option<SettingFails>,
+) -> Vec<Outcome> {
+    let value = match need(reading, HOST, what) {
+        Ok(v) => v,
+        Err(o) => return vec![o],
+    };
+    let evidence = evidence(value);
+    match fails(value) {
+        None => vec![Outcome::pass(HOST, evidence)],
+        Some(f) => vec![Outcome::fail(
+            HOST,
+            match f.consequence {
+                Some(c) => format!("{evidence}: {c}"),
+                None => evidence,
+            },
+            f.remedy,
+        )],
+    }
+}
+
 /// Subject for host-wide findings.
 pub const HOST: &str = "host";
 
@@ -202,5 +237,36 @@ pub mod testing {
     /// Statuses of outcomes, for compact assertions.
     pub fn statuses(o: &[Outcome]) -> Vec<Status> {
         o.iter().map(|x| x.status).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Status;
+    use inferscope_model::{Reading, UnknownReason};
+
+    #[test]
+    fn host_setting_skeleton() {
+        let fails = |v: &u32| {
+            (*v > 1).then_some(SettingFails {
+                consequence: Some("too high".into()),
+                remedy: "lower it",
+            })
+        };
+        let out = host_setting(&Reading::value(1u32), "x", |v| format!("x is {v}"), fails);
+        assert_eq!(
+            (out[0].status, out[0].evidence.as_str()),
+            (Status::Pass, "x is 1")
+        );
+        let out = host_setting(&Reading::value(2u32), "x", |v| format!("x is {v}"), fails);
+        assert_eq!(out[0].status, Status::Fail);
+        assert_eq!(out[0].evidence, "x is 2: too high");
+        assert_eq!(out[0].remedy.as_deref(), Some("lower it"));
+        let unknown = Reading::unknown(UnknownReason::PermissionDenied, "/proc/sys/x: denied");
+        let out = host_setting(&unknown, "x", |v: &u32| format!("x is {v}"), fails);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].status, Status::Unknown);
+        assert_eq!(out[0].subject, HOST);
     }
 }

@@ -21,10 +21,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn duration_arg(s: &str) -> Result<Duration, inferscope_bench::DurationError> {
-    parse_duration(s)
-}
-
 /// `inferscope bench` flags.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
@@ -55,7 +51,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000), conflicts_with = "sweep")]
     pub repeat: u32,
     /// Measured sending time (after warm-up), e.g. 30s, 2m. Default 30s when --requests is not given.
-    #[arg(long, value_name = "D", value_parser = duration_arg)]
+    #[arg(long, value_name = "D", value_parser = super::duration_arg)]
     pub duration: Option<Duration>,
     /// Measured requests to send (after warm-up).
     #[arg(long, value_name = "N")]
@@ -97,19 +93,19 @@ pub struct BenchArgs {
     #[arg(long, value_name = "T", default_value_t = 0.0)]
     pub temperature: f64,
     /// Total time allowed per request.
-    #[arg(long, value_name = "D", default_value = "60s", value_parser = duration_arg)]
+    #[arg(long, value_name = "D", default_value = "60s", value_parser = super::duration_arg)]
     pub timeout: Duration,
     /// Longest silence allowed between bytes of a response.
-    #[arg(long, value_name = "D", default_value = "30s", value_parser = duration_arg)]
+    #[arg(long, value_name = "D", default_value = "30s", value_parser = super::duration_arg)]
     pub idle_timeout: Duration,
     /// Hard cap on the sending phase of each step (warm-up included).
-    #[arg(long, value_name = "D", default_value = "10m", value_parser = duration_arg)]
+    #[arg(long, value_name = "D", default_value = "10m", value_parser = super::duration_arg)]
     pub max_duration: Duration,
     /// Open loop: most requests in flight before arrivals wait (and the run may stop as saturated).
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_inflight: u32,
     /// Open loop: stop as saturated when an arrival waits this long for a free slot.
-    #[arg(long, value_name = "D", default_value = "1s", value_parser = duration_arg)]
+    #[arg(long, value_name = "D", default_value = "1s", value_parser = super::duration_arg)]
     pub max_send_lag: Duration,
     /// Stop when more than this fraction of the last 50 requests failed (1 disables).
     #[arg(long, value_name = "F", default_value_t = 0.5)]
@@ -122,8 +118,10 @@ pub struct BenchArgs {
     /// reports how it agrees with the server's usage when both exist.
     #[arg(long, value_name = "FILE")]
     pub tokenizer: Option<PathBuf>,
-    /// Record the machine from this snapshot instead of probing this host.
-    #[arg(long, value_name = "FILE")]
+    /// The machine the server runs on, from a snapshot written by `inferscope snapshot` on it,
+    /// recorded in the result instead of probing the host bench runs on (`--snapshot`, the old
+    /// spelling, still works).
+    #[arg(long = "server-snapshot", alias = "snapshot", value_name = "FILE")]
     pub snapshot: Option<PathBuf>,
     /// No live progress on stderr.
     #[arg(long, short)]

@@ -17,8 +17,8 @@ pub struct CheckArgs<'a> {
     pub snapshot: Option<&'a Path>,
     /// `--root DIR`.
     pub root: Option<&'a Path>,
-    /// `--pid PID`.
-    pub pid: Option<u32>,
+    /// `--pid PID[,PID...]` (one or several running processes).
+    pub pids: Vec<u32>,
     /// `--plan FILE` (JSON written by `inferscope plan --json`).
     pub plan: Option<&'a Path>,
     /// `--only CODES`.
@@ -69,34 +69,58 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         ),
     };
     let plan = args.plan.map(load_plan).transpose()?;
-    let process = match args.pid {
-        None => None,
-        Some(pid) => {
-            if args.snapshot.is_some() {
-                anyhow::bail!(
-                    "--pid reads /proc/{pid} of a machine; it cannot be combined with --snapshot"
-                );
-            }
-            let root = args.root.unwrap_or(Path::new("/"));
-            if !root.join(format!("proc/{pid}")).is_dir() {
-                anyhow::bail!("--pid {pid}: no such process under {}", root.display());
-            }
-            let fs = inferscope_probe::FsRoot::new(root);
-            Some(inferscope_probe::process::capture_process(
-                &fs, pid, &snapshot,
-            ))
+    if let Some(pid) = args.pids.first()
+        && args.snapshot.is_some()
+    {
+        anyhow::bail!(
+            "--pid reads /proc/{pid} of a machine; it cannot be combined with --snapshot"
+        );
+    }
+    let root = args.root.unwrap_or(Path::new("/"));
+    let fs = inferscope_probe::FsRoot::new(root);
+    let mut processes = Vec::new();
+    for pid in &args.pids {
+        if !root.join(format!("proc/{pid}")).is_dir() {
+            anyhow::bail!("--pid {pid}: no such process under {}", root.display());
         }
-    };
-    let input = CheckInput {
+        processes.push(inferscope_probe::process::capture_process(
+            &fs, *pid, &snapshot,
+        ));
+    }
+    let input = |process| CheckInput {
         snapshot: &snapshot,
         plan: plan.as_ref(),
-        process: process.as_ref(),
+        process,
         thresholds: &config.thresholds,
     };
     let selection = Selection {
         only: args.only.clone(),
     };
-    let findings = inferscope_check::run(&input, &config, &selection)?;
+    let mut findings = inferscope_check::run(&input(processes.first()), &config, &selection)?;
+    // Further processes: only the process checks again, so host findings appear once.
+    let process_only = Selection {
+        only: inferscope_check::registry()
+            .iter()
+            .filter(|d| d.scope == inferscope_check::Scope::Process)
+            .filter(|d| {
+                selection.only.is_empty()
+                    || selection
+                        .only
+                        .iter()
+                        .any(|c| c.eq_ignore_ascii_case(d.code))
+            })
+            .map(|d| d.code.to_string())
+            .collect(),
+    };
+    if !process_only.only.is_empty() {
+        for p in processes.iter().skip(1) {
+            findings.extend(inferscope_check::run(
+                &input(Some(p)),
+                &config,
+                &process_only,
+            )?);
+        }
+    }
     if args.json {
         let report = render::check::CheckReport {
             schema_version: 1,

@@ -5,7 +5,7 @@
 
 mod fetch;
 
-use crate::fleet::diff;
+use inferscope_fleet::diff;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,10 +20,10 @@ pub struct DiffArgs {
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Seconds allowed for each URL's whole fetch; a node that takes longer is reported as not
-    /// answering.
-    #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub timeout: u64,
+    /// Time allowed for each URL's whole fetch (30, 30s, 2m); a node that takes longer is
+    /// reported as not answering.
+    #[arg(long, value_name = "D", default_value = "30s", value_parser = super::fetch_timeout_arg)]
+    pub timeout: std::time::Duration,
 }
 
 fn url_arg(f: &std::path::Path) -> Option<&str> {
@@ -68,7 +68,7 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let mut fetched = if urls.is_empty() {
         Vec::new()
     } else {
-        fetch::fetch_all(&urls, std::time::Duration::from_secs(args.timeout))?
+        fetch::fetch_all(&urls, args.timeout)?
     }
     .into_iter();
     let mut snaps = Vec::new();
@@ -112,7 +112,7 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         serde_json::to_writer_pretty(&mut *out, &v)?;
         writeln!(out)?;
     } else {
-        out.write_all(diff::render_text(&d).as_bytes())?;
+        out.write_all(crate::render::fleet::diff_text(&d).as_bytes())?;
         for m in &missing {
             writeln!(
                 out,

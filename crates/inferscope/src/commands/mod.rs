@@ -54,3 +54,43 @@ pub fn driver_note(snapshot: &Snapshot) -> Option<String> {
         inferscope_model::Reading::Value(_) => None,
     }
 }
+
+/// The value parser of every duration flag (`bench --duration`, `watch --interval`, ...): one
+/// grammar for all commands, `inferscope_model::units::parse_duration` (docs/cli.md).
+pub fn duration_arg(
+    s: &str,
+) -> Result<std::time::Duration, inferscope_model::units::DurationError> {
+    inferscope_model::units::parse_duration(s)
+}
+
+/// A duration flag that must be above zero and at most a year (sampling intervals and run
+/// lengths: zero would spin, a larger one overflows the clock arithmetic).
+pub fn positive_duration_arg(s: &str) -> Result<std::time::Duration, String> {
+    let d = duration_arg(s).map_err(|e| e.to_string())?;
+    if d.is_zero() || d > std::time::Duration::from_secs(366 * 86400) {
+        return Err(format!(
+            "`{}` is out of range (above 0, at most a year)",
+            s.trim()
+        ));
+    }
+    Ok(d)
+}
+
+/// A duration between `lo` and `hi` seconds (integers still read as seconds, as before).
+fn duration_between(s: &str, lo: u64, hi: u64) -> Result<std::time::Duration, String> {
+    let d = duration_arg(s).map_err(|e| e.to_string())?;
+    if d < std::time::Duration::from_secs(lo) || d > std::time::Duration::from_secs(hi) {
+        return Err(format!("{} is not in {lo}..={hi} seconds", s.trim()));
+    }
+    Ok(d)
+}
+
+/// `diff --timeout`: 1 s to an hour.
+pub fn fetch_timeout_arg(s: &str) -> Result<std::time::Duration, String> {
+    duration_between(s, 1, 3600)
+}
+
+/// `serve --nfd-interval`: 10 s to a day.
+pub fn nfd_interval_arg(s: &str) -> Result<std::time::Duration, String> {
+    duration_between(s, 10, 86400)
+}

@@ -51,8 +51,9 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:9400")]
     pub listen: String,
-    /// Also export these processes' memory and NUMA placement.
-    #[arg(long = "pid", value_name = "PID", num_args = 1..)]
+    /// Also export these processes' memory and NUMA placement (repeat, space- or
+    /// comma-separated).
+    #[arg(long = "pid", value_name = "PID", num_args = 1.., value_delimiter = ',')]
     pub pids: Vec<u32>,
     /// Also export every process NVML reports on a GPU (re-read at each scrape).
     #[arg(long)]
@@ -60,18 +61,18 @@ pub struct ServeArgs {
     /// Read this host's sysfs/procfs under DIR instead of / (in a container: the host's /sys and
     /// /proc mounted read-only at DIR/sys and DIR/proc). Unlike `--root` elsewhere, DIR must be
     /// this machine: NVML is still asked, and it always describes the machine serve runs on.
-    #[arg(long, value_name = "DIR", default_value = "/")]
-    pub root: std::path::PathBuf,
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<std::path::PathBuf>,
     /// Also write Node Feature Discovery's local feature file (what `inferscope labels`
-    /// prints) to FILE, at start and every --nfd-interval seconds: for the DaemonSet, FILE in
+    /// prints) to FILE, at start and every --nfd-interval: for the DaemonSet, FILE in
     /// the host's /etc/kubernetes/node-feature-discovery/features.d/. Written as `.NAME.tmp`
     /// beside it, then renamed.
     #[arg(long, value_name = "FILE")]
     pub nfd_features: Option<std::path::PathBuf>,
-    /// Seconds between rewrites of --nfd-features.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300, requires = "nfd_features",
-          value_parser = clap::value_parser!(u64).range(10..=86400))]
-    pub nfd_interval: u64,
+    /// Time between rewrites of --nfd-features (300, 5m; 10 s to a day).
+    #[arg(long, value_name = "D", default_value = "300s", requires = "nfd_features",
+          value_parser = super::nfd_interval_arg)]
+    pub nfd_interval: Duration,
 }
 
 /// One scrape's body, reading the host under `fs`; `all` adds NVML's GPU processes to `pids`.
@@ -97,14 +98,14 @@ pub fn scrape_under(fs: &FsRoot, sampler: &mut Sampler, pids: &[u32], all: bool)
 fn nfd_text(fs: &FsRoot) -> String {
     let snap = inferscope_probe::capture(fs, &super::capture_options());
     let findings = inferscope_check::run_defaults(&snap);
-    let labels = crate::fleet::labels::labels(&snap, &findings);
+    let labels = inferscope_fleet::labels::labels(&snap, &findings);
     let header = format!(
         "Node Feature Discovery local features written by {} (serve --nfd-features) from \
          --root {}\n(docs/fleet.md; checks with the default thresholds)",
         crate::tool_name(),
         fs.root().display()
     );
-    crate::fleet::labels::render(&labels, Some(&header))
+    crate::render::fleet::labels_text(&labels, Some(&header))
 }
 
 /// Write `text` to `path` whole: a temporary file beside it, then a rename.
@@ -311,8 +312,12 @@ pub fn run(args: ServeArgs, _out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if !args.metrics {
         bail!("serve: nothing to serve; use --metrics");
     }
-    if !args.root.is_dir() {
-        bail!("--root {}: not a directory", args.root.display());
+    let root = args
+        .root
+        .clone()
+        .unwrap_or_else(|| std::path::PathBuf::from("/"));
+    if !root.is_dir() {
+        bail!("--root {}: not a directory", root.display());
     }
     if let Some(f) = &args.nfd_features {
         let dir = match f.parent() {
@@ -338,8 +343,8 @@ pub fn run(args: ServeArgs, _out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         .context("cannot start the server's runtime")?;
     let lib = std::env::var_os(inferscope_probe::nvml::LIB_ENV);
     let node = Node {
-        sampler: Sampler::new(FsRoot::host_mount(&args.root), lib.as_deref()),
-        fs: FsRoot::host_mount(&args.root),
+        sampler: Sampler::new(FsRoot::host_mount(&root), lib.as_deref()),
+        fs: FsRoot::host_mount(&root),
         pids: args.pids.clone(),
         all: args.all,
         last_metrics: None,
@@ -350,7 +355,7 @@ pub fn run(args: ServeArgs, _out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         eprintln!("inferscope: serving metrics on http://{addr}/metrics");
         if let Some(f) = args.nfd_features {
-            let every = Duration::from_secs(args.nfd_interval);
+            let every = args.nfd_interval;
             tokio::spawn(nfd_loop(f, every, node.clone()));
         }
         accept_loop(listener, node).await

@@ -32,9 +32,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-fn duration_arg(s: &str) -> Result<Duration, inferscope_bench::DurationError> {
-    parse_duration(s)
-}
+use super::duration_arg;
 
 /// What to maximise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]

@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use inferscope_mem::watch::{self as detect, Drift, Saturation, Trend, TrendVerdict};
 use inferscope_model::CpuSet;
 use inferscope_probe::FsRoot;
-use inferscope_probe::watch::{GpuSample, ProcessSample, Sampler, parse_duration};
+use inferscope_probe::watch::{GpuSample, ProcessSample, Sampler};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -28,18 +28,18 @@ pub const ALL_WITHOUT_NVML: usize = 10;
 /// `inferscope watch` arguments.
 #[derive(Debug, clap::Args)]
 pub struct WatchArgs {
-    /// Watch this process (repeat or list several).
-    #[arg(long = "pid", value_name = "PID", num_args = 1.., conflicts_with = "all")]
+    /// Watch this process (repeat, space- or comma-separated for several).
+    #[arg(long = "pid", value_name = "PID", num_args = 1.., value_delimiter = ',', conflicts_with = "all")]
     pub pids: Vec<u32>,
     /// Watch every process NVML lists on a GPU (without NVML: the 10 largest by RSS).
     #[arg(long)]
     pub all: bool,
     /// Time between samples (500ms, 1s, 1m).
-    #[arg(long, default_value = "1s")]
-    pub interval: String,
+    #[arg(long, value_name = "D", default_value = "1s", value_parser = super::positive_duration_arg)]
+    pub interval: Duration,
     /// Stop after this long (default: until Ctrl-C).
-    #[arg(long)]
-    pub duration: Option<String>,
+    #[arg(long, value_name = "D", value_parser = super::positive_duration_arg)]
+    pub duration: Option<Duration>,
     /// Write every sample as one JSON line to FILE (`-`: standard output; the summary then goes
     /// to standard error).
     #[arg(long, value_name = "FILE.jsonl")]
@@ -173,13 +173,7 @@ fn local_nodes(cpus: &CpuSet, node_cpus: &BTreeMap<u32, CpuSet>) -> Vec<u32> {
 
 /// Run the watch.
 pub fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let interval = parse_duration(&args.interval).context("--interval")?;
-    let duration = args
-        .duration
-        .as_deref()
-        .map(parse_duration)
-        .transpose()
-        .context("--duration")?;
+    let (interval, duration) = (args.interval, args.duration);
     let lib = std::env::var_os(inferscope_probe::nvml::LIB_ENV);
     let mut sampler = Sampler::new(FsRoot::new("/"), lib.as_deref());
     for pid in &args.pids {
@@ -187,24 +181,7 @@ pub fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             bail!("no process with pid {pid} (is it running, and in this PID namespace?)");
         }
     }
-    let pids: Vec<u32> = if args.all || args.pids.is_empty() {
-        if sampler.nvml_note().is_none() {
-            sampler.gpu_pids()
-        } else if args.all {
-            eprintln!(
-                "inferscope: note: {}; watching the {ALL_WITHOUT_NVML} largest processes by RSS",
-                sampler.nvml_note().unwrap_or("")
-            );
-            sampler.largest_processes(ALL_WITHOUT_NVML)
-        } else {
-            bail!(
-                "nothing to watch: {} and no --pid given (use --pid PID or --all)",
-                sampler.nvml_note().unwrap_or("no GPU")
-            );
-        }
-    } else {
-        args.pids.clone()
-    };
+    let pids = choose_pids(&args, &mut sampler)?;
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe {
         libc::signal(
@@ -245,67 +222,12 @@ pub fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                     );
                 }
             } else {
-                if track.name.is_none() {
-                    track.name.clone_from(&s.name);
-                }
-                if let Some(r) = s.rss_bytes {
-                    track.rss.push(t, r as f64);
-                    track.rss_first.get_or_insert(r);
-                    track.rss_last = Some(r);
-                    track.rss_max = track.rss_max.max(r);
-                }
-                let ran: CpuSet = s
-                    .cpus_ran_on
-                    .as_deref()
-                    .and_then(|c| c.parse().ok())
-                    .unwrap_or_default();
-                track.cpus = track.cpus.union(&ran);
-                let total: u64 = s.numa_bytes.values().sum();
-                if total > 0 && !ran.is_empty() {
-                    let local = local_nodes(&ran, &node_cpus);
-                    let remote: u64 = s
-                        .numa_bytes
-                        .iter()
-                        .filter(|(n, _)| !local.contains(n))
-                        .map(|(_, b)| *b)
-                        .sum();
-                    track.remote.push(t, remote as f64 / total as f64);
-                }
-                track.last_numa.clone_from(&s.numa_bytes);
-                let idle = s.gpu_memory_bytes.keys().all(|g| {
-                    gpu_samples
-                        .iter()
-                        .find(|x| x.index == *g)
-                        .and_then(|x| x.utilization_percent)
-                        .is_some_and(|u| u <= IDLE_UTILIZATION_PERCENT)
-                });
-                if !s.gpu_memory_bytes.is_empty() && idle {
-                    track
-                        .gpu_idle
-                        .push(t, s.gpu_memory_bytes.values().sum::<u64>() as f64);
-                }
+                track_process(track, &s, t, &node_cpus, &gpu_samples);
             }
             proc_samples.push(s);
         }
         for g in &gpu_samples {
-            let track = gpus.entry(g.index).or_default();
-            track.sample = g.clone();
-            if let Some(u) = g.memory_used_bytes
-                && g.utilization_percent
-                    .is_some_and(|p| p <= IDLE_UTILIZATION_PERCENT)
-            {
-                track.used_idle.push(t, u as f64);
-            }
-            if let (Some(tx), Some(rx), Some(generation), Some(w)) = (
-                g.pcie_tx_bytes_per_s,
-                g.pcie_rx_bytes_per_s,
-                g.pcie_gen,
-                g.pcie_width,
-            ) && let Some(lane) = detect::pcie_lane_bytes_per_s(generation)
-                && track.pcie.len() < MAX_POINTS
-            {
-                track.pcie.push((tx as f64, rx as f64, lane * f64::from(w)));
-            }
+            track_gpu(gpus.entry(g.index).or_default(), g, t);
         }
         samples += 1;
         let line = SampleLine {
@@ -360,6 +282,100 @@ pub fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         crate::render::watch::write_summary(&summary, out)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The processes to watch: those named, else NVML's GPU processes (`--all` without NVML: the
+/// largest by RSS).
+fn choose_pids(args: &WatchArgs, sampler: &mut Sampler) -> anyhow::Result<Vec<u32>> {
+    Ok(if args.all || args.pids.is_empty() {
+        if sampler.nvml_note().is_none() {
+            sampler.gpu_pids()
+        } else if args.all {
+            eprintln!(
+                "inferscope: note: {}; watching the {ALL_WITHOUT_NVML} largest processes by RSS",
+                sampler.nvml_note().unwrap_or("")
+            );
+            sampler.largest_processes(ALL_WITHOUT_NVML)
+        } else {
+            bail!(
+                "nothing to watch: {} and no --pid given (use --pid PID or --all)",
+                sampler.nvml_note().unwrap_or("no GPU")
+            );
+        }
+    } else {
+        args.pids.clone()
+    })
+}
+
+/// Add one live sample of a process to its track: RSS, CPUs ran on, remote-node share, and GPU
+/// memory while its GPUs are idle.
+fn track_process(
+    track: &mut ProcTrack,
+    s: &ProcessSample,
+    t: f64,
+    node_cpus: &BTreeMap<u32, CpuSet>,
+    gpu_samples: &[GpuSample],
+) {
+    if track.name.is_none() {
+        track.name.clone_from(&s.name);
+    }
+    if let Some(r) = s.rss_bytes {
+        track.rss.push(t, r as f64);
+        track.rss_first.get_or_insert(r);
+        track.rss_last = Some(r);
+        track.rss_max = track.rss_max.max(r);
+    }
+    let ran: CpuSet = s
+        .cpus_ran_on
+        .as_deref()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_default();
+    track.cpus = track.cpus.union(&ran);
+    let total: u64 = s.numa_bytes.values().sum();
+    if total > 0 && !ran.is_empty() {
+        let local = local_nodes(&ran, node_cpus);
+        let remote: u64 = s
+            .numa_bytes
+            .iter()
+            .filter(|(n, _)| !local.contains(n))
+            .map(|(_, b)| *b)
+            .sum();
+        track.remote.push(t, remote as f64 / total as f64);
+    }
+    track.last_numa.clone_from(&s.numa_bytes);
+    let idle = s.gpu_memory_bytes.keys().all(|g| {
+        gpu_samples
+            .iter()
+            .find(|x| x.index == *g)
+            .and_then(|x| x.utilization_percent)
+            .is_some_and(|u| u <= IDLE_UTILIZATION_PERCENT)
+    });
+    if !s.gpu_memory_bytes.is_empty() && idle {
+        track
+            .gpu_idle
+            .push(t, s.gpu_memory_bytes.values().sum::<u64>() as f64);
+    }
+}
+
+/// Add one GPU sample to its track: memory while idle, PCIe throughput against the link.
+fn track_gpu(track: &mut GpuTrack, g: &GpuSample, t: f64) {
+    track.sample = g.clone();
+    if let Some(u) = g.memory_used_bytes
+        && g.utilization_percent
+            .is_some_and(|p| p <= IDLE_UTILIZATION_PERCENT)
+    {
+        track.used_idle.push(t, u as f64);
+    }
+    if let (Some(tx), Some(rx), Some(generation), Some(w)) = (
+        g.pcie_tx_bytes_per_s,
+        g.pcie_rx_bytes_per_s,
+        g.pcie_gen,
+        g.pcie_width,
+    ) && let Some(lane) = detect::pcie_lane_bytes_per_s(generation)
+        && track.pcie.len() < MAX_POINTS
+    {
+        track.pcie.push((tx as f64, rx as f64, lane * f64::from(w)));
+    }
 }
 
 fn summarise(

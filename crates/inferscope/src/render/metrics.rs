@@ -67,6 +67,15 @@ pub fn write_metrics(
     procs: &[ProcessSample],
 ) -> String {
     let mut f = Families::default();
+    host_metrics(&mut f, snap);
+    gpu_metrics(&mut f, snap, gpus);
+    check_metrics(&mut f, findings);
+    process_metrics(&mut f, procs);
+    f.render()
+}
+
+/// Build and host info, driver, online CPUs and NUMA nodes.
+fn host_metrics(f: &mut Families, snap: &Snapshot) {
     f.add(
         "inferscope_info",
         "inferscope build and host (always 1).",
@@ -126,6 +135,10 @@ pub fn write_metrics(
             n.cpus.len() as f64,
         );
     }
+}
+
+/// Per GPU: identity, memory, clocks, temperature, power and links (snapshot and samples).
+fn gpu_metrics(f: &mut Families, snap: &Snapshot, gpus: &[GpuSample]) {
     for (pos, g) in snap.gpus.iter().enumerate() {
         let d = g.details.known();
         let index = d.and_then(|d| d.index.known()).map_or(pos as u32, |i| i.0);
@@ -221,8 +234,12 @@ pub fn write_metrics(
                 f64::from(*p) / 1000.0,
             );
         }
-        gpu_links(&mut f, snap, g, d, &labels);
+        gpu_links(f, snap, g, d, &labels);
     }
+}
+
+/// One series per check result.
+fn check_metrics(f: &mut Families, findings: &[Finding]) {
     for x in findings {
         let v = match x.status {
             Status::Pass => 0.0,
@@ -240,6 +257,10 @@ pub fn write_metrics(
             v,
         );
     }
+}
+
+/// Resident, per-node and GPU memory of the watched processes that are alive.
+fn process_metrics(f: &mut Families, procs: &[ProcessSample]) {
     for p in procs.iter().filter(|p| p.alive) {
         let name = p.name.clone().unwrap_or_default();
         let l = [("pid", p.pid.to_string()), ("name", name.clone())];
@@ -276,7 +297,6 @@ pub fn write_metrics(
             );
         }
     }
-    f.render()
 }
 
 /// PCIe link state (sysfs, else NVML), NVLink link counts and uncorrected ECC errors of one GPU.

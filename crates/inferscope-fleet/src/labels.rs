@@ -134,10 +134,29 @@ fn yes_no_unknown(v: Option<bool>) -> String {
     }
 }
 
+/// One `(name, value)` pair per label, before the prefix is added.
+type Put<'a> = dyn FnMut(&str, String) + 'a;
+
 /// The labels of one node.
 pub fn labels(s: &Snapshot, findings: &[Finding]) -> Vec<Label> {
     let mut out: Vec<(String, String)> = Vec::new();
     let mut put = |k: &str, v: String| out.push((k.to_string(), v));
+    gpu_labels(s, &mut put);
+    let placement = Placement::of(s);
+    tp_labels(s, &placement, &mut put);
+    numa_labels(s, &placement, &mut put);
+    driver_labels(s, &mut put);
+    check_labels(findings, &mut put);
+    out.into_iter()
+        .map(|(k, value)| Label {
+            key: format!("{PREFIX}{k}"),
+            value,
+        })
+        .collect()
+}
+
+/// `gpu.count`, `gpu.product`, `gpu.memory-mib`, `gpu.nvlink`.
+fn gpu_labels(s: &Snapshot, put: &mut Put<'_>) {
     let n = s.gpus.len();
     put("gpu.count", n.to_string());
 
@@ -169,8 +188,11 @@ pub fn labels(s: &Snapshot, findings: &[Finding]) -> Vec<Label> {
     put(
         "gpu.memory-mib",
         match memory {
-            Some(m) if !m.is_empty() => m.iter().min().copied().unwrap_or(0).to_string(),
-            Some(_) => "0".into(),
+            Some(m) => match m.iter().min() {
+                Some(least) => least.to_string(),
+                // No GPUs: no GPU memory, a fact rather than an unknown.
+                None => "0".into(),
+            },
             None => UNKNOWN.into(),
         },
     );
@@ -193,27 +215,47 @@ pub fn labels(s: &Snapshot, findings: &[Finding]) -> Vec<Label> {
         Some(pair || links)
     };
     put("gpu.nvlink", yes_no_unknown(nvlink));
+}
 
-    // Tensor-parallel groups: GPUs pairwise NVLinked or P2P-capable; on one NUMA node or anywhere.
-    let nodes = gpu_nodes(s);
-    let mut per_node: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-    for (i, node) in nodes.iter().enumerate() {
-        if let Some(node) = node {
-            per_node.entry(*node).or_default().push(i);
+/// Where the GPUs are: the GPUs (by position) on each NUMA node, and whether every GPU's node
+/// is known.
+struct Placement {
+    per_node: BTreeMap<u32, Vec<usize>>,
+    placed: bool,
+}
+
+impl Placement {
+    fn of(s: &Snapshot) -> Placement {
+        let nodes = gpu_nodes(s);
+        let mut per_node: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, node) in nodes.iter().enumerate() {
+            if let Some(node) = node {
+                per_node.entry(*node).or_default().push(i);
+            }
+        }
+        Placement {
+            per_node,
+            placed: nodes.iter().all(Option::is_some),
         }
     }
-    let placed = nodes.iter().all(Option::is_some);
+}
+
+/// Tensor-parallel groups (`tp.max-numa-local`, `tp.max`): GPUs pairwise NVLinked or
+/// P2P-capable; on one NUMA node or anywhere.
+fn tp_labels(s: &Snapshot, p: &Placement, put: &mut Put<'_>) {
+    let n = s.gpus.len();
     let matrix = p2p_matrix(s);
-    let local = match (&matrix, placed) {
+    let local = match (&matrix, p.placed) {
         (_, false) => None,
-        (Some(m), true) => per_node
+        (Some(m), true) => p
+            .per_node
             .values()
             .map(|g| largest_group(m, g))
             .max()
             .or(Some(0)),
         // Without driver facts only single-GPU nodes are certain.
         (None, true) => {
-            let most = per_node.values().map(Vec::len).max().unwrap_or(0);
+            let most = p.per_node.values().map(Vec::len).max().unwrap_or(0);
             (most <= 1).then_some(most)
         }
     };
@@ -227,26 +269,32 @@ pub fn labels(s: &Snapshot, findings: &[Finding]) -> Vec<Label> {
         None => (n <= 1).then_some(n),
     };
     put("tp.max", anywhere.map_or(UNKNOWN.into(), |v| v.to_string()));
+}
 
+/// `numa.nodes` (nodes with CPUs) and `gpu.per-numa-node` (`4.4`: GPUs on each such node).
+fn numa_labels(s: &Snapshot, p: &Placement, put: &mut Put<'_>) {
     let cpu_nodes: Vec<_> = s.numa_nodes.iter().filter(|n| !n.cpus.is_empty()).collect();
     put("numa.nodes", cpu_nodes.len().to_string());
     put(
         "gpu.per-numa-node",
-        if !placed {
+        if !p.placed {
             UNKNOWN.into()
         } else if cpu_nodes.is_empty() {
-            n.to_string()
+            s.gpus.len().to_string()
         } else {
             label_value(
                 &cpu_nodes
                     .iter()
-                    .map(|c| per_node.get(&c.id.0).map_or(0, Vec::len).to_string())
+                    .map(|c| p.per_node.get(&c.id.0).map_or(0, Vec::len).to_string())
                     .collect::<Vec<_>>()
                     .join("."),
             )
         },
     );
+}
 
+/// `driver.version`, `cuda.driver-version`.
+fn driver_labels(s: &Snapshot, put: &mut Put<'_>) {
     let driver = s.driver.known();
     let text = |r: Option<&Reading<String>>| {
         r.and_then(Reading::known)
@@ -257,8 +305,10 @@ pub fn labels(s: &Snapshot, findings: &[Finding]) -> Vec<Label> {
         "cuda.driver-version",
         text(driver.map(|d| &d.cuda_driver_version)),
     );
+}
 
-    // Failing checks: a count, a count of error-severity ones, and one label per code.
+/// Failing checks: a count, a count of error-severity ones, and one label per code.
+fn check_labels(findings: &[Finding], put: &mut Put<'_>) {
     let mut failing: BTreeMap<&str, Severity> = BTreeMap::new();
     for f in findings.iter().filter(|f| f.status == Status::Fail) {
         let e = failing.entry(f.code.as_str()).or_insert(f.severity);
@@ -276,32 +326,6 @@ pub fn labels(s: &Snapshot, findings: &[Finding]) -> Vec<Label> {
     for (code, sev) in &failing {
         put(&format!("check.{}", label_value(code)), sev.to_string());
     }
-
-    out.into_iter()
-        .map(|(k, value)| Label {
-            key: format!("{PREFIX}{k}"),
-            value,
-        })
-        .collect()
-}
-
-/// `key=value` lines; `header` adds NFD-ignored comment lines naming the source (`--format nfd`).
-pub fn render(labels: &[Label], header: Option<&str>) -> String {
-    let mut o = String::new();
-    if let Some(h) = header {
-        for l in h.lines() {
-            o.push_str("# ");
-            o.push_str(l);
-            o.push('\n');
-        }
-    }
-    for l in labels {
-        o.push_str(&l.key);
-        o.push('=');
-        o.push_str(&l.value);
-        o.push('\n');
-    }
-    o
 }
 
 #[cfg(test)]
@@ -333,5 +357,66 @@ mod tests {
         assert_eq!(largest_group(&ok, &[0, 1, 2, 3]), 3);
         assert_eq!(largest_group(&ok, &[1, 3]), 1);
         assert_eq!(largest_group(&ok, &[]), 0);
+    }
+
+    fn value<'a>(labels: &'a [Label], key: &str) -> Option<&'a str> {
+        labels
+            .iter()
+            .find(|l| l.key == format!("{PREFIX}{key}"))
+            .map(|l| l.value.as_str())
+    }
+
+    #[test]
+    fn fleet_node_a_answers_the_scheduling_questions() {
+        // 8x H100 SXM on two sockets, 4 per node, NVLink x18 to every peer (fixtures/fleet).
+        let s = crate::testing::node("a");
+        let l = labels(&s, &inferscope_check::run_defaults(&s));
+        assert_eq!(value(&l, "gpu.count"), Some("8"));
+        assert_eq!(value(&l, "gpu.product"), Some("NVIDIA-H100-80GB-HBM3"));
+        assert_eq!(value(&l, "gpu.memory-mib"), Some("81559"));
+        assert_eq!(value(&l, "gpu.nvlink"), Some("true"));
+        assert_eq!(value(&l, "tp.max-numa-local"), Some("4"));
+        assert_eq!(value(&l, "tp.max"), Some("8"));
+        assert_eq!(value(&l, "gpu.per-numa-node"), Some("4.4"));
+        assert_eq!(value(&l, "driver.version"), Some("565.57.01"));
+        assert!(l.iter().all(|l| l.value.len() <= 63));
+    }
+
+    #[test]
+    fn planted_differences_show_as_failing_checks() {
+        // node-b: THP always, swappiness 60, GPU3 at x8 (fixtures/fleet/README.md).
+        let a = crate::testing::node("a");
+        let b = crate::testing::node("b");
+        let la = labels(&a, &inferscope_check::run_defaults(&a));
+        let lb = labels(&b, &inferscope_check::run_defaults(&b));
+        assert_eq!(value(&la, "check.GPU005"), None);
+        assert_eq!(value(&lb, "check.GPU005"), Some("warn"));
+        assert_eq!(value(&lb, "check.MEM001"), Some("info"));
+        let failing = |l: &[Label]| value(l, "check.failing").map(|v| v.parse::<usize>().unwrap());
+        assert_eq!(failing(&lb), failing(&la).map(|n| n + 2));
+    }
+
+    #[test]
+    fn without_driver_facts_links_are_unknown_not_false() {
+        let mut s = crate::testing::node("a");
+        s.driver = Reading::unknown(inferscope_model::UnknownReason::NotCaptured, "test");
+        let l = labels(&s, &[]);
+        assert_eq!(value(&l, "gpu.nvlink"), Some(UNKNOWN));
+        assert_eq!(value(&l, "tp.max"), Some(UNKNOWN));
+        assert_eq!(value(&l, "tp.max-numa-local"), Some(UNKNOWN));
+        assert_eq!(value(&l, "driver.version"), Some(UNKNOWN));
+        assert_eq!(value(&l, "check.failing"), Some("0"));
+    }
+
+    #[test]
+    fn a_gpu_without_a_node_makes_placement_unknown() {
+        let mut s = crate::testing::node("a");
+        if let Some(g) = s.gpus.get_mut(2) {
+            g.numa_node = Reading::unknown(inferscope_model::UnknownReason::NotReported, "-1");
+        }
+        let l = labels(&s, &[]);
+        assert_eq!(value(&l, "gpu.per-numa-node"), Some(UNKNOWN));
+        assert_eq!(value(&l, "tp.max-numa-local"), Some(UNKNOWN));
+        assert_eq!(value(&l, "tp.max"), Some("8"));
     }
 }

@@ -86,6 +86,20 @@ fn limit(l: &LimitValue) -> String {
 pub fn facts(s: &Snapshot) -> Vec<(String, String)> {
     let mut f: Vec<(String, String)> = Vec::new();
     let mut put = |k: &str, v: String| f.push((k.to_string(), v));
+    gpu_facts(s, &mut put);
+    host_facts(s, &mut put);
+    settings_facts(s, &mut put);
+    for (k, v) in &s.env {
+        put(&format!("env.{k}"), v.clone());
+    }
+    f
+}
+
+/// Adds one fact.
+type Put<'a> = dyn FnMut(&str, String) + 'a;
+
+/// Driver, GPU models, links and peer-to-peer, and per GPU its bus, node, PCIe link and memory.
+fn gpu_facts(s: &Snapshot, put: &mut Put<'_>) {
     let driver = s.driver.known();
     put(
         "driver.version",
@@ -169,6 +183,10 @@ pub fn facts(s: &Snapshot) -> Vec<(String, String)> {
             );
         }
     }
+}
+
+/// NICs, kernel, CPUs, memory and the NUMA layout.
+fn host_facts(s: &Snapshot, put: &mut Put<'_>) {
     let rdma = s.nics.iter().filter(|n| !n.rdma_devices.is_empty()).count();
     put("nic.count", format!("{} ({rdma} RDMA)", s.nics.len()));
 
@@ -215,7 +233,10 @@ pub fn facts(s: &Snapshot) -> Vec<(String, String)> {
             ),
         );
     }
+}
 
+/// Kernel and VM settings, limits and the cgroup.
+fn settings_facts(s: &Snapshot, put: &mut Put<'_>) {
     let st = &s.settings;
     put("vm.thp_enabled", show(&st.thp_enabled));
     put("vm.thp_defrag", show(&st.thp_defrag));
@@ -283,10 +304,6 @@ pub fn facts(s: &Snapshot) -> Vec<(String, String)> {
             .known()
             .map_or(UNKNOWN.into(), |c| show(&c.memory_max.as_ref().map(limit))),
     );
-    for (k, v) in &s.env {
-        put(&format!("env.{k}"), v.clone());
-    }
-    f
 }
 
 /// Compare named snapshots (at least one; more than one to learn anything).
@@ -374,73 +391,70 @@ pub fn diff(nodes: &[(String, &Snapshot)]) -> FleetDiff {
     }
 }
 
-/// The comparison as a table: one row per differing fact, one column per node.
-pub fn render_text(d: &FleetDiff) -> String {
-    let mut o = String::new();
-    let n = d.nodes.len();
-    if d.identical() {
-        o.push_str(&format!(
-            "{n} nodes, {} facts compared: identical\n",
-            d.compared_fields
-        ));
-        return o;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::node;
+
+    fn fact(s: &Snapshot, name: &str) -> Option<String> {
+        facts(s)
+            .into_iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
     }
-    o.push_str(&format!(
-        "{n} nodes, {} facts compared, {} differ",
-        d.compared_fields,
-        d.differences.len()
-    ));
-    let clear = match d.nodes.as_slice() {
-        [first, rest @ ..] if n > 2 => rest
-            .first()
-            .is_none_or(|s| s.odd_fields < first.odd_fields)
-            .then_some(first),
-        _ => None,
-    };
-    if let Some(first) = clear {
-        o.push_str(&format!(
-            "; odd one out: {} (differs from the majority on {} of {})",
-            first.name,
-            first.odd_fields,
-            d.differences.len()
-        ));
-    } else if n == 2 {
-        o.push_str("; with two nodes there is no majority");
+
+    #[test]
+    fn facts_read_the_snapshot() {
+        let a = node("a");
+        assert_eq!(fact(&a, "driver.version").as_deref(), Some("565.57.01"));
+        assert_eq!(fact(&a, "gpu.count").as_deref(), Some("8"));
+        assert_eq!(fact(&a, "vm.swappiness").as_deref(), Some("10"));
+        assert_eq!(fact(&a, "vm.thp_enabled").as_deref(), Some("madvise"));
+        assert_eq!(
+            fact(&a, "gpu3.pcie").as_deref(),
+            Some("x16 of x16, Gen5 max")
+        );
+        // Identity is not a fact: the hostname differs between a and c.
+        assert!(facts(&a).iter().all(|(k, _)| !k.contains("hostname")));
     }
-    o.push_str("\n\n");
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let mut head = vec!["fact".to_string()];
-    head.extend(d.nodes.iter().map(|x| x.name.clone()));
-    rows.push(head);
-    for f in &d.differences {
-        let mut r = vec![f.field.clone()];
-        r.extend(f.values.iter().map(|v| {
-            if f.majority.as_ref() == Some(v) {
-                v.clone()
-            } else {
-                format!("{v} *")
-            }
-        }));
-        rows.push(r);
+
+    #[test]
+    fn planted_node_comes_first_with_the_majority_named() {
+        let (a, b, c) = (node("a"), node("b"), node("c"));
+        let d = diff(&[("a".into(), &a), ("c".into(), &c), ("b".into(), &b)]);
+        let names: Vec<&str> = d.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["b", "a", "c"]);
+        assert_eq!(d.nodes.first().map(|n| n.odd_fields), Some(3));
+        let fields: Vec<&str> = d.differences.iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(fields, ["gpu3.pcie", "vm.thp_enabled", "vm.swappiness"]);
+        let swap = d.differences.last().unwrap();
+        assert_eq!(swap.values, ["60", "10", "10"]);
+        assert_eq!(swap.majority.as_deref(), Some("10"));
+        assert_eq!(d.compared_fields, facts(&a).len());
     }
-    let widths: Vec<usize> = (0..=n)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|x| x.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for r in &rows {
-        let line: Vec<String> = r
+
+    #[test]
+    fn equal_nodes_are_identical_and_two_have_no_majority() {
+        let (a, b, c) = (node("a"), node("b"), node("c"));
+        assert!(diff(&[("a".into(), &a), ("c".into(), &c)]).identical());
+        let d = diff(&[("a".into(), &a), ("b".into(), &b)]);
+        assert!(d.differences.iter().all(|f| f.majority.is_none()));
+        // Every value is odd without a majority; ties keep the input order.
+        let names: Vec<&str> = d.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert!(d.nodes.iter().all(|n| n.odd_fields == 3));
+    }
+
+    #[test]
+    fn a_variable_set_on_one_node_only_is_unset_elsewhere() {
+        let (a, mut b) = (node("a"), node("b"));
+        b.env.insert("NCCL_DEBUG".into(), "INFO".into());
+        let d = diff(&[("a".into(), &a), ("b".into(), &b)]);
+        let env = d
+            .differences
             .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        o.push_str(line.join("  ").trim_end());
-        o.push('\n');
+            .find(|f| f.field == "env.NCCL_DEBUG")
+            .unwrap();
+        assert_eq!(env.values, [UNSET, "INFO"]);
     }
-    o.push_str("\n* differs from the majority (every value when there is none)\n");
-    o
 }
