@@ -1,7 +1,7 @@
 //! Linux CPU/node lists (`0-3,8-11`): parse never panics, and what parses prints and reparses
 //! to the same set.
 #![no_main]
-use inferscope_model::{CpuSet, NodeSet};
+use inferscope_host::{CpuSet, NodeSet};
 use libfuzzer_sys::fuzz_target;
 use std::str::FromStr;
 

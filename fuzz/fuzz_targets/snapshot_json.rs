@@ -1,7 +1,7 @@
 //! A snapshot file handed to `--snapshot` (what `inferscope::load::parse_snapshot` does: JSON,
 //! then `validate()`), and what loads is written back byte-identically.
 #![no_main]
-use inferscope_model::Snapshot;
+use inferscope_host::Snapshot;
 use libfuzzer_sys::fuzz_target;
 
 fn load(s: &str) -> Option<Snapshot> {

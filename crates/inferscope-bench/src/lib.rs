@@ -48,13 +48,12 @@ pub mod stats;
 pub mod tokenizer;
 pub mod tune;
 
-
 /// Whether this build can talk HTTPS (the `tls` feature: rustls with ring).
 pub const TLS_ENABLED: bool = cfg!(feature = "tls");
 
 /// Durations are parsed one way across the tool (issue 21): the host model's parser, re-exported
 /// here so bench's callers keep their import path.
-pub use inferscope_model::units::{DurationError, parse_duration};
+pub use inferscope_host::units::{DurationError, parse_duration};
 
 #[cfg(test)]
 mod tests {

@@ -16,7 +16,7 @@ use crate::client::ServerInfo;
 use crate::exec::{CpuUsage, StopReason};
 use crate::schedule::{Limits, Schedule, Warmup};
 use crate::stats::{Slo, Stats};
-use inferscope_model::Snapshot;
+use inferscope_host::Snapshot;
 use serde::{Deserialize, Serialize};
 
 /// Layout version of the result file.

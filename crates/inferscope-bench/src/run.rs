@@ -309,7 +309,7 @@ async fn execute_async(
         started_at: plan.started_at.clone(),
         settings: Settings {
             // Result files get shared: never write credentials embedded in the URL.
-            url: inferscope_model::redact::scrub(&plan.url).into_owned(),
+            url: inferscope_host::redact::scrub(&plan.url).into_owned(),
             request,
             schedule: plan.schedule,
             limits: plan.limits,

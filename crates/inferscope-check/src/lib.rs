@@ -28,7 +28,7 @@ mod outcome;
 pub use config::{CheckOverride, Config, ConfigError, Thresholds};
 pub use outcome::Outcome;
 
-use inferscope_model::{PlanFacts, ProcessFacts, Snapshot};
+use inferscope_host::{PlanFacts, ProcessFacts, Snapshot};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

@@ -1,6 +1,6 @@
 //! Constructors for check outcomes, so each check reads as the rule it states.
 
-use inferscope_model::{Reading, Unknown};
+use inferscope_host::{Reading, Unknown};
 use serde::{Deserialize, Serialize};
 
 use crate::Status;

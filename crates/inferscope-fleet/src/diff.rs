@@ -8,7 +8,7 @@
 //! (hostname, capture time, serial numbers, UUIDs) is not compared, nor is a GPU's current PCIe
 //! generation (idle GPUs lower it; its trained width and maximum speed are compared).
 
-use inferscope_model::{LimitValue, LinkSpeed, Reading, Snapshot};
+use inferscope_host::{LimitValue, LinkSpeed, Reading, Snapshot};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -78,7 +78,7 @@ fn speed(s: &Reading<LinkSpeed>) -> String {
 fn limit(l: &LimitValue) -> String {
     match l {
         LimitValue::Unlimited => "unlimited".into(),
-        LimitValue::Bytes(b) => inferscope_model::units::human_bytes(*b),
+        LimitValue::Bytes(b) => inferscope_host::units::human_bytes(*b),
     }
 }
 
@@ -146,8 +146,8 @@ fn gpu_facts(s: &Snapshot, put: &mut Put<'_>) {
             .iter()
             .filter(|p| {
                 p.nvlinks.known().is_some_and(|n| *n > 0)
-                    || (p.p2p_read.known() == Some(&inferscope_model::P2pStatus::Ok)
-                        && p.p2p_write.known() == Some(&inferscope_model::P2pStatus::Ok))
+                    || (p.p2p_read.known() == Some(&inferscope_host::P2pStatus::Ok)
+                        && p.p2p_write.known() == Some(&inferscope_host::P2pStatus::Ok))
             })
             .count();
         let pairs = s.gpus.len() * (s.gpus.len() - 1) / 2;
@@ -259,7 +259,7 @@ fn settings_facts(s: &Snapshot, put: &mut Put<'_>) {
         "swap",
         st.swap_total_bytes
             .known()
-            .map_or(UNKNOWN.into(), |b| inferscope_model::units::human_bytes(*b)),
+            .map_or(UNKNOWN.into(), |b| inferscope_host::units::human_bytes(*b)),
     );
     put(
         "cpu.governor",
@@ -273,7 +273,7 @@ fn settings_facts(s: &Snapshot, put: &mut Put<'_>) {
     put(
         "dev_shm",
         st.dev_shm.known().map_or(UNKNOWN.into(), |d| {
-            inferscope_model::units::human_bytes(d.bytes)
+            inferscope_host::units::human_bytes(d.bytes)
         }),
     );
     put(

@@ -5,7 +5,7 @@
 //! tell" stay apart, and numeric operators (`Gt`, `Lt`) never match `unknown`.
 
 use inferscope_check::{Finding, Severity, Status};
-use inferscope_model::{P2pStatus, Reading, Snapshot};
+use inferscope_host::{P2pStatus, Reading, Snapshot};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The NFD namespace and the inferscope prefix of every label name.
@@ -399,7 +399,7 @@ mod tests {
     #[test]
     fn without_driver_facts_links_are_unknown_not_false() {
         let mut s = crate::testing::node("a");
-        s.driver = Reading::unknown(inferscope_model::UnknownReason::NotCaptured, "test");
+        s.driver = Reading::unknown(inferscope_host::UnknownReason::NotCaptured, "test");
         let l = labels(&s, &[]);
         assert_eq!(value(&l, "gpu.nvlink"), Some(UNKNOWN));
         assert_eq!(value(&l, "tp.max"), Some(UNKNOWN));
@@ -412,7 +412,7 @@ mod tests {
     fn a_gpu_without_a_node_makes_placement_unknown() {
         let mut s = crate::testing::node("a");
         if let Some(g) = s.gpus.get_mut(2) {
-            g.numa_node = Reading::unknown(inferscope_model::UnknownReason::NotReported, "-1");
+            g.numa_node = Reading::unknown(inferscope_host::UnknownReason::NotReported, "-1");
         }
         let l = labels(&s, &[]);
         assert_eq!(value(&l, "gpu.per-numa-node"), Some(UNKNOWN));

@@ -1,11 +1,11 @@
 //! # inferscope-fleet
 //!
 //! Fleet reasoning for `inferscope diff` and `inferscope labels`: pure functions from
-//! [`Snapshot`](inferscope_model::Snapshot)s (and check findings) to data. The binary loads the
+//! [`Snapshot`](inferscope_host::Snapshot)s (and check findings) to data. The binary loads the
 //! snapshots (files, exporter URLs, the live machine) and prints what these functions return.
 //!
 //! Why a crate of its own: labels combine the topology with check findings, so they cannot live
-//! in `inferscope-model` (which `inferscope-check` depends on), and neither a diff of facts nor a
+//! in `inferscope-host` (which `inferscope-check` depends on), and neither a diff of facts nor a
 //! label is a check, so `inferscope-check` is the wrong home. Here both are unit-tested on the
 //! fleet fixtures (`fixtures/fleet/`, three snapshots with planted differences) without the CLI.
 
@@ -20,7 +20,7 @@ pub mod labels;
 /// The fleet fixtures (`fixtures/fleet/`), for the unit tests.
 #[cfg(test)]
 pub(crate) mod testing {
-    use inferscope_model::Snapshot;
+    use inferscope_host::Snapshot;
 
     /// `node-a`, `node-b` (planted differences) or `node-c` (equal to a but the hostname).
     pub fn node(name: &str) -> Snapshot {

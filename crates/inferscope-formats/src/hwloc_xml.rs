@@ -49,7 +49,7 @@
 //! this module recurses, so deep nesting cannot exhaust the stack.
 
 use crate::error::ParseError;
-use inferscope_model::{
+use inferscope_host::{
     CpuSet, Host, HugePagePool, LinkSpeed, NumaNode, NumaNodeId, PciBusId, PciClass, PciDevice,
     PciId, PcieLink, Reading, UnknownReason,
 };

@@ -22,7 +22,7 @@
 //! built, so an input of many long lines costs linear time.
 
 use crate::ParseError;
-use inferscope_model::{
+use inferscope_host::{
     Bar1Memory, Clocks, EccState, GpuDetails, GpuMemory, GpuPcie, GpuProcess, GpuUuid,
     MemoryRepair, MigInstance, MigState, NvmlIndex, PendingMode, Reading, UnknownReason,
 };

@@ -40,8 +40,8 @@
 
 use crate::ParseError;
 use crate::nvidia_smi_common::{self as common, Ctx, Dialect, MAX_DEPTH, MAX_INPUT_BYTES, Node};
-use inferscope_model::UnknownReason;
-use inferscope_model::{DriverInfo, DriverSource, GpuDetails, NvmlIndex, PciBusId, Reading};
+use inferscope_host::UnknownReason;
+use inferscope_host::{DriverInfo, DriverSource, GpuDetails, NvmlIndex, PciBusId, Reading};
 
 /// What an `nvidia-smi -q` report (text or XML) says.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -46,8 +46,8 @@
 
 use crate::error::ParseError;
 use crate::lex::END_OF_INPUT;
-use inferscope_model::topology::{GpuPlacement, LinkClass, NicEntry, TopoMatrix};
-use inferscope_model::{CpuSet, NodeSet, NumaNodeId};
+use inferscope_host::topology::{GpuPlacement, LinkClass, NicEntry, TopoMatrix};
+use inferscope_host::{CpuSet, NodeSet, NumaNodeId};
 
 /// Most devices (GPUs + NICs) accepted in a header.
 pub const MAX_DEVICES: usize = 1024;
@@ -929,7 +929,7 @@ fn md_rows<'a>(
 
 /// Parses a NUMA list cell into node ids (bounded).
 fn node_list(v: &str, line: usize, col: usize, what: &str) -> Result<Vec<NumaNodeId>, ParseError> {
-    let set: NodeSet = v.parse().map_err(|e: inferscope_model::ListError| {
+    let set: NodeSet = v.parse().map_err(|e: inferscope_host::ListError| {
         ParseError::new(
             line,
             col + e.column.saturating_sub(1),
@@ -1164,7 +1164,7 @@ fn placements(
             }
             match c {
                 Col::Cpu => {
-                    let set: CpuSet = v.parse().map_err(|e: inferscope_model::ListError| {
+                    let set: CpuSet = v.parse().map_err(|e: inferscope_host::ListError| {
                         ParseError::new(
                             r.line,
                             col + e.column.saturating_sub(1),

@@ -25,7 +25,7 @@
 use crate::ParseError;
 use crate::nvidia_smi_common::{self as common, Ctx, Dialect, MAX_DEPTH, MAX_INPUT_BYTES, Node};
 pub use crate::nvidia_smi_q::{NvidiaSmiReport, ReportedGpu};
-use inferscope_model::PciBusId;
+use inferscope_host::PciBusId;
 
 /// Most XML nodes (elements, text, comments) accepted; real reports have a few thousand.
 const MAX_NODES: u32 = 4_000_000;

@@ -24,7 +24,7 @@ impl LinkSpeed {
     pub fn generation(&self) -> Option<u8> {
         match self {
             LinkSpeed::GigaTransfers { tenths } => {
-                inferscope_model::snapshot::generation_of_tenths(*tenths)
+                inferscope_host::snapshot::generation_of_tenths(*tenths)
             }
             LinkSpeed::Unknown => None,
         }

@@ -3,7 +3,7 @@
 //! directly, bad inputs against `<name>.expected-error.txt`, and no panic on damaged input.
 
 use inferscope_formats::hwloc_xml::{self, HwlocTopology};
-use inferscope_model::{NumaNodeId, PciBusId, PciClass, PciId, Reading, UnknownReason};
+use inferscope_host::{NumaNodeId, PciBusId, PciClass, PciId, Reading, UnknownReason};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -46,7 +46,7 @@ fn bus(s: &str) -> PciBusId {
     s.parse().unwrap()
 }
 
-fn dev<'a>(t: &'a HwlocTopology, b: &str) -> &'a inferscope_model::PciDevice {
+fn dev<'a>(t: &'a HwlocTopology, b: &str) -> &'a inferscope_host::PciDevice {
     t.pci_devices
         .iter()
         .find(|d| d.bus_id == bus(b))

@@ -7,7 +7,7 @@
 
 use inferscope_formats::nvidia_smi_q::{self, NvidiaSmiReport};
 use inferscope_formats::{ParseError, nvidia_smi_xml};
-use inferscope_model::{DriverSource, Reading, UnknownReason};
+use inferscope_host::{DriverSource, Reading, UnknownReason};
 use serde_json::{Value, json};
 use std::fs;
 use std::path::{Path, PathBuf};

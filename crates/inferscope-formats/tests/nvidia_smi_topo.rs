@@ -8,8 +8,8 @@
 //! (keeping the `# ` lines); review the diff by eye before committing.
 
 use inferscope_formats::nvidia_smi_topo::parse;
-use inferscope_model::topology::{LinkClass, TopoMatrix};
-use inferscope_model::{CpuSet, NodeSet, NumaNodeId};
+use inferscope_host::topology::{LinkClass, TopoMatrix};
+use inferscope_host::{CpuSet, NodeSet, NumaNodeId};
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -327,7 +327,7 @@ fn crlf_prompt_and_indent_do_not_change_the_result() {
     }
 }
 
-use inferscope_model::topology::NVIDIA_SMI_LEGEND as LEGEND;
+use inferscope_host::topology::NVIDIA_SMI_LEGEND as LEGEND;
 
 fn list(ids: &Option<Vec<NumaNodeId>>) -> String {
     match ids {

@@ -22,8 +22,8 @@
 
 use crate::error::LaunchError;
 use crate::resolve::{gpu_node, node_cpus};
-use inferscope_model::topology::pcie_link_class;
-use inferscope_model::{CpuSet, LinkClass, NumaNodeId, Snapshot};
+use inferscope_host::topology::pcie_link_class;
+use inferscope_host::{CpuSet, LinkClass, NumaNodeId, Snapshot};
 
 /// Largest number of combinations searched exhaustively.
 pub const EXHAUSTIVE_LIMIT: u64 = 20_000;

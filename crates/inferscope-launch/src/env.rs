@@ -5,7 +5,7 @@ use crate::engine::Engine;
 use crate::error::LaunchError;
 use crate::plan::PlannedGpu;
 use crate::request::{DeviceIds, OmpThreads, RunRequest};
-use inferscope_model::{CpuSet, GpuVendor, PciBusId, Reading, Snapshot};
+use inferscope_host::{CpuSet, GpuVendor, PciBusId, Reading, Snapshot};
 use std::collections::BTreeMap;
 
 /// Where the environment decisions are written.

@@ -2,7 +2,7 @@
 //!
 //! Planning for `inferscope run`: which GPUs, which CPUs, which NUMA memory policy and which
 //! environment a server process should get, and how to say the same thing to `numactl`, Docker,
-//! systemd or Kubernetes. The crate takes a [`Snapshot`](inferscope_model::Snapshot) and a
+//! systemd or Kubernetes. The crate takes a [`Snapshot`](inferscope_host::Snapshot) and a
 //! [`RunRequest`] and returns a [`LaunchPlan`] (or one [`LaunchError`]); it never touches the
 //! machine. The binary captures the live snapshot, calls [`resolve`], and then either prints the
 //! plan (`--dry-run`), prints [`emit()`]'s text (`--emit`), or applies it and `exec`s the server.

@@ -4,7 +4,7 @@
 
 use crate::engine::Engine;
 use crate::request::MemMode;
-use inferscope_model::{CpuSet, GpuUuid, NodeSet, NumaNodeId, PciBusId};
+use inferscope_host::{CpuSet, GpuUuid, NodeSet, NumaNodeId, PciBusId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

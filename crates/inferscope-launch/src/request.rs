@@ -6,7 +6,7 @@
 //! list gives the same one-line [`LaunchError`] whoever calls it.
 
 use crate::error::LaunchError;
-use inferscope_model::{NodeSet, NumaNodeId, PciBusId};
+use inferscope_host::{NodeSet, NumaNodeId, PciBusId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;

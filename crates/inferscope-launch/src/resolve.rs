@@ -11,7 +11,7 @@ use crate::env::{self, EnvCtx};
 use crate::error::LaunchError;
 use crate::plan::{LaunchPlan, MemoryPlan, PlannedGpu, WorkerSlice};
 use crate::request::{GpuRef, MemMode, RunRequest, Target};
-use inferscope_model::{CpuSet, Gpu, GpuVendor, NodeSet, NumaNodeId, Reading, Snapshot};
+use inferscope_host::{CpuSet, Gpu, GpuVendor, NodeSet, NumaNodeId, Reading, Snapshot};
 use std::collections::BTreeMap;
 
 /// Memory in use above which a chosen GPU gets a warning (another server may be on it).
@@ -156,7 +156,7 @@ fn have_gpus(s: &Snapshot) -> String {
     }
 }
 
-fn uuid_of(g: &Gpu) -> Option<&inferscope_model::GpuUuid> {
+fn uuid_of(g: &Gpu) -> Option<&inferscope_host::GpuUuid> {
     g.details.known().and_then(|d| d.uuid.known())
 }
 

@@ -1,11 +1,11 @@
 //! Resolution on the multi-socket fixture trees (fixtures/hosts/), captured with the real probe.
 
+use inferscope_host::{
+    GpuDetails, GpuMemory, GpuPair, GpuUuid, LinkClass, Reading, Snapshot, UnknownReason,
+};
 use inferscope_launch::{
     Emit, GpuRef, LaunchError, LaunchPlan, MemMode, RunRequest, Target, emit, parse_gpus,
     parse_nodes, resolve,
-};
-use inferscope_model::{
-    GpuDetails, GpuMemory, GpuPair, GpuUuid, LinkClass, Reading, Snapshot, UnknownReason,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -270,7 +270,7 @@ fn cpus_per_gpu_splits_a_node_among_four_workers() {
     assert_eq!(p.memory.unwrap().nodes.to_string(), "0");
 
     // Four workers started one by one get the same, disjoint, slots.
-    let mut seen = inferscope_model::CpuSet::new();
+    let mut seen = inferscope_host::CpuSet::new();
     for (gpu, want) in [(3, "9-11"), (0, "0-2"), (2, "6-8"), (1, "3-5")] {
         let mut req = request(Target::Gpus(vec![GpuRef::Index(gpu)]));
         req.cpus_per_gpu = Some(3);

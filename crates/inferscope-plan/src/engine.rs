@@ -458,7 +458,7 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
     for list in [&mut s.ignored, &mut s.no_memory_effect] {
         for entry in list.iter_mut() {
             let words: Vec<String> = entry.split(' ').map(str::to_string).collect();
-            *entry = inferscope_model::redact::command(&words).join(" ");
+            *entry = inferscope_host::redact::command(&words).join(" ");
         }
     }
     Ok(s)

@@ -186,7 +186,7 @@ pub struct EngineInfo {
     pub v1: bool,
 }
 
-/// The plan (`inferscope plan --json`). A superset of `inferscope_model::facts::PlanFacts`.
+/// The plan (`inferscope plan --json`). A superset of `inferscope_host::facts::PlanFacts`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     /// The engine starts: weights and activations fit, the KV cache holds one `max_model_len`
@@ -218,7 +218,7 @@ pub struct Plan {
     #[serde(default)]
     pub weights_bytes_per_gpu: u64,
     /// GPUs by PCI address (filled by the caller when it knows them).
-    pub gpus: Vec<inferscope_model::ids::PciBusId>,
+    pub gpus: Vec<inferscope_host::ids::PciBusId>,
     /// NUMA nodes (filled by the caller).
     pub numa_nodes: Vec<u32>,
     /// KV bytes per token on one GPU, all its layers, windows ignored.

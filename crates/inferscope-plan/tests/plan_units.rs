@@ -343,7 +343,7 @@ fn json_is_a_superset_of_plan_facts() {
     ] {
         assert!(json["per_gpu"].get(key).is_some(), "missing per_gpu.{key}");
     }
-    let facts: inferscope_model::facts::PlanFacts = serde_json::from_value(json).unwrap();
+    let facts: inferscope_host::facts::PlanFacts = serde_json::from_value(json).unwrap();
     assert!(facts.fits);
     assert_eq!(facts.concurrency, Some(64));
     assert_eq!(facts.per_gpu.kv_cache_gib, p.per_gpu.kv_cache_gib);

@@ -6,7 +6,7 @@
 //! records NVML's answers in [`RECORDED`] so `snapshot --root` on it reproduces them.
 
 use crate::fsroot::FsRoot;
-use inferscope_model::{
+use inferscope_host::{
     DriverInfo, Gpu, GpuDetails, GpuPair, GpuVendor, PciBusId, Reading, Snapshot, UnknownReason,
 };
 use serde::{Deserialize, Serialize};
@@ -109,5 +109,5 @@ pub fn merge(snapshot: &mut Snapshot, capture: DriverCapture) {
     snapshot.driver = capture.info;
     snapshot.gpu_pairs = capture.pairs;
     snapshot.capture_problems.extend(capture.problems);
-    snapshot.cuda_order = inferscope_model::cuda::cuda_order(snapshot);
+    snapshot.cuda_order = inferscope_host::cuda::cuda_order(snapshot);
 }

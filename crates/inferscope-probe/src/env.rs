@@ -50,7 +50,7 @@ const PREFIXES: &[&str] = &[
 const PRESENCE_ONLY: &[&str] = &["OPENAI_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"];
 
 /// Placeholder written instead of a secret value.
-pub use inferscope_model::redact::REDACTED;
+pub use inferscope_host::redact::REDACTED;
 
 /// True when the variable matters for serving (or its presence matters: [`PRESENCE_ONLY`]).
 pub fn is_relevant(name: &str) -> bool {
@@ -59,9 +59,9 @@ pub fn is_relevant(name: &str) -> bool {
         || PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
-/// True when the variable's value must not be recorded (see [`inferscope_model::redact`]).
+/// True when the variable's value must not be recorded (see [`inferscope_host::redact`]).
 pub fn is_secret(name: &str) -> bool {
-    inferscope_model::redact::is_secret_name(name)
+    inferscope_host::redact::is_secret_name(name)
 }
 
 /// Relevant variables; secret names recorded as [`REDACTED`], credentials in URLs and
@@ -70,7 +70,7 @@ pub fn filter(vars: impl IntoIterator<Item = (String, String)>) -> BTreeMap<Stri
     vars.into_iter()
         .filter(|(k, _)| is_relevant(k))
         .map(|(k, v)| {
-            let v = inferscope_model::redact::env_value(&k, &v).into_owned();
+            let v = inferscope_host::redact::env_value(&k, &v).into_owned();
             (k, v)
         })
         .collect()

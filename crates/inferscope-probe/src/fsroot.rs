@@ -7,7 +7,7 @@
 //! a gathered copy reproduces the live snapshot byte for byte).
 
 use inferscope_formats::ParseError;
-use inferscope_model::{Reading, UnknownReason};
+use inferscope_host::{Reading, UnknownReason};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Read};

@@ -14,7 +14,7 @@ use crate::{CaptureOptions, capture_with_driver, driver};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use inferscope_formats::environ;
-use inferscope_model::Snapshot;
+use inferscope_host::Snapshot;
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 use std::path::Path;
@@ -55,7 +55,7 @@ fn sanitise(rec: &mut Recording) {
             // token-shaped strings, should any appear in text.
             _ => {
                 if let Ok(text) = std::str::from_utf8(bytes)
-                    && let std::borrow::Cow::Owned(clean) = inferscope_model::redact::scrub(text)
+                    && let std::borrow::Cow::Owned(clean) = inferscope_host::redact::scrub(text)
                 {
                     *bytes = clean.into_bytes();
                 }

@@ -3,7 +3,7 @@
 use crate::fsroot::FsRoot;
 use inferscope_formats::hwloc_xml::decode_cpuset;
 use inferscope_formats::{cpuinfo, sysfs};
-use inferscope_model::{CpuSet, Host, Reading, UnknownReason};
+use inferscope_host::{CpuSet, Host, Reading, UnknownReason};
 use std::collections::BTreeSet;
 
 fn one_line(fs: &FsRoot, rel: &str) -> Reading<String> {

@@ -2,7 +2,7 @@
 //!
 //! The only crate that reads the live machine. Everything goes through an [`FsRoot`], so the
 //! same code reads `/`, a fixture tree, or an unpacked `gather` archive; nothing here needs root
-//! or a GPU. What cannot be read becomes an unknown [`inferscope_model::Reading`] naming the file,
+//! or a GPU. What cannot be read becomes an unknown [`inferscope_host::Reading`] naming the file,
 //! never a zero and never a panic.
 //!
 //! The clock is not read here either: the caller passes the capture time in
@@ -28,7 +28,7 @@ pub mod settings;
 pub mod watch;
 
 pub use fsroot::{FsError, FsRoot};
-use inferscope_model::{SCHEMA_VERSION, Snapshot, SnapshotSource};
+use inferscope_host::{SCHEMA_VERSION, Snapshot, SnapshotSource};
 
 /// Inputs of a capture that do not come from the machine.
 #[derive(Debug, Clone)]
@@ -81,9 +81,9 @@ pub fn capture_with_driver(
         settings,
         env,
         capture_problems: problems,
-        driver: inferscope_model::not_captured(),
+        driver: inferscope_host::not_captured(),
         gpu_pairs: Vec::new(),
-        cuda_order: inferscope_model::not_captured(),
+        cuda_order: inferscope_host::not_captured(),
     };
     driver::merge(&mut snapshot, driver_capture.clone());
     nvproc::fill_memory_nodes(fs, &mut snapshot);
@@ -96,7 +96,7 @@ pub fn capture_with_driver(
 /// `/sys/devices/system/node/nodeN` gets an unknown node (with the claim as evidence), and a
 /// bridge on a device's path that has no `/sys/bus/pci/devices` entry is reported.
 fn make_consistent(s: &mut Snapshot) {
-    use inferscope_model::{NumaNodeId, Reading, UnknownReason};
+    use inferscope_host::{NumaNodeId, Reading, UnknownReason};
     let nodes: Vec<NumaNodeId> = s.numa_nodes.iter().map(|n| n.id).collect();
     let fix = |r: &mut Reading<NumaNodeId>, what: String, problems: &mut Vec<String>| {
         if let Some(id) = r.known().copied()

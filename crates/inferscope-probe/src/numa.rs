@@ -3,7 +3,7 @@
 use crate::fsroot::FsRoot;
 use inferscope_formats::hwloc_xml::decode_cpuset;
 use inferscope_formats::{meminfo, sysfs};
-use inferscope_model::{CpuSet, HugePagePool, NumaNode, NumaNodeId, Reading, UnknownReason};
+use inferscope_host::{CpuSet, HugePagePool, NumaNode, NumaNodeId, Reading, UnknownReason};
 
 /// Huge page pools under a `hugepages/` directory (system-wide or per node).
 pub(crate) fn hugepage_pools(fs: &FsRoot, dir: &str) -> Vec<HugePagePool> {

@@ -4,7 +4,7 @@
 //! field unknown with NVML's own error as evidence, and the rest of the capture goes on.
 
 use crate::driver::DriverCapture;
-use inferscope_model::{
+use inferscope_host::{
     Bar1Memory, Clocks, CpuSet, DriverInfo, DriverSource, EccState, GpuDetails, GpuMemory, GpuPair,
     GpuPcie, GpuProcess, GpuUuid, LinkClass, MemoryRepair, MigInstance, MigState, NodeSet,
     NumaNodeId, NvLink, NvmlIndex, P2pStatus, PciBusId, PendingMode, Reading, UnknownReason,

@@ -6,7 +6,7 @@
 
 use crate::fsroot::FsRoot;
 use inferscope_formats::nvidia_numa_status;
-use inferscope_model::{
+use inferscope_host::{
     Gpu, GpuDetails, GpuVendor, NumaNodeId, PciBusId, PciDevice, Reading, Snapshot, UnknownReason,
     not_captured,
 };

@@ -7,7 +7,7 @@
 use crate::fsroot::FsRoot;
 use inferscope_formats::hwloc_xml::decode_cpuset;
 use inferscope_formats::sysfs;
-use inferscope_model::{
+use inferscope_host::{
     CpuSet, Gpu, GpuVendor, LinkSpeed, Nic, NumaNodeId, PciBusId, PciClass, PciDevice, PciId,
     PcieLink, Reading, UnknownReason,
 };
@@ -227,7 +227,7 @@ pub fn gpus(devices: &[PciDevice]) -> Vec<Gpu> {
                 device_id: d.device_id.clone(),
                 numa_node: d.numa_node.clone(),
                 local_cpus: d.local_cpus.clone(),
-                details: inferscope_model::not_captured(),
+                details: inferscope_host::not_captured(),
             })
         })
         .collect()

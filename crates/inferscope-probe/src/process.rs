@@ -16,7 +16,7 @@
 
 use crate::fsroot::FsRoot;
 use inferscope_formats::{environ, numa_maps};
-use inferscope_model::{CpuSet, NodeSet, PciBusId, ProcessFacts, Reading, Snapshot, UnknownReason};
+use inferscope_host::{CpuSet, NodeSet, PciBusId, ProcessFacts, Reading, Snapshot, UnknownReason};
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
@@ -91,7 +91,7 @@ fn gpus_of(snapshot: &Snapshot, pid: u32) -> Vec<PciBusId> {
 /// A `Key:\t<list>` line of `/proc/PID/status`, parsed as a Linux list.
 fn status_list<T>(text: &str, dir: &str, key: &str) -> Reading<T>
 where
-    T: FromStr<Err = inferscope_model::ListError>,
+    T: FromStr<Err = inferscope_host::ListError>,
 {
     for (idx, line) in text.lines().enumerate() {
         let Some(rest) = line.strip_prefix(key).and_then(|r| r.strip_prefix(':')) else {

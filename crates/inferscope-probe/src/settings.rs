@@ -4,7 +4,7 @@ use crate::fsroot::FsRoot;
 use crate::host::online_cpu_dirs;
 use crate::numa::hugepage_pools;
 use inferscope_formats::{cgroup, cmdline, limits, meminfo, mounts, sysfs, thp};
-use inferscope_model::{
+use inferscope_host::{
     Cgroup, CpuSet, GovernorGroup, HostSettings, LimitValue, ListError, NodeSet, Reading,
     ResourceLimit, ShmSize, UnknownReason,
 };

@@ -13,7 +13,7 @@
 
 use crate::fsroot::FsRoot;
 use inferscope_formats::numa_maps;
-use inferscope_model::CpuSet;
+use inferscope_host::CpuSet;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::PcieUtilCounter;
 use nvml_wrapper::enums::device::UsedGpuMemory;
@@ -159,7 +159,7 @@ impl Sampler {
         if let Some(n) = self.gpu_nodes.get(bus) {
             return Some(*n);
         }
-        let id: inferscope_model::PciBusId = bus.parse().ok()?;
+        let id: inferscope_host::PciBusId = bus.parse().ok()?;
         let t = self
             .fs
             .read_string(&format!("sys/bus/pci/devices/{id}/numa_node"))
@@ -275,7 +275,7 @@ impl Sampler {
                 s.rss_bytes = kib_field(&t, "VmRSS");
             }
             Err(e) => {
-                if e.reason == inferscope_model::UnknownReason::NotPresent {
+                if e.reason == inferscope_host::UnknownReason::NotPresent {
                     s.alive = false;
                     s.problems.push(format!("process {pid} has exited"));
                     return s;
@@ -293,10 +293,10 @@ impl Sampler {
                 .and_then(|p| p.checked_mul(4096));
         }
         match self.fs.parse(&format!("{dir}/numa_maps"), numa_maps::parse) {
-            inferscope_model::Reading::Value(m) => {
+            inferscope_host::Reading::Value(m) => {
                 s.numa_bytes = m.nodes.iter().map(|(n, u)| (*n, u.bytes)).collect();
             }
-            inferscope_model::Reading::Unknown(u) => s.problems.push(u.detail),
+            inferscope_host::Reading::Unknown(u) => s.problems.push(u.detail),
         }
         match self.fs.list_dir(&format!("{dir}/task")) {
             Ok(tids) => {

@@ -2,7 +2,7 @@
 //! problem that names the file and the place; nothing panics, nothing reads outside the root,
 //! nothing allocates by what a file claims.
 
-use inferscope_model::{Reading, UnknownReason};
+use inferscope_host::{Reading, UnknownReason};
 use inferscope_probe::{CaptureOptions, FsRoot, capture};
 use std::path::Path;
 

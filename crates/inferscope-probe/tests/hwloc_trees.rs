@@ -9,7 +9,7 @@
 //! happens, so the table is the complete, current list.
 
 use bzip2::read::BzDecoder;
-use inferscope_model::{CpuSet, Snapshot};
+use inferscope_host::{CpuSet, Snapshot};
 use inferscope_probe::{CaptureOptions, FsRoot, capture};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -322,7 +322,7 @@ fn hwloc_size(b: u64) -> String {
     }
 }
 
-fn count<T: std::fmt::Display>(r: &inferscope_model::Reading<T>) -> String {
+fn count<T: std::fmt::Display>(r: &inferscope_host::Reading<T>) -> String {
     match r.known() {
         Some(v) => v.to_string(),
         None => "unknown".to_string(),
@@ -332,7 +332,7 @@ fn count<T: std::fmt::Display>(r: &inferscope_model::Reading<T>) -> String {
 /// Every way the snapshot disagrees with hwloc's console.
 fn compare(t: &HwlocTest, s: &Snapshot, e: &Expected) -> Vec<String> {
     let mut out = Vec::new();
-    let ours: BTreeMap<u32, &inferscope_model::NumaNode> =
+    let ours: BTreeMap<u32, &inferscope_host::NumaNode> =
         s.numa_nodes.iter().map(|n| (n.id.0, n)).collect();
     for id in ours.keys() {
         if !e.nodes.contains_key(id) {

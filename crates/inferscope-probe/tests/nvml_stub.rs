@@ -2,7 +2,7 @@
 //! with the system C compiler: present calls fill fields, absent symbols and NOT_SUPPORTED
 //! answers each make one field unknown, and the capture never fails as a whole.
 
-use inferscope_model::{LinkClass, Reading, UnknownReason};
+use inferscope_host::{LinkClass, Reading, UnknownReason};
 use inferscope_probe::nvml;
 use std::path::PathBuf;
 use std::process::Command;
@@ -127,7 +127,7 @@ fn recorded_driver_facts_merge_into_the_fixture_snapshot() {
         Reading::Unknown(u) => assert!(u.detail.contains("does not report this GPU")),
         v => panic!("{v:?}"),
     }
-    let m = inferscope_model::topology::topo_matrix(&snap);
+    let m = inferscope_host::topology::topo_matrix(&snap);
     assert_eq!(m.matrix[0][1], LinkClass::NvLink(2));
     assert_eq!(m.matrix[1][0], LinkClass::NvLink(2));
     assert_eq!(

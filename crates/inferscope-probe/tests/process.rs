@@ -1,6 +1,6 @@
 //! `capture_process`: the live machine with the test's own pid, and hand-built `/proc` trees.
 
-use inferscope_model::{GpuDetails, Reading, Snapshot, UnknownReason};
+use inferscope_host::{GpuDetails, Reading, Snapshot, UnknownReason};
 use inferscope_probe::process::capture_process;
 use inferscope_probe::{CaptureOptions, FsRoot, capture};
 use std::path::Path;
@@ -21,7 +21,7 @@ fn unknown_detail<T: std::fmt::Debug>(r: &Reading<T>, reason: UnknownReason) -> 
 /// The 2-GPU cloud VM snapshot; the second GPU's driver facts list `pids` as compute processes
 /// (every other driver field unknown).
 fn snapshot_with_gpu_processes(pids: &[u32]) -> Snapshot {
-    let text = include_str!("../../inferscope-model/tests/data/minimal-snapshot.json");
+    let text = include_str!("../../inferscope-host/tests/data/minimal-snapshot.json");
     let mut s: Snapshot = serde_json::from_str(text).unwrap();
     let unknown = serde_json::json!({"unknown": {"reason": "not_captured", "detail": "test"}});
     let mut d = serde_json::Map::new();

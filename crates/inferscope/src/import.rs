@@ -9,7 +9,7 @@
 use anyhow::{Context, bail};
 use inferscope_formats::detect::{Format as ImportFormat, detect};
 use inferscope_formats::{hwloc_xml, nvidia_smi_q, nvidia_smi_xml};
-use inferscope_model::{
+use inferscope_host::{
     Cgroup, DriverInfo, Gpu, GpuVendor, HostSettings, Nic, PciId, Reading, SCHEMA_VERSION,
     Snapshot, SnapshotSource, UnknownReason,
 };
@@ -161,7 +161,7 @@ fn assemble(
             (h.host, h.numa_nodes, h.pci_devices, h.os_devices)
         }
         None => (
-            inferscope_model::Host {
+            inferscope_host::Host {
                 hostname: not_captured(why),
                 kernel: not_captured(why),
                 cpu_model: not_captured(why),
@@ -180,7 +180,7 @@ fn assemble(
         .iter()
         .filter(|d| d.class.known().is_some_and(|c| c.base() == 0x02))
         .filter_map(|d| {
-            let names: Vec<&(inferscope_model::PciBusId, String, u32)> = os_devices
+            let names: Vec<&(inferscope_host::PciBusId, String, u32)> = os_devices
                 .iter()
                 .filter(|(id, _, _)| *id == d.bus_id)
                 .collect();
@@ -257,6 +257,6 @@ fn assemble(
         gpu_pairs: Vec::new(),
         cuda_order: not_captured(why),
     };
-    snapshot.cuda_order = inferscope_model::cuda::cuda_order(&snapshot);
+    snapshot.cuda_order = inferscope_host::cuda::cuda_order(&snapshot);
     snapshot
 }

@@ -2,7 +2,7 @@
 //! then the model's invariants.
 
 use anyhow::{Context, bail};
-use inferscope_model::Snapshot;
+use inferscope_host::Snapshot;
 use std::io::Read;
 use std::path::Path;
 
@@ -37,11 +37,11 @@ pub fn parse_snapshot(text: &str, name: &str) -> anyhow::Result<Snapshot> {
     if let Ok(Version {
         schema_version: Some(v),
     }) = serde_json::from_str::<Version>(text)
-        && v != inferscope_model::SCHEMA_VERSION
+        && v != inferscope_host::SCHEMA_VERSION
     {
         anyhow::bail!(
             "{name}: schema_version {v} is not supported by this build (it reads version {})",
-            inferscope_model::SCHEMA_VERSION
+            inferscope_host::SCHEMA_VERSION
         );
     }
     if !text.trim_start().starts_with('{')

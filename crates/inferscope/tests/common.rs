@@ -29,7 +29,7 @@ pub fn opts() -> inferscope_probe::CaptureOptions {
 }
 
 /// Capture a fixture tree by name.
-pub fn capture_fixture(name: &str) -> inferscope_model::Snapshot {
+pub fn capture_fixture(name: &str) -> inferscope_host::Snapshot {
     let root = repo().join("fixtures/hosts").join(name).join("root");
     let mut snap = inferscope_probe::capture(&inferscope_probe::FsRoot::new(&root), &opts());
     // The checkout location must not leak into golden files.

@@ -6,8 +6,8 @@
 mod common;
 
 use inferscope::render::topo;
+use inferscope_host::{CpuSet, NumaNodeId, Snapshot};
 use inferscope_launch::{RunRequest, Target};
-use inferscope_model::{CpuSet, NumaNodeId, Snapshot};
 use std::path::Path;
 
 /// Unpack `fixtures/hwloc-linux/<name>.tar.bz2` under `dir` and capture it.
@@ -30,7 +30,7 @@ fn topo_shows_the_v100_memory_nodes_as_gpu_memory() {
     let dir = tempfile::tempdir().unwrap();
     let snap = capture_tree("nvidiagpunumanodes", dir.path());
     // GPU -> memory node, as hwloc's nvidiagpunumanodes-kept.console pairs them (PCIBusID=).
-    let m = inferscope_model::topology::topo_matrix(&snap);
+    let m = inferscope_host::topology::topo_matrix(&snap);
     let pairs: Vec<(String, Vec<NumaNodeId>)> = m
         .gpus
         .iter()
@@ -115,7 +115,7 @@ fn offline_cpus_reach_no_consumer() {
             assert_eq!(plan.cpus, n.cpus, "{name}: node {}", n.id);
         }
         // `topo`'s NUMA rows and the labels count only what the nodes hold.
-        for s in inferscope_model::topology::numa_summary(&snap) {
+        for s in inferscope_host::topology::numa_summary(&snap) {
             assert!(s.cpus.is_subset(&online), "{name}: topo node {}", s.id);
         }
         // Checks: CPU001 reads the governors, which are read for online CPUs only.

@@ -30,7 +30,7 @@ fn imported_nvidia_smi_report_becomes_a_valid_snapshot() {
     );
     // sysfs facts are not in the file: unknown with the file named, never zero.
     match &snap.gpus[0].numa_node {
-        inferscope_model::Reading::Unknown(u) => {
+        inferscope_host::Reading::Unknown(u) => {
             assert!(u.detail.contains("h100-sxm-8gpu-q-full-driver565.txt"))
         }
         v => panic!("{v:?}"),

@@ -12,8 +12,8 @@
 mod common;
 
 use inferscope_bench::sse::{SseEvent, SseParser};
-use inferscope_model::topology::{GpuPlacement, LinkClass, NicEntry, TopoMatrix};
-use inferscope_model::{CpuSet, NodeSet, NumaNodeId};
+use inferscope_host::topology::{GpuPlacement, LinkClass, NicEntry, TopoMatrix};
+use inferscope_host::{CpuSet, NodeSet, NumaNodeId};
 use std::str::FromStr;
 
 /// splitmix64: tiny, fixed-seed, good enough to spread cases.

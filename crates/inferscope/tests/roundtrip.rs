@@ -3,7 +3,7 @@
 
 mod common;
 
-use inferscope_model::Snapshot;
+use inferscope_host::Snapshot;
 use inferscope_probe::{FsRoot, capture, gather};
 
 fn json(s: &Snapshot) -> String {

@@ -63,9 +63,9 @@ fn the_child_runs_bound_as_dry_run_said_and_its_exit_code_passes_through() {
     ]);
     assert_eq!(code, 0, "{err}");
     let plan: serde_json::Value = serde_json::from_str(&json).unwrap();
-    let cpus: inferscope_model::CpuSet = plan["cpus"].as_str().unwrap().parse().unwrap();
+    let cpus: inferscope_host::CpuSet = plan["cpus"].as_str().unwrap().parse().unwrap();
     let policy = plan["memory"]["policy"].as_str().unwrap().to_string();
-    let mem_nodes: inferscope_model::NodeSet =
+    let mem_nodes: inferscope_host::NodeSet =
         plan["memory"]["nodes"].as_str().unwrap().parse().unwrap();
     assert_eq!(policy, "bind");
 
@@ -80,11 +80,11 @@ exit 7"#;
     assert_eq!(out.status.code(), Some(7), "{stdout}\n{stderr}");
 
     // CPUs: exactly the dry run's, although the parent narrowed inferscope to one CPU.
-    let seen: inferscope_model::CpuSet = field(&stdout, "Cpus_allowed_list").parse().unwrap();
+    let seen: inferscope_host::CpuSet = field(&stdout, "Cpus_allowed_list").parse().unwrap();
     assert_eq!(seen, cpus, "{stdout}");
     // Memory: the cpuset allows the dry run's nodes, and the task policy is the dry run's (unless
     // the kernel refused it, which must then be said in one line).
-    let allowed: inferscope_model::NodeSet = field(&stdout, "Mems_allowed_list").parse().unwrap();
+    let allowed: inferscope_host::NodeSet = field(&stdout, "Mems_allowed_list").parse().unwrap();
     assert!(mem_nodes.is_subset(&allowed), "{stdout}");
     if allowed == mem_nodes {
         assert_eq!(allowed.to_string(), mem_nodes.to_string());

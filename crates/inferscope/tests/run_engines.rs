@@ -357,7 +357,7 @@ fn asked_settings_are_set_and_user_values_are_kept_byte_for_byte() {
 fn amd_snapshot(dir: &Path) -> PathBuf {
     let mut snap = common::capture_fixture("rtx5090-2gpu-workstation");
     for g in &mut snap.gpus {
-        g.vendor = inferscope_model::GpuVendor::Amd;
+        g.vendor = inferscope_host::GpuVendor::Amd;
     }
     snap.env.clear();
     let file = dir.join("amd.json");

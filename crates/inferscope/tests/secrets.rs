@@ -279,7 +279,7 @@ fn the_policy_is_the_documented_one() {
         "X_SECRET",
         "MY_PASSWORD_FILE",
     ] {
-        assert!(inferscope_model::redact::is_secret_name(n), "{n}");
+        assert!(inferscope_host::redact::is_secret_name(n), "{n}");
     }
     assert!(Path::new(&repo().join("docs/SECURITY.md")).exists());
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use inferscope_model::topology::{self, LinkClass};
+use inferscope_host::topology::{self, LinkClass};
 use std::collections::BTreeMap;
 
 struct RealMatrix {
@@ -152,8 +152,8 @@ fn cloud_vm_with_unknown_numa_node() {
     // -1 must be "unknown, not reported", never node 0.
     for g in &snap.gpus {
         match &g.numa_node {
-            inferscope_model::Reading::Unknown(u) => {
-                assert_eq!(u.reason, inferscope_model::UnknownReason::NotReported);
+            inferscope_host::Reading::Unknown(u) => {
+                assert_eq!(u.reason, inferscope_host::UnknownReason::NotReported);
                 assert!(u.detail.contains("reads -1"), "{}", u.detail);
             }
             other => panic!("expected unknown, got {other:?}"),

@@ -30,7 +30,7 @@ fn run(input: &CheckInput) -> Vec<Outcome> {
         )];
     }
     let describe =
-        |g: &inferscope_model::GovernorGroup| format!("{} on CPUs {}", g.governor, g.cpus);
+        |g: &inferscope_host::GovernorGroup| format!("{} on CPUs {}", g.governor, g.cpus);
     let all: Vec<String> = groups.iter().map(describe).collect();
     let evidence = format!(
         "{} (/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor)",
@@ -56,7 +56,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::Status;
-    use inferscope_model::{GovernorGroup, Reading};
+    use inferscope_host::{GovernorGroup, Reading};
 
     #[test]
     fn performance_passes() {

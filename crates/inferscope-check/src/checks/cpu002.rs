@@ -2,8 +2,8 @@
 
 use super::support::gpu_subject;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::topology::allowed_cpus;
-use inferscope_model::{Reading, Snapshot};
+use inferscope_host::topology::allowed_cpus;
+use inferscope_host::{Reading, Snapshot};
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -124,7 +124,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::{Status, Thresholds};
-    use inferscope_model::UnknownReason;
+    use inferscope_host::UnknownReason;
 
     #[test]
     fn six_cpus_for_four_gpus_fails_on_the_h100_box() {

@@ -3,7 +3,7 @@
 use super::env002::{ALLOC_VARS, parse_conf};
 use super::support::HOST;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::GpuVendor;
+use inferscope_host::GpuVendor;
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -95,7 +95,7 @@ mod tests {
     use super::*;
     use crate::Status;
 
-    fn with_env(pairs: &[(&str, &str)]) -> inferscope_model::Snapshot {
+    fn with_env(pairs: &[(&str, &str)]) -> inferscope_host::Snapshot {
         let mut s = fixture("h100");
         for (k, v) in pairs {
             s.env.insert(k.to_string(), v.to_string());

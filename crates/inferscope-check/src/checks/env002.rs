@@ -404,7 +404,7 @@ mod tests {
     use super::*;
     use crate::Status;
 
-    fn with_env(pairs: &[(&str, &str)]) -> inferscope_model::Snapshot {
+    fn with_env(pairs: &[(&str, &str)]) -> inferscope_host::Snapshot {
         let mut s = fixture("h100");
         for (k, v) in pairs {
             s.env.insert(k.to_string(), v.to_string());

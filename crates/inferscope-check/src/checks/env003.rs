@@ -3,8 +3,8 @@
 use super::support::HOST;
 use crate::outcome::need;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::cuda::{CudaDevices, cuda_devices};
-use inferscope_model::{PciBusId, Reading, Snapshot};
+use inferscope_host::cuda::{CudaDevices, cuda_devices};
+use inferscope_host::{PciBusId, Reading, Snapshot};
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -162,7 +162,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::Status;
-    use inferscope_model::{CudaOrder, UnknownReason};
+    use inferscope_host::{CudaOrder, UnknownReason};
 
     #[test]
     fn identical_gpus_keep_pci_order_and_pass_with_the_mapping() {

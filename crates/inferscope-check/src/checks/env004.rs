@@ -6,7 +6,7 @@
 use super::env003::gpu_label;
 use super::support::HOST;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::{GpuVendor, P2pStatus, Reading, Snapshot};
+use inferscope_host::{GpuVendor, P2pStatus, Reading, Snapshot};
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {

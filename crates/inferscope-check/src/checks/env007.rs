@@ -3,7 +3,7 @@
 use super::env004::nvidia_gpus;
 use super::support::HOST;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::{Reading, topology};
+use inferscope_host::{Reading, topology};
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -82,7 +82,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::Status;
-    use inferscope_model::UnknownReason;
+    use inferscope_host::UnknownReason;
 
     #[test]
     fn unset_fails_with_the_per_worker_share() {

@@ -2,7 +2,7 @@
 
 use super::support::gpu_subject;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::{Reading, UnknownReason};
+use inferscope_host::{Reading, UnknownReason};
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::cuda::cuda_devices;
-use inferscope_model::topology::pcie_link_class;
-use inferscope_model::{GpuPair, GpuVendor, LinkClass, PciBusId, Reading, Snapshot};
+use inferscope_host::cuda::cuda_devices;
+use inferscope_host::topology::pcie_link_class;
+use inferscope_host::{GpuPair, GpuVendor, LinkClass, PciBusId, Reading, Snapshot};
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -278,7 +278,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::{Status, Thresholds};
-    use inferscope_model::{PlanFacts, UnknownReason};
+    use inferscope_host::{PlanFacts, UnknownReason};
 
     #[test]
     fn eight_pcie_gpus_on_two_sockets_fail() {

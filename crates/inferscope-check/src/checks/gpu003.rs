@@ -2,7 +2,7 @@
 
 use super::gpu002::{find_pair, gpu_name, group_subject, pairs, tp_group};
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::{P2pStatus, Reading};
+use inferscope_host::{P2pStatus, Reading};
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -131,7 +131,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::Status;
-    use inferscope_model::UnknownReason;
+    use inferscope_host::UnknownReason;
 
     #[test]
     fn healthy_driver_facts_pass() {

@@ -3,7 +3,7 @@
 use super::support::gpu_subject;
 use crate::outcome::need;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::{NvLink, Reading, Snapshot, UnknownReason};
+use inferscope_host::{NvLink, Reading, Snapshot, UnknownReason};
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -111,7 +111,7 @@ mod tests {
     use super::*;
     use crate::Status;
 
-    fn set_links(s: &mut inferscope_model::Snapshot, gpu: usize, f: impl Fn(&mut NvLink)) {
+    fn set_links(s: &mut inferscope_host::Snapshot, gpu: usize, f: impl Fn(&mut NvLink)) {
         if let Reading::Value(d) = &mut s.gpus[gpu].details
             && let Reading::Value(links) = &mut d.nvlinks
         {

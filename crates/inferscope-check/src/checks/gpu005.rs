@@ -2,7 +2,7 @@
 
 use super::support::gpu_subject;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::{GpuDetails, LinkSpeed, PciDevice, Reading, Snapshot};
+use inferscope_host::{GpuDetails, LinkSpeed, PciDevice, Reading, Snapshot};
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -19,7 +19,7 @@ const BUSY_POWER_PERCENT: u64 = 50;
 /// Share of the maximum SM clock above which a GPU counts as busy.
 const BUSY_CLOCK_PERCENT: u64 = 90;
 
-fn device<'a>(s: &'a Snapshot, g: &inferscope_model::Gpu) -> Option<&'a PciDevice> {
+fn device<'a>(s: &'a Snapshot, g: &inferscope_host::Gpu) -> Option<&'a PciDevice> {
     s.pci_devices.iter().find(|d| d.bus_id == g.pci_bus_id)
 }
 
@@ -149,9 +149,9 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::Status;
-    use inferscope_model::{GpuProcess, UnknownReason};
+    use inferscope_host::{GpuProcess, UnknownReason};
 
-    fn link_of(s: &mut Snapshot, gpu: usize) -> &mut inferscope_model::PcieLink {
+    fn link_of(s: &mut Snapshot, gpu: usize) -> &mut inferscope_host::PcieLink {
         let id = s.gpus[gpu].pci_bus_id;
         let dev = s.pci_devices.iter_mut().find(|d| d.bus_id == id).unwrap();
         &mut dev.link

@@ -2,7 +2,7 @@
 
 use super::support::gpu_subject;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::{LinkSpeed, PciBusId, Reading};
+use inferscope_host::{LinkSpeed, PciBusId, Reading};
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -134,7 +134,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::Status;
-    use inferscope_model::UnknownReason;
+    use inferscope_host::UnknownReason;
 
     #[test]
     fn gen5_cards_in_gen4_slots_fail() {

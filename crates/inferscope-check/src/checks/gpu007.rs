@@ -79,9 +79,9 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::Status;
-    use inferscope_model::{Reading, UnknownReason};
+    use inferscope_host::{Reading, UnknownReason};
 
-    fn with(params: &[&str]) -> inferscope_model::Snapshot {
+    fn with(params: &[&str]) -> inferscope_host::Snapshot {
         let mut s = fixture("h100");
         s.settings.kernel_iommu_params =
             Reading::value(params.iter().map(|p| p.to_string()).collect());

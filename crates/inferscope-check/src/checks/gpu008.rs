@@ -2,8 +2,8 @@
 
 use super::support::gpu_subject;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::topology::pcie_link_class;
-use inferscope_model::{LinkClass, Nic};
+use inferscope_host::topology::pcie_link_class;
+use inferscope_host::{LinkClass, Nic};
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -45,7 +45,7 @@ fn run(input: &CheckInput) -> Vec<Outcome> {
                     "the PCIe path to every RDMA NIC is unknown (GPU or NICs not in the snapshot's PCI tree)",
                 );
             };
-            let node = |r: &inferscope_model::Reading<inferscope_model::NumaNodeId>| {
+            let node = |r: &inferscope_host::Reading<inferscope_host::NumaNodeId>| {
                 r.known().map_or("unknown".to_string(), |n| n.to_string())
             };
             let evidence = format!(

@@ -41,7 +41,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::Status;
-    use inferscope_model::Reading;
+    use inferscope_host::Reading;
 
     #[test]
     fn on_passes() {

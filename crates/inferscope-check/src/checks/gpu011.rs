@@ -3,7 +3,7 @@
 use super::support::per_gpu_details;
 use crate::outcome::need;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::Reading;
+use inferscope_host::Reading;
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -65,9 +65,9 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::Status;
-    use inferscope_model::{EccState, PendingMode, UnknownReason};
+    use inferscope_host::{EccState, PendingMode, UnknownReason};
 
-    fn set_ecc(s: &mut inferscope_model::Snapshot, gpu: usize, f: impl Fn(&mut EccState)) {
+    fn set_ecc(s: &mut inferscope_host::Snapshot, gpu: usize, f: impl Fn(&mut EccState)) {
         if let Reading::Value(d) = &mut s.gpus[gpu].details
             && let Reading::Value(e) = &mut d.ecc
         {

@@ -3,7 +3,7 @@
 use super::support::per_gpu_details;
 use crate::outcome::need;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::Reading;
+use inferscope_host::Reading;
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -81,9 +81,9 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::Status;
-    use inferscope_model::{MemoryRepair, UnknownReason};
+    use inferscope_host::{MemoryRepair, UnknownReason};
 
-    fn set(s: &mut inferscope_model::Snapshot, gpu: usize, f: impl Fn(&mut MemoryRepair)) {
+    fn set(s: &mut inferscope_host::Snapshot, gpu: usize, f: impl Fn(&mut MemoryRepair)) {
         if let Reading::Value(d) = &mut s.gpus[gpu].details
             && let Reading::Value(m) = &mut d.memory_repair
         {

@@ -2,7 +2,7 @@
 
 use super::support::per_gpu_details;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::{Reading, UnknownReason};
+use inferscope_host::{Reading, UnknownReason};
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -74,9 +74,9 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::Status;
-    use inferscope_model::{MigInstance, MigState, PendingMode};
+    use inferscope_host::{MigInstance, MigState, PendingMode};
 
-    fn set(s: &mut inferscope_model::Snapshot, gpu: usize, mig: Reading<MigState>) {
+    fn set(s: &mut inferscope_host::Snapshot, gpu: usize, mig: Reading<MigState>) {
         if let Reading::Value(d) = &mut s.gpus[gpu].details {
             d.mig = mig;
         }

@@ -2,7 +2,7 @@
 
 use super::support::per_gpu_details;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::Reading;
+use inferscope_host::Reading;
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -99,9 +99,9 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::{Status, Thresholds};
-    use inferscope_model::UnknownReason;
+    use inferscope_host::UnknownReason;
 
-    fn set_reasons(s: &mut inferscope_model::Snapshot, gpu: usize, r: Reading<Vec<String>>) {
+    fn set_reasons(s: &mut inferscope_host::Snapshot, gpu: usize, r: Reading<Vec<String>>) {
         if let Reading::Value(d) = &mut s.gpus[gpu].details
             && let Reading::Value(c) = &mut d.clocks
         {

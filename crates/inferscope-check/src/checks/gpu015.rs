@@ -3,7 +3,7 @@
 use super::support::bytes;
 use super::support::per_gpu_details;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::{GpuMemory, Reading};
+use inferscope_host::{GpuMemory, Reading};
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -112,7 +112,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::Status;
-    use inferscope_model::{GpuProcess, UnknownReason};
+    use inferscope_host::{GpuProcess, UnknownReason};
 
     #[test]
     fn empty_gpus_pass() {

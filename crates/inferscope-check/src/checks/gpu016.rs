@@ -3,7 +3,7 @@
 use super::support::HOST;
 use crate::outcome::need;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::Reading;
+use inferscope_host::Reading;
 use std::fmt;
 
 /// The check.
@@ -214,7 +214,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::{Status, Thresholds};
-    use inferscope_model::UnknownReason;
+    use inferscope_host::UnknownReason;
 
     #[test]
     fn table_parses_and_is_ordered() {

@@ -55,7 +55,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::{Status, Thresholds};
-    use inferscope_model::{Reading, UnknownReason};
+    use inferscope_host::{Reading, UnknownReason};
 
     #[test]
     fn swap_off_passes() {

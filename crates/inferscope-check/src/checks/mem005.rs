@@ -57,7 +57,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::Status;
-    use inferscope_model::{Reading, UnknownReason};
+    use inferscope_host::{Reading, UnknownReason};
 
     #[test]
     fn off_passes() {

@@ -61,8 +61,8 @@ mod tests {
     #[test]
     fn unknown_when_mounts_unreadable() {
         let mut s = fixture("h100");
-        s.settings.dev_shm = inferscope_model::Reading::unknown(
-            inferscope_model::UnknownReason::PermissionDenied,
+        s.settings.dev_shm = inferscope_host::Reading::unknown(
+            inferscope_host::UnknownReason::PermissionDenied,
             "/proc/self/mounts: permission denied",
         );
         assert_eq!(statuses(&check(&CHECK, &s)), [Status::Unknown]);

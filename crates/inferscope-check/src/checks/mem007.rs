@@ -3,7 +3,7 @@
 use super::support::{HOST, bytes};
 use crate::outcome::need;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::LimitValue;
+use inferscope_host::LimitValue;
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -65,7 +65,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::{Status, Thresholds};
-    use inferscope_model::{Reading, ResourceLimit, UnknownReason};
+    use inferscope_host::{Reading, ResourceLimit, UnknownReason};
 
     #[test]
     fn unlimited_passes() {

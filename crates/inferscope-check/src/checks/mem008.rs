@@ -2,8 +2,8 @@
 
 use super::support::gpu_subject;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::topology::gpu_local_cpus;
-use inferscope_model::{Reading, Snapshot};
+use inferscope_host::topology::gpu_local_cpus;
+use inferscope_host::{Reading, Snapshot};
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -16,7 +16,7 @@ pub const CHECK: CheckDef = CheckDef {
 };
 
 /// Where the GPU's local CPUs come from, and the cgroup it is intersected with, for evidence.
-fn sources(s: &Snapshot, g: &inferscope_model::Gpu) -> (String, String, String) {
+fn sources(s: &Snapshot, g: &inferscope_host::Gpu) -> (String, String, String) {
     let local = match g.numa_node.known() {
         Some(n) => match s.numa_nodes.iter().find(|x| x.id == *n) {
             Some(node) => format!("node {n} CPUs {}", node.cpus),
@@ -92,7 +92,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::Status;
-    use inferscope_model::UnknownReason;
+    use inferscope_host::UnknownReason;
 
     #[test]
     fn unrestricted_cgroup_passes() {

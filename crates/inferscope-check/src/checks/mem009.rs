@@ -3,7 +3,7 @@
 use super::support::{HOST, bytes};
 use crate::outcome::need;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::LimitValue;
+use inferscope_host::LimitValue;
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -85,7 +85,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::{Status, Thresholds};
-    use inferscope_model::{PlanFacts, Reading, UnknownReason};
+    use inferscope_host::{PlanFacts, Reading, UnknownReason};
 
     fn plan(weights: Option<u64>) -> PlanFacts {
         PlanFacts {

@@ -109,7 +109,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::{Status, Thresholds};
-    use inferscope_model::{PlanFacts, Reading, UnknownReason};
+    use inferscope_host::{PlanFacts, Reading, UnknownReason};
 
     fn plan(weights: Option<u64>, nodes: &[u32]) -> PlanFacts {
         PlanFacts {

@@ -95,7 +95,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::{Status, Thresholds};
-    use inferscope_model::{Reading, UnknownReason};
+    use inferscope_host::{Reading, UnknownReason};
 
     #[test]
     fn no_reservation_passes() {

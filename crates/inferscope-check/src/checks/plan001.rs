@@ -5,7 +5,7 @@
 use super::env003::gpu_label;
 use super::support::HOST;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::{PlanFacts, Snapshot};
+use inferscope_host::{PlanFacts, Snapshot};
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -103,7 +103,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::{Status, Thresholds};
-    use inferscope_model::PlanPerGpu;
+    use inferscope_host::PlanPerGpu;
 
     /// Case `llmd-v0.19.0-qwen-qwen2-5-72b-instruc-h100-tp2pp1dp1--8192` of
     /// /work/shared/fixtures/vllm-logs/cases.jsonl: Qwen2.5-72B-Instruct, 2×H100, TP 2,

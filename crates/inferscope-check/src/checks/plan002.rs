@@ -69,7 +69,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::{Status, Thresholds};
-    use inferscope_model::{PlanFacts, PlanPerGpu};
+    use inferscope_host::{PlanFacts, PlanPerGpu};
 
     fn run_plan(plan: &PlanFacts) -> Vec<Outcome> {
         run_with(

@@ -4,8 +4,8 @@
 
 use super::env003::gpu_label;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::cuda::cuda_devices;
-use inferscope_model::{CpuSet, NumaNodeId, PciBusId, ProcessFacts, Reading, Snapshot};
+use inferscope_host::cuda::cuda_devices;
+use inferscope_host::{CpuSet, NumaNodeId, PciBusId, ProcessFacts, Reading, Snapshot};
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -91,7 +91,7 @@ pub(crate) fn process_gpus(
 pub(crate) fn gpu_node(s: &Snapshot, id: &PciBusId) -> Reading<NumaNodeId> {
     let Some(g) = s.gpus.iter().find(|g| g.pci_bus_id == *id) else {
         return Reading::unknown(
-            inferscope_model::UnknownReason::NotPresent,
+            inferscope_host::UnknownReason::NotPresent,
             format!("no GPU at {id} in this snapshot"),
         );
     };
@@ -112,7 +112,7 @@ fn gpu_cpus(s: &Snapshot, id: &PciBusId) -> Reading<(CpuSet, String)> {
     }
     let Some(g) = s.gpus.iter().find(|g| g.pci_bus_id == *id) else {
         return Reading::unknown(
-            inferscope_model::UnknownReason::NotPresent,
+            inferscope_host::UnknownReason::NotPresent,
             format!("no GPU at {id} in this snapshot"),
         );
     };
@@ -125,7 +125,7 @@ fn gpu_cpus(s: &Snapshot, id: &PciBusId) -> Reading<(CpuSet, String)> {
     match &g.local_cpus {
         Reading::Unknown(u) => Reading::Unknown(u.clone()),
         Reading::Value(_) => Reading::unknown(
-            inferscope_model::UnknownReason::NotReported,
+            inferscope_host::UnknownReason::NotReported,
             "GPU locality unknown",
         ),
     }
@@ -217,7 +217,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::{Status, Thresholds};
-    use inferscope_model::{GpuProcess, UnknownReason};
+    use inferscope_host::{GpuProcess, UnknownReason};
     use std::collections::BTreeMap;
 
     pub(crate) fn process(pid: u32, cpus: &str, cvd: Option<&str>) -> ProcessFacts {

@@ -4,7 +4,7 @@ use super::env003::gpu_label;
 use super::proc001::{gpu_node, no_process, process_gpus, process_subject};
 use super::support::bytes;
 use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
-use inferscope_model::{NumaNodeId, Reading};
+use inferscope_host::{NumaNodeId, Reading};
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -114,7 +114,7 @@ mod tests {
     use super::super::support::testing::*;
     use super::*;
     use crate::{Status, Thresholds};
-    use inferscope_model::{ProcessFacts, Snapshot, UnknownReason};
+    use inferscope_host::{ProcessFacts, Snapshot, UnknownReason};
     use std::collections::BTreeMap;
 
     fn process(pages: &[(u32, u64)], cvd: &str) -> ProcessFacts {

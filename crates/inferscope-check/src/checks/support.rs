@@ -6,7 +6,7 @@
 
 use crate::Outcome;
 use crate::outcome::need;
-use inferscope_model::{Gpu, GpuDetails, Snapshot};
+use inferscope_host::{Gpu, GpuDetails, Snapshot};
 
 /// `GPU0 (0000:18:00.0)`: how findings name a GPU.
 pub fn gpu_subject(snapshot: &Snapshot, gpu: &Gpu) -> String {
@@ -47,7 +47,7 @@ pub struct SettingFails {
 /// The skeleton of a host-setting check: the setting unknown is one unknown outcome; known,
 /// `evidence` says what was read and `fails` decides (`None`: pass with the evidence).
 pub fn host_setting<T>(
-    reading: &inferscope_model::Reading<T>,
+    reading: &inferscope_host::Reading<T>,
     what: &str,
     evidence: impl FnOnce(&T) -> String,
     fails: impl FnOnce(&T) -> Option<SettingFails>,
@@ -74,13 +74,13 @@ pub fn host_setting<T>(
 pub const HOST: &str = "host";
 
 /// Human bytes (`64.0 MiB`).
-pub use inferscope_model::units::human_bytes as bytes;
+pub use inferscope_host::units::human_bytes as bytes;
 
 /// Test data and builders.
 #[cfg(test)]
 pub mod testing {
     use crate::{CheckDef, CheckInput, Outcome, Status, Thresholds};
-    use inferscope_model::*;
+    use inferscope_host::*;
 
     /// A fixture snapshot by name (see testdata/README.md).
     pub fn fixture(name: &str) -> Snapshot {
@@ -244,7 +244,7 @@ pub mod testing {
 mod tests {
     use super::*;
     use crate::Status;
-    use inferscope_model::{Reading, UnknownReason};
+    use inferscope_host::{Reading, UnknownReason};
 
     #[test]
     fn host_setting_skeleton() {

@@ -5,7 +5,7 @@
 use crate::render;
 use anyhow::Context;
 use inferscope_check::{CheckInput, Config, Selection, Severity};
-use inferscope_model::{PlanFacts, Snapshot};
+use inferscope_host::{PlanFacts, Snapshot};
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;

@@ -97,7 +97,7 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             why.join("; ")
         );
     }
-    let named: Vec<(String, &inferscope_model::Snapshot)> =
+    let named: Vec<(String, &inferscope_host::Snapshot)> =
         snaps.iter().map(|(n, s)| (n.clone(), s)).collect();
     let d = diff::diff(&named);
     if args.json {

@@ -17,7 +17,7 @@ pub mod topo;
 pub mod tune;
 pub mod watch;
 
-use inferscope_model::Snapshot;
+use inferscope_host::Snapshot;
 use inferscope_probe::{CaptureOptions, FsRoot};
 use std::path::Path;
 
@@ -47,20 +47,18 @@ pub fn driver_note(snapshot: &Snapshot) -> Option<String> {
         return None;
     }
     match &snapshot.driver {
-        inferscope_model::Reading::Unknown(u) => Some(format!(
+        inferscope_host::Reading::Unknown(u) => Some(format!(
             "inferscope: note: {}; GPU driver facts are unknown",
             u.detail
         )),
-        inferscope_model::Reading::Value(_) => None,
+        inferscope_host::Reading::Value(_) => None,
     }
 }
 
 /// The value parser of every duration flag (`bench --duration`, `watch --interval`, ...): one
-/// grammar for all commands, `inferscope_model::units::parse_duration` (docs/cli.md).
-pub fn duration_arg(
-    s: &str,
-) -> Result<std::time::Duration, inferscope_model::units::DurationError> {
-    inferscope_model::units::parse_duration(s)
+/// grammar for all commands, `inferscope_host::units::parse_duration` (docs/cli.md).
+pub fn duration_arg(s: &str) -> Result<std::time::Duration, inferscope_host::units::DurationError> {
+    inferscope_host::units::parse_duration(s)
 }
 
 /// A duration flag that must be above zero and at most a year (sampling intervals and run

@@ -7,7 +7,7 @@
 
 use anyhow::{Context, bail};
 use inferscope_formats::{gguf, safetensors};
-use inferscope_model::{GpuVendor, Snapshot};
+use inferscope_host::{GpuVendor, Snapshot};
 use inferscope_plan::engine::{self, EngineSettings};
 use inferscope_plan::find::{self, Workload};
 use inferscope_plan::gguf_quant::GgufFileType;
@@ -300,7 +300,7 @@ fn gpus_from_snapshot(
     s: &Snapshot,
 ) -> anyhow::Result<(
     inferscope_plan::plan::GpuSpec,
-    Vec<inferscope_model::PciBusId>,
+    Vec<inferscope_host::PciBusId>,
     String,
 )> {
     let all_nvidia = s
@@ -309,13 +309,13 @@ fn gpus_from_snapshot(
         .filter(|g| g.vendor == GpuVendor::Nvidia)
         .count();
     // The most common model (by driver name, else PCI device id); ties go to the first seen.
-    let model_of = |g: &&inferscope_model::Gpu| {
+    let model_of = |g: &&inferscope_host::Gpu| {
         g.details
             .known()
             .and_then(|d| d.name.known().cloned())
             .unwrap_or_else(|| g.device_id.to_string())
     };
-    let mut groups: Vec<(String, Vec<&inferscope_model::Gpu>)> = Vec::new();
+    let mut groups: Vec<(String, Vec<&inferscope_host::Gpu>)> = Vec::new();
     for g in s.gpus.iter().filter(|g| g.vendor == GpuVendor::Nvidia) {
         let m = model_of(&g);
         match groups.iter_mut().find(|(k, _)| *k == m) {

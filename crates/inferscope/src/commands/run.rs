@@ -215,9 +215,9 @@ pub fn run(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         // variables and URL credentials are not shown (`--emit` output is a deployment file
         // and keeps the command as given).
         let mut plan = plan;
-        plan.command = inferscope_model::redact::command(&plan.command);
+        plan.command = inferscope_host::redact::command(&plan.command);
         for (k, v) in plan.env.iter_mut() {
-            *v = inferscope_model::redact::env_value(k, v).into_owned();
+            *v = inferscope_host::redact::env_value(k, v).into_owned();
         }
         if args.json {
             serde_json::to_writer_pretty(&mut *out, &plan)?;

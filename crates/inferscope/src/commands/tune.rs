@@ -314,7 +314,7 @@ impl Server {
 /// GPU memory in use per GPU (MiB), or why unknown.
 fn gpu_used_mib() -> Result<Vec<u64>, String> {
     let cap = inferscope_probe::nvml::capture(None, 64);
-    if let inferscope_model::Reading::Unknown(u) = &cap.info {
+    if let inferscope_host::Reading::Unknown(u) = &cap.info {
         return Err(u.detail.clone());
     }
     Ok(cap

@@ -6,8 +6,8 @@
 //! series the detectors read.
 
 use anyhow::{Context, bail};
+use inferscope_host::CpuSet;
 use inferscope_mem::watch::{self as detect, Drift, Saturation, Trend, TrendVerdict};
-use inferscope_model::CpuSet;
 use inferscope_probe::FsRoot;
 use inferscope_probe::watch::{GpuSample, ProcessSample, Sampler};
 use serde::Serialize;

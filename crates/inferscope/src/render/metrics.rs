@@ -4,7 +4,7 @@
 //! label values are escaped as the format requires.
 
 use inferscope_check::{Finding, Status};
-use inferscope_model::Snapshot;
+use inferscope_host::Snapshot;
 use inferscope_probe::watch::{GpuSample, ProcessSample};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -89,7 +89,7 @@ fn host_metrics(f: &mut Families, snap: &Snapshot) {
         1.0,
     );
     if let Some(d) = snap.driver.known() {
-        let text = |r: &inferscope_model::Reading<String>| {
+        let text = |r: &inferscope_host::Reading<String>| {
             r.known().cloned().unwrap_or_else(|| "unknown".to_string())
         };
         f.add(
@@ -166,7 +166,7 @@ fn gpu_metrics(f: &mut Families, snap: &Snapshot, gpus: &[GpuSample]) {
         let sample = gpus.iter().find(|s| {
             s.pci_bus_id
                 .as_deref()
-                .and_then(|b| b.parse::<inferscope_model::PciBusId>().ok())
+                .and_then(|b| b.parse::<inferscope_host::PciBusId>().ok())
                 == Some(g.pci_bus_id)
         });
         let mem = d.and_then(|d| d.memory.known());
@@ -303,8 +303,8 @@ fn process_metrics(f: &mut Families, procs: &[ProcessSample]) {
 fn gpu_links(
     f: &mut Families,
     snap: &Snapshot,
-    g: &inferscope_model::Gpu,
-    d: Option<&inferscope_model::GpuDetails>,
+    g: &inferscope_host::Gpu,
+    d: Option<&inferscope_host::GpuDetails>,
     labels: &[(&str, String)],
 ) {
     let dev = snap.pci_devices.iter().find(|p| p.bus_id == g.pci_bus_id);

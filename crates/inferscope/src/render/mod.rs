@@ -9,4 +9,4 @@ pub mod topo;
 pub mod watch;
 
 /// Bytes as a short binary-unit figure (`251.6 GiB`).
-pub use inferscope_model::units::human_bytes as bytes;
+pub use inferscope_host::units::human_bytes as bytes;

@@ -2,8 +2,8 @@
 //! `nvidia-smi` does not give (node memory, usable CPUs under the cgroup, what sits where).
 
 use super::bytes;
-use inferscope_model::topology::{self, NodeSummary, TopoMatrix};
-use inferscope_model::{Reading, Snapshot};
+use inferscope_host::topology::{self, NodeSummary, TopoMatrix};
+use inferscope_host::{Reading, Snapshot};
 use serde::Serialize;
 use std::io::{self, Write};
 
@@ -17,7 +17,7 @@ pub struct TopoReport {
     /// NUMA nodes and what is attached to them (empty when imported from `nvidia-smi` text).
     pub numa_nodes: Vec<NodeSummary>,
     /// `cuda:N` → GPU for the captured environment (absent for imported text).
-    pub cuda_devices: Option<inferscope_model::Reading<inferscope_model::cuda::CudaDevices>>,
+    pub cuda_devices: Option<inferscope_host::Reading<inferscope_host::cuda::CudaDevices>>,
 }
 
 /// Write the report of a snapshot as pretty JSON.
@@ -25,7 +25,7 @@ pub fn write_json(snap: &Snapshot, out: &mut dyn Write) -> io::Result<()> {
     let report = TopoReport {
         matrix: topology::topo_matrix(snap),
         numa_nodes: topology::numa_summary(snap),
-        cuda_devices: Some(inferscope_model::cuda::cuda_devices(snap)),
+        cuda_devices: Some(inferscope_host::cuda::cuda_devices(snap)),
     };
     serde_json::to_writer_pretty(&mut *out, &report)?;
     writeln!(out)
@@ -82,12 +82,12 @@ pub fn write_text(snap: &Snapshot, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-fn list_text(nodes: &Option<Vec<inferscope_model::NumaNodeId>>) -> String {
+fn list_text(nodes: &Option<Vec<inferscope_host::NumaNodeId>>) -> String {
     match nodes {
         Some(ids) if !ids.is_empty() => ids
             .iter()
             .map(|n| n.0)
-            .collect::<inferscope_model::NodeSet>()
+            .collect::<inferscope_host::NodeSet>()
             .to_string(),
         _ => "N/A".to_string(),
     }
@@ -302,13 +302,13 @@ fn write_numa(
 }
 
 fn write_cuda(snap: &Snapshot, m: &TopoMatrix, out: &mut dyn Write) -> io::Result<()> {
-    let label = |id: &inferscope_model::PciBusId| {
+    let label = |id: &inferscope_host::PciBusId| {
         m.gpus
             .iter()
             .find(|g| g.pci_bus_id.as_ref() == Some(id))
             .map_or("?".to_string(), |g| g.name.clone())
     };
-    match inferscope_model::cuda::cuda_devices(snap) {
+    match inferscope_host::cuda::cuda_devices(snap) {
         Reading::Value(c) => {
             writeln!(
                 out,

@@ -2,7 +2,7 @@
 //! `/snapshot`, all nodes at once (at most [`PARALLEL`] in flight), each fetch bounded in time
 //! and size. A node that fails is an error for that node only; the caller reports it.
 
-use inferscope_model::Snapshot;
+use inferscope_host::Snapshot;
 use std::time::Duration;
 
 /// Fetches in flight at once (a cluster of hundreds of nodes must not open hundreds of sockets).

@@ -14,8 +14,8 @@
 //!   signal state it would see when started from a shell.
 
 use anyhow::{anyhow, bail};
+use inferscope_host::{CpuSet, NodeSet};
 use inferscope_launch::{LaunchPlan, MemMode};
-use inferscope_model::{CpuSet, NodeSet};
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 

@@ -1,4 +1,4 @@
-//! # inferscope-model
+//! # inferscope-host
 //!
 //! The vocabulary every other inferscope crate speaks. A [`Snapshot`] is everything known about
 //! one GPU host at one moment; capture code (the probe, importers) produces it, pure code (topology
