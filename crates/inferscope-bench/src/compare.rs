@@ -695,7 +695,14 @@ pub fn compare(
             "judged on the variance between runs: {} baseline runs, {} candidate runs",
             eb.n, ec.n
         )),
-        Method::ClusterBootstrap => {}
+        // Resampling requests covers request-to-request noise within each run, not what shifts a
+        // whole run (neighbours' load, clocks, a cold cache): on a shared machine an A/A pair of
+        // single runs can differ by more than any threshold (docs/bench.md, "Real-server runs").
+        Method::ClusterBootstrap => notes.push(
+            "one run per side: the intervals cover request-to-request noise, not drift between \
+             runs (load, clocks, caches); bench --repeat K judges on the variance between runs"
+                .into(),
+        ),
     }
     let (bs, cs) = (&base.settings, &cand.settings);
     if bs.schedule != cs.schedule || bs.dataset != cs.dataset || bs.request.api != cs.request.api {
