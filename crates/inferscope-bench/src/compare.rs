@@ -517,65 +517,177 @@ pub fn compare(
     samples: Option<(&Samples, &Samples)>,
     thresholds: &[Threshold],
 ) -> Comparison {
-    let (method, eb, ec) = if base.repeats.len() >= 2 && cand.repeats.len() >= 2 {
-        (
-            Method::BetweenRuns,
-            repeat_evidence(base),
-            repeat_evidence(cand),
-        )
-    } else if let Some((sb, sc)) = samples {
-        (
-            Method::ClusterBootstrap,
-            trace_evidence(base, sb, 0x5eed),
-            trace_evidence(cand, sc, 0x5eed_cafe),
-        )
-    } else {
-        (Method::None, point_evidence(base), point_evidence(cand))
-    };
-    let get = |e: &Evidence, m: &str| e.sides.get(m).copied().unwrap_or_default();
-    // The last threshold given for a metric wins.
-    let mut limits: BTreeMap<String, Limit> = BTreeMap::new();
-    for t in thresholds {
-        limits.insert(t.metric.clone(), t.limit);
-    }
-    let judged = limits
-        .keys()
-        .filter(|m| get(&eb, m).value.is_some() && get(&ec, m).value.is_some())
-        .count()
-        .max(1);
-    let alpha = sig::FAMILY_ALPHA / judged as f64;
-    let df = (eb.n + ec.n).saturating_sub(2).max(1) as f64;
-    let crit = |a: f64| match method {
-        Method::BetweenRuns => sig::t_upper(a, df),
-        _ => sig::z_upper(a),
-    };
-    let (z_a, z_95, z_power) = (crit(alpha), crit(0.05), sig::z_upper(1.0 - sig::POWER));
-    let samples_of = |m: Method| match m {
-        Method::BetweenRuns => Some(SampleCount {
-            base: eb.n,
-            cand: ec.n,
-            unit: "runs",
-        }),
-        Method::ClusterBootstrap => Some(SampleCount {
-            base: eb.n,
-            cand: ec.n,
-            unit: "requests",
-        }),
-        Method::None => None,
-    };
-
+    let j = Judging::new(base, cand, samples, thresholds);
     let mut rows = Vec::new();
     let (mut regressions, mut unsure, mut notes) = (Vec::new(), Vec::new(), Vec::new());
     let (mut needed_requests, mut needed_repeats) = (None::<u64>, None::<u64>);
     for metric in metric_names() {
-        let (sb, sc) = (get(&eb, &metric), get(&ec, &metric));
+        let row = j.row(metric);
+        if row.threshold.is_some() {
+            needed_requests = row.needed_requests.map_or(needed_requests, |r| {
+                Some(needed_requests.map_or(r, |n| n.max(r)))
+            });
+            needed_repeats = row.needed_repeats.map_or(needed_repeats, |r| {
+                Some(needed_repeats.map_or(r, |n| n.max(r)))
+            });
+            match row.status {
+                Status::Regression => regressions.push(format!(
+                    "{}: {} -> {} ({}), past its threshold {}{}",
+                    row.metric,
+                    fmt_num(row.base),
+                    fmt_num(row.cand),
+                    row.delta_pct.map_or("n/a".into(), |p| format!("{p:+.1}%")),
+                    row.threshold.map_or("-".into(), fmt_limit),
+                    row.reason
+                        .as_ref()
+                        .map_or(String::new(), |r| format!(", {r}"))
+                )),
+                Status::Inconclusive => unsure.push(format!(
+                    "{}: {}",
+                    row.metric,
+                    row.reason.clone().unwrap_or_default()
+                )),
+                _ => {}
+            }
+        }
+        rows.push(row);
+    }
+    if !cand.valid {
+        regressions.push(format!(
+            "the candidate run is not valid: {}",
+            cand.invalid_reasons.join("; ")
+        ));
+    }
+    if !base.valid {
+        notes.push(format!(
+            "the baseline run is not valid: {}",
+            base.invalid_reasons.join("; ")
+        ));
+    }
+    notes.push(method_note(j.method, &j.eb, &j.ec));
+    let (bs, cs) = (&base.settings, &cand.settings);
+    if bs.schedule != cs.schedule || bs.dataset != cs.dataset || bs.request.api != cs.request.api {
+        notes.push("the runs used different schedules, datasets or APIs".into());
+    }
+    let verdict = if !regressions.is_empty() {
+        Verdict::RollBack
+    } else if !unsure.is_empty() {
+        Verdict::Inconclusive
+    } else {
+        Verdict::Keep
+    };
+    let reasons = if verdict == Verdict::RollBack {
+        regressions
+    } else {
+        unsure
+    };
+    Comparison {
+        verdict,
+        rows,
+        reasons,
+        notes,
+        significance_tested: j.method != Method::None,
+        method: j.method,
+        alpha: j.alpha,
+        needed_requests,
+        needed_repeats,
+    }
+}
+
+/// What one comparison judges with: both sides' evidence, the thresholds and critical values.
+struct Judging<'a> {
+    method: Method,
+    eb: Evidence,
+    ec: Evidence,
+    samples: Option<(&'a Samples, &'a Samples)>,
+    /// The last threshold given for a metric wins.
+    limits: BTreeMap<String, Limit>,
+    /// Per-metric significance level (family level split over the judged metrics).
+    alpha: f64,
+    z_a: f64,
+    z_95: f64,
+    z_power: f64,
+}
+
+impl<'a> Judging<'a> {
+    fn new(
+        base: &BenchResult,
+        cand: &BenchResult,
+        samples: Option<(&'a Samples, &'a Samples)>,
+        thresholds: &[Threshold],
+    ) -> Self {
+        let (method, eb, ec) = if base.repeats.len() >= 2 && cand.repeats.len() >= 2 {
+            (
+                Method::BetweenRuns,
+                repeat_evidence(base),
+                repeat_evidence(cand),
+            )
+        } else if let Some((sb, sc)) = samples {
+            (
+                Method::ClusterBootstrap,
+                trace_evidence(base, sb, 0x5eed),
+                trace_evidence(cand, sc, 0x5eed_cafe),
+            )
+        } else {
+            (Method::None, point_evidence(base), point_evidence(cand))
+        };
+        let mut limits: BTreeMap<String, Limit> = BTreeMap::new();
+        for t in thresholds {
+            limits.insert(t.metric.clone(), t.limit);
+        }
+        let judged = limits
+            .keys()
+            .filter(|m| side(&eb, m).value.is_some() && side(&ec, m).value.is_some())
+            .count()
+            .max(1);
+        let alpha = sig::FAMILY_ALPHA / judged as f64;
+        let df = (eb.n + ec.n).saturating_sub(2).max(1) as f64;
+        let crit = |a: f64| match method {
+            Method::BetweenRuns => sig::t_upper(a, df),
+            _ => sig::z_upper(a),
+        };
+        let (z_a, z_95, z_power) = (crit(alpha), crit(0.05), sig::z_upper(1.0 - sig::POWER));
+        Judging {
+            method,
+            eb,
+            ec,
+            samples,
+            limits,
+            alpha,
+            z_a,
+            z_95,
+            z_power,
+        }
+    }
+
+    fn samples_of(&self, m: Method) -> Option<SampleCount> {
+        match m {
+            Method::BetweenRuns => Some(SampleCount {
+                base: self.eb.n,
+                cand: self.ec.n,
+                unit: "runs",
+            }),
+            Method::ClusterBootstrap => Some(SampleCount {
+                base: self.eb.n,
+                cand: self.ec.n,
+                unit: "requests",
+            }),
+            Method::None => None,
+        }
+    }
+
+    /// One metric's row: the change, its interval, what more data would settle it, the status.
+    fn row(&self, metric: String) -> Row {
+        let (eb, ec, method) = (&self.eb, &self.ec, self.method);
+        let (z_a, z_95, z_power) = (self.z_a, self.z_95, self.z_power);
+        let (sb, sc) = (side(eb, &metric), side(ec, &metric));
         let (b, c) = (sb.value, sc.value);
         let dir = better(&metric);
         let delta = b.zip(c).map(|(b, c)| c - b);
         let delta_pct = b
             .zip(delta)
             .and_then(|(b, d)| (b.abs() > f64::EPSILON).then(|| d / b * 100.0));
-        let threshold = limits.get(&metric).copied();
+        let threshold = self.limits.get(&metric).copied();
         let se = sb.se.zip(sc.se).map(|(x, y)| (x * x + y * y).sqrt());
         let row_method = if se.is_some() { method } else { Method::None };
         let interval = delta.zip(se).map(|(d, e)| [d - z_a * e, d + z_a * e]);
@@ -623,35 +735,13 @@ pub fn compare(
             row_method,
             q.map(|_| field),
         );
-        if threshold.is_some() {
-            needed_requests = row_req.map_or(needed_requests, |r| {
-                Some(needed_requests.map_or(r, |n| n.max(r)))
-            });
-            needed_repeats = row_rep.map_or(needed_repeats, |r| {
-                Some(needed_repeats.map_or(r, |n| n.max(r)))
-            });
-            match status {
-                Status::Regression => regressions.push(format!(
-                    "{metric}: {} -> {} ({}), past its threshold {}{}",
-                    fmt_num(b),
-                    fmt_num(c),
-                    delta_pct.map_or("n/a".into(), |p| format!("{p:+.1}%")),
-                    threshold.map_or("-".into(), fmt_limit),
-                    reason.as_ref().map_or(String::new(), |r| format!(", {r}"))
-                )),
-                Status::Inconclusive => {
-                    unsure.push(format!("{metric}: {}", reason.clone().unwrap_or_default()))
-                }
-                _ => {}
-            }
-        }
-        let p_worse = match (method, samples) {
+        let p_worse = match (method, self.samples) {
             (Method::ClusterBootstrap, Some((xb, xc))) if sig::FAMILIES.contains(&fam) => {
                 mann_whitney_greater(&xb.per_request(fam), &xc.per_request(fam))
             }
             _ => None,
         };
-        rows.push(Row {
+        Row {
             metric,
             base: b,
             cand: c,
@@ -660,10 +750,10 @@ pub fn compare(
             better: dir,
             threshold,
             interval,
-            alpha: se.map(|_| alpha),
+            alpha: se.map(|_| self.alpha),
             std_error: se,
             method: row_method,
-            samples: samples_of(row_method),
+            samples: self.samples_of(row_method),
             tail_requests,
             needed_requests: row_req,
             needed_repeats: row_rep,
@@ -671,65 +761,33 @@ pub fn compare(
             p_worse,
             status,
             reason,
-        });
+        }
     }
-    if !cand.valid {
-        regressions.push(format!(
-            "the candidate run is not valid: {}",
-            cand.invalid_reasons.join("; ")
-        ));
-    }
-    if !base.valid {
-        notes.push(format!(
-            "the baseline run is not valid: {}",
-            base.invalid_reasons.join("; ")
-        ));
-    }
+}
+
+/// One metric's side of the evidence (empty when the metric is absent).
+fn side(e: &Evidence, m: &str) -> Side {
+    e.sides.get(m).copied().unwrap_or_default()
+}
+
+/// The note saying what the comparison was judged on, and what that cannot see.
+fn method_note(method: Method, eb: &Evidence, ec: &Evidence) -> String {
     match method {
-        Method::None => notes.push(
-            "no per-request traces or repeated runs for both: a metric past its threshold is \
-             inconclusive, not a regression (bench --trace FILE or --repeat K gives the evidence)"
-                .into(),
-        ),
-        Method::BetweenRuns => notes.push(format!(
+        Method::None => "no per-request traces or repeated runs for both: a metric past its \
+                         threshold is inconclusive, not a regression (bench --trace FILE or \
+                         --repeat K gives the evidence)"
+            .into(),
+        Method::BetweenRuns => format!(
             "judged on the variance between runs: {} baseline runs, {} candidate runs",
             eb.n, ec.n
-        )),
+        ),
         // Resampling requests covers request-to-request noise within each run, not what shifts a
         // whole run (neighbours' load, clocks, a cold cache): on a shared machine an A/A pair of
         // single runs can differ by more than any threshold (docs/bench.md, "Real-server runs").
-        Method::ClusterBootstrap => notes.push(
-            "one run per side: the intervals cover request-to-request noise, not drift between \
-             runs (load, clocks, caches); bench --repeat K judges on the variance between runs"
-                .into(),
-        ),
-    }
-    let (bs, cs) = (&base.settings, &cand.settings);
-    if bs.schedule != cs.schedule || bs.dataset != cs.dataset || bs.request.api != cs.request.api {
-        notes.push("the runs used different schedules, datasets or APIs".into());
-    }
-    let verdict = if !regressions.is_empty() {
-        Verdict::RollBack
-    } else if !unsure.is_empty() {
-        Verdict::Inconclusive
-    } else {
-        Verdict::Keep
-    };
-    let reasons = if verdict == Verdict::RollBack {
-        regressions
-    } else {
-        unsure
-    };
-    Comparison {
-        verdict,
-        rows,
-        reasons,
-        notes,
-        significance_tested: method != Method::None,
-        method,
-        alpha,
-        needed_requests,
-        needed_repeats,
+        Method::ClusterBootstrap => "one run per side: the intervals cover request-to-request \
+                                     noise, not drift between runs (load, clocks, caches); bench \
+                                     --repeat K judges on the variance between runs"
+            .into(),
     }
 }
 

@@ -325,76 +325,7 @@ pub async fn run(
     });
     let (stop_tx, stop_rx) = watch::channel(false);
 
-    // Senders.
-    let mut senders = tokio::task::JoinSet::new();
-    match (cfg.schedule, arrivals) {
-        (Schedule::Closed { concurrency }, _) => {
-            let next = Arc::new(AtomicU64::new(0));
-            for _ in 0..concurrency {
-                let (sh, gate, next) = (shared.clone(), gate.clone(), next.clone());
-                senders.spawn(async move {
-                    loop {
-                        let intended = now_us(sh.t0);
-                        let seq = next.fetch_add(1, Ordering::SeqCst);
-                        match gate.admit(seq, intended) {
-                            Admit::Stop => break,
-                            Admit::Send { warmup } => launch(&sh, seq, warmup, intended).await,
-                        }
-                    }
-                });
-            }
-        }
-        (Schedule::Open { .. }, Some(arrivals)) => {
-            let (sh, gate) = (shared.clone(), gate.clone());
-            let slots = Arc::new(Semaphore::new(cfg.max_inflight.max(1) as usize));
-            let max_lag = cfg.max_send_lag;
-            let max_inflight = cfg.max_inflight;
-            let mut stop_rx = stop_rx.clone();
-            senders.spawn(async move {
-                let start = tokio::time::Instant::from_std(sh.t0);
-                for (seq, at) in (0u64..).zip(arrivals) {
-                    let intended = u64::try_from(at.as_micros()).unwrap_or(u64::MAX);
-                    let when = start + at;
-                    if tokio::time::Instant::now() < when {
-                        tokio::select! {
-                            () = tokio::time::sleep_until(when) => {}
-                            _ = stop_rx.wait_for(|s| *s) => break,
-                        }
-                    }
-                    let warmup = match gate.admit(seq, intended) {
-                        Admit::Stop => break,
-                        Admit::Send { warmup } => warmup,
-                    };
-                    let permit = match slots.clone().try_acquire_owned() {
-                        Ok(p) => p,
-                        Err(_) => {
-                            let late = when + max_lag;
-                            tokio::select! {
-                                p = slots.clone().acquire_owned() => match p {
-                                    Ok(p) => p,
-                                    Err(_) => break,
-                                },
-                                () = tokio::time::sleep_until(late) => {
-                                    gate.stop(StopReason::Saturated(format!(
-                                        "{max_inflight} requests in flight and the next arrival \
-                                         was {max_lag:?} late: the server cannot keep up with the rate"
-                                    )));
-                                    break;
-                                }
-                                _ = stop_rx.wait_for(|s| *s) => break,
-                            }
-                        }
-                    };
-                    let sh2 = sh.clone();
-                    tokio::spawn(async move {
-                        launch(&sh2, seq, warmup, intended).await;
-                        drop(permit);
-                    });
-                }
-            });
-        }
-        (Schedule::Open { .. }, None) => {}
-    }
+    let mut senders = spawn_senders(cfg, arrivals, &shared, &gate, &stop_rx);
     // The collector keeps the only other sender alive through `shared`; drop ours so the channel
     // closes when the last request task ends.
     let shared_weak = Arc::downgrade(&shared);
@@ -473,4 +404,85 @@ pub async fn run(
         elapsed: t0.elapsed(),
         cpu: CpuUsage::now().since(&cpu0),
     })
+}
+
+/// Start the senders, once per run: `concurrency` closed-loop tasks, or one open-loop task that
+/// sends at each arrival time and stops the run when the server cannot keep up.
+fn spawn_senders(
+    cfg: &RunConfig,
+    arrivals: Option<crate::schedule::Arrivals>,
+    shared: &Arc<Shared>,
+    gate: &Arc<Gate>,
+    stop_rx: &watch::Receiver<bool>,
+) -> tokio::task::JoinSet<()> {
+    let mut senders = tokio::task::JoinSet::new();
+    match (cfg.schedule, arrivals) {
+        (Schedule::Closed { concurrency }, _) => {
+            let next = Arc::new(AtomicU64::new(0));
+            for _ in 0..concurrency {
+                let (sh, gate, next) = (shared.clone(), gate.clone(), next.clone());
+                senders.spawn(async move {
+                    loop {
+                        let intended = now_us(sh.t0);
+                        let seq = next.fetch_add(1, Ordering::SeqCst);
+                        match gate.admit(seq, intended) {
+                            Admit::Stop => break,
+                            Admit::Send { warmup } => launch(&sh, seq, warmup, intended).await,
+                        }
+                    }
+                });
+            }
+        }
+        (Schedule::Open { .. }, Some(arrivals)) => {
+            let (sh, gate) = (shared.clone(), gate.clone());
+            let slots = Arc::new(Semaphore::new(cfg.max_inflight.max(1) as usize));
+            let max_lag = cfg.max_send_lag;
+            let max_inflight = cfg.max_inflight;
+            let mut stop_rx = stop_rx.clone();
+            senders.spawn(async move {
+                let start = tokio::time::Instant::from_std(sh.t0);
+                for (seq, at) in (0u64..).zip(arrivals) {
+                    let intended = u64::try_from(at.as_micros()).unwrap_or(u64::MAX);
+                    let when = start + at;
+                    if tokio::time::Instant::now() < when {
+                        tokio::select! {
+                            () = tokio::time::sleep_until(when) => {}
+                            _ = stop_rx.wait_for(|s| *s) => break,
+                        }
+                    }
+                    let warmup = match gate.admit(seq, intended) {
+                        Admit::Stop => break,
+                        Admit::Send { warmup } => warmup,
+                    };
+                    let permit = match slots.clone().try_acquire_owned() {
+                        Ok(p) => p,
+                        Err(_) => {
+                            let late = when + max_lag;
+                            tokio::select! {
+                                p = slots.clone().acquire_owned() => match p {
+                                    Ok(p) => p,
+                                    Err(_) => break,
+                                },
+                                () = tokio::time::sleep_until(late) => {
+                                    gate.stop(StopReason::Saturated(format!(
+                                        "{max_inflight} requests in flight and the next arrival \
+                                         was {max_lag:?} late: the server cannot keep up with the rate"
+                                    )));
+                                    break;
+                                }
+                                _ = stop_rx.wait_for(|s| *s) => break,
+                            }
+                        }
+                    };
+                    let sh2 = sh.clone();
+                    tokio::spawn(async move {
+                        launch(&sh2, seq, warmup, intended).await;
+                        drop(permit);
+                    });
+                }
+            });
+        }
+        (Schedule::Open { .. }, None) => {}
+    }
+    senders
 }

@@ -202,33 +202,9 @@ async fn execute_async(
             target = target.with_tokenizer(t.counter.clone());
         }
         let prog = Arc::new(Progress::default());
-        let ticker = progress.clone().map(|cb| {
-            let prog = prog.clone();
-            let step = step_no;
-            tokio::spawn(async move {
-                let t = Instant::now();
-                let (mut last_c, mut last_tok, mut last_t) = (0u64, 0u64, 0.0f64);
-                let mut iv = tokio::time::interval(Duration::from_millis(500));
-                loop {
-                    iv.tick().await;
-                    let el = t.elapsed().as_secs_f64();
-                    let c = prog.completed.load(Ordering::Relaxed);
-                    let tok = prog.tokens.load(Ordering::Relaxed);
-                    let dt = (el - last_t).max(1e-3);
-                    cb(ProgressView {
-                        elapsed_s: el,
-                        step,
-                        sent: prog.sent.load(Ordering::Relaxed),
-                        in_flight: prog.in_flight(),
-                        completed: c,
-                        failed: prog.failed.load(Ordering::Relaxed),
-                        requests_per_s: (c - last_c) as f64 / dt,
-                        tokens_per_s: tok.saturating_sub(last_tok) as f64 / dt,
-                    });
-                    (last_c, last_tok, last_t) = (c, tok, el);
-                }
-            })
-        });
+        let ticker = progress
+            .clone()
+            .map(|cb| spawn_ticker(cb, prog.clone(), step_no));
         let out = crate::exec::run(&cfg, target, dataset, prog, Some(int_rx.clone()))
             .await
             .map_err(|e| BenchError::Input(e.to_string()))?;
@@ -260,7 +236,46 @@ async fn execute_async(
         }
     }
 
-    // Statistics per step; the first step is the top level.
+    assemble(plan, request, info, machine, steps, cpu, t_start)
+}
+
+/// Report progress every 500 ms while a step runs (aborted when it ends).
+fn spawn_ticker(cb: ProgressFn, prog: Arc<Progress>, step: u32) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let t = Instant::now();
+        let (mut last_c, mut last_tok, mut last_t) = (0u64, 0u64, 0.0f64);
+        let mut iv = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            iv.tick().await;
+            let el = t.elapsed().as_secs_f64();
+            let c = prog.completed.load(Ordering::Relaxed);
+            let tok = prog.tokens.load(Ordering::Relaxed);
+            let dt = (el - last_t).max(1e-3);
+            cb(ProgressView {
+                elapsed_s: el,
+                step,
+                sent: prog.sent.load(Ordering::Relaxed),
+                in_flight: prog.in_flight(),
+                completed: c,
+                failed: prog.failed.load(Ordering::Relaxed),
+                requests_per_s: (c - last_c) as f64 / dt,
+                tokens_per_s: tok.saturating_sub(last_tok) as f64 / dt,
+            });
+            (last_c, last_tok, last_t) = (c, tok, el);
+        }
+    })
+}
+
+/// The result of the finished steps: statistics per step, the first step as the top level.
+fn assemble(
+    plan: &Plan,
+    request: RequestSettings,
+    info: ServerInfo,
+    machine: Option<MachineSummary>,
+    steps: Vec<(Schedule, crate::exec::RunOutput)>,
+    cpu: crate::exec::CpuUsage,
+    t_start: Instant,
+) -> Result<Outcome, BenchError> {
     let mut all_records = Vec::new();
     let mut sweep_steps = Vec::new();
     let mut top = None;

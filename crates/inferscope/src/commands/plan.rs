@@ -454,16 +454,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         .ok_or_else(|| {
             anyhow::anyhow!("no model: pass --model ID|PATH or a serving command after `--`")
         })?;
-    let speed_engine = match (&args.engine, &settings) {
-        (Some(e), _) => SpeedEngine::parse(e).ok_or_else(|| {
-            anyhow::anyhow!(
-                "--engine {e}: unknown engine (one of {})",
-                ENGINE_NAMES.join(", ")
-            )
-        })?,
-        (None, Some(s)) => SpeedEngine::from_engine(s.engine),
-        (None, None) => SpeedEngine::Vllm,
-    };
+    let speed_engine = speed_engine_of(args, settings.as_ref())?;
     let ResolvedModel {
         arch,
         source: model_source,
@@ -487,73 +478,17 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     };
 
     if args.find {
-        let max_model_len = args
-            .flags
-            .max_model_len
-            .or(settings.as_ref().and_then(|s| s.max_model_len))
-            .unwrap_or(arch.max_position_embeddings);
-        let w = Workload {
-            max_model_len,
-            concurrency: args.concurrency.unwrap_or(1),
-            min_tokens_per_s_per_sequence: args.min_tokens_per_s,
-            engine: speed_engine,
-        };
-        let catalog = gpus::all().map_err(anyhow::Error::msg)?;
-        let r = find::find(&arch, &model_spec, &w, catalog);
-        if args.json {
-            serde_json::to_writer_pretty(&mut *out, &r)?;
-            writeln!(out)?;
-        } else {
-            crate::render::plan::write_find(&model_spec, &w, &r, out)?;
-        }
-        return Ok(if r.candidates.is_empty() {
-            ExitCode::from(1)
-        } else {
-            ExitCode::SUCCESS
-        });
+        return run_find(
+            args,
+            settings.as_ref(),
+            &arch,
+            &model_spec,
+            speed_engine,
+            out,
+        );
     }
 
-    let (gpu, pci_ids, gpu_source) = match (&args.gpu, args.gpu_memory_gib) {
-        (Some(name), _) => {
-            let g = gpus::lookup(name).map_err(anyhow::Error::msg)?;
-            (
-                inferscope_plan::plan::GpuSpec {
-                    name: g.name.clone(),
-                    total_bytes: (g.torch_total_gib * GIB) as u64,
-                    count: args.gpus.unwrap_or(8),
-                },
-                Vec::new(),
-                format!(
-                    "{} (catalog; torch-visible {:.2} GiB, {})",
-                    g.name, g.torch_total_gib, g.torch_total_basis
-                ),
-            )
-        }
-        (None, Some(gib)) => {
-            let g = gpus::custom(gib).map_err(anyhow::Error::msg)?;
-            (
-                inferscope_plan::plan::GpuSpec {
-                    name: g.name.clone(),
-                    total_bytes: (gib * GIB) as u64,
-                    count: args.gpus.unwrap_or(8),
-                },
-                Vec::new(),
-                format!("--gpu-memory-gib {gib} (bandwidth and TFLOPS unknown)"),
-            )
-        }
-        (None, None) => {
-            let snap = match (&args.snapshot, &args.root) {
-                (Some(f), _) => crate::load::snapshot_file(f)?,
-                (None, Some(r)) => super::capture_root(r)?,
-                (None, None) => super::capture_root(Path::new("/"))?,
-            };
-            let (mut g, ids, how) = gpus_from_snapshot(&snap)?;
-            if let Some(n) = args.gpus {
-                g.count = n;
-            }
-            (g, ids, how)
-        }
-    };
+    let (gpu, pci_ids, gpu_source) = target_gpu(args)?;
 
     let mut req = PlanRequest::new(arch.clone(), model_spec.clone(), gpu.clone());
     req.checkpoint = checkpoint;
@@ -599,6 +534,146 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         .into_iter()
         .take((req.tp * req.pp) as usize)
         .collect();
+    let suggestions = suggestions_for(&req, &gpu);
+    let speed = speed_of(args, &arch, &req, &p, &gpu, speed_engine, gguf);
+    if args.json {
+        let report = PlanReport {
+            plan: &p,
+            model_source,
+            gpu_source,
+            engine_settings: settings.as_ref(),
+            suggestions,
+            speed,
+        };
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+    } else {
+        crate::render::plan::write_plan(
+            &p,
+            &model_source,
+            &gpu_source,
+            settings.as_ref(),
+            &suggestions,
+            &speed,
+            out,
+        )?;
+    }
+    Ok(if p.fits && p.meets_concurrency != Some(false) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The engine the speed figures model: --engine, else the pasted command's, else vLLM.
+fn speed_engine_of(
+    args: &PlanArgs,
+    settings: Option<&EngineSettings>,
+) -> anyhow::Result<SpeedEngine> {
+    Ok(match (&args.engine, settings) {
+        (Some(e), _) => SpeedEngine::parse(e).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--engine {e}: unknown engine (one of {})",
+                ENGINE_NAMES.join(", ")
+            )
+        })?,
+        (None, Some(s)) => SpeedEngine::from_engine(s.engine),
+        (None, None) => SpeedEngine::Vllm,
+    })
+}
+
+/// `plan --find`: the catalog GPUs that serve the workload; exit 1 when none does.
+fn run_find(
+    args: &PlanArgs,
+    settings: Option<&EngineSettings>,
+    arch: &ModelArch,
+    model_spec: &str,
+    speed_engine: SpeedEngine,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    let max_model_len = args
+        .flags
+        .max_model_len
+        .or(settings.and_then(|s| s.max_model_len))
+        .unwrap_or(arch.max_position_embeddings);
+    let w = Workload {
+        max_model_len,
+        concurrency: args.concurrency.unwrap_or(1),
+        min_tokens_per_s_per_sequence: args.min_tokens_per_s,
+        engine: speed_engine,
+    };
+    let catalog = gpus::all().map_err(anyhow::Error::msg)?;
+    let r = find::find(arch, model_spec, &w, catalog);
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &r)?;
+        writeln!(out)?;
+    } else {
+        crate::render::plan::write_find(model_spec, &w, &r, out)?;
+    }
+    Ok(if r.candidates.is_empty() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The GPU to plan for (--gpu, --gpu-memory-gib, else the snapshot or this machine), its PCI
+/// ids when captured, and where it came from.
+fn target_gpu(
+    args: &PlanArgs,
+) -> anyhow::Result<(
+    inferscope_plan::plan::GpuSpec,
+    Vec<inferscope_host::PciBusId>,
+    String,
+)> {
+    Ok(match (&args.gpu, args.gpu_memory_gib) {
+        (Some(name), _) => {
+            let g = gpus::lookup(name).map_err(anyhow::Error::msg)?;
+            (
+                inferscope_plan::plan::GpuSpec {
+                    name: g.name.clone(),
+                    total_bytes: (g.torch_total_gib * GIB) as u64,
+                    count: args.gpus.unwrap_or(8),
+                },
+                Vec::new(),
+                format!(
+                    "{} (catalog; torch-visible {:.2} GiB, {})",
+                    g.name, g.torch_total_gib, g.torch_total_basis
+                ),
+            )
+        }
+        (None, Some(gib)) => {
+            let g = gpus::custom(gib).map_err(anyhow::Error::msg)?;
+            (
+                inferscope_plan::plan::GpuSpec {
+                    name: g.name.clone(),
+                    total_bytes: (gib * GIB) as u64,
+                    count: args.gpus.unwrap_or(8),
+                },
+                Vec::new(),
+                format!("--gpu-memory-gib {gib} (bandwidth and TFLOPS unknown)"),
+            )
+        }
+        (None, None) => {
+            let snap = match (&args.snapshot, &args.root) {
+                (Some(f), _) => crate::load::snapshot_file(f)?,
+                (None, Some(r)) => super::capture_root(r)?,
+                (None, None) => super::capture_root(Path::new("/"))?,
+            };
+            let (mut g, ids, how) = gpus_from_snapshot(&snap)?;
+            if let Some(n) = args.gpus {
+                g.count = n;
+            }
+            (g, ids, how)
+        }
+    })
+}
+
+/// What to change: the planner's suggestions, with other GPU types cut to the three best.
+fn suggestions_for(
+    req: &PlanRequest,
+    gpu: &inferscope_plan::plan::GpuSpec,
+) -> Vec<suggest::Suggestion> {
     let others: Vec<inferscope_plan::plan::GpuSpec> = gpus::all()
         .map(|all| {
             all.iter()
@@ -612,7 +687,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         })
         .unwrap_or_default();
     // Other GPU types: keep the three best (those that meet the target first), not the catalog.
-    let mut suggestions = suggest::suggest(&req, &others);
+    let mut suggestions = suggest::suggest(req, &others);
     let (mut other_gpus, mut rest): (Vec<_>, Vec<_>) = suggestions
         .drain(..)
         .partition(|s| s.kind == suggest::ChangeKind::OtherGpu);
@@ -624,8 +699,19 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         })
     });
     rest.extend(other_gpus.into_iter().take(3));
-    let suggestions = rest;
-    // Speed at the concurrency the KV cache can actually hold.
+    rest
+}
+
+/// The speed bounds, at the concurrency the KV cache can actually hold.
+fn speed_of(
+    args: &PlanArgs,
+    arch: &ModelArch,
+    req: &PlanRequest,
+    p: &inferscope_plan::Plan,
+    gpu: &inferscope_plan::plan::GpuSpec,
+    speed_engine: SpeedEngine,
+    gguf: Option<GgufFileType>,
+) -> crate::render::plan::SpeedBounds {
     let running = args
         .concurrency
         .unwrap_or(1)
@@ -647,10 +733,10 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         },
         _ => arch.clone(),
     };
-    let speed = match gpus::lookup(&gpu.name) {
+    match gpus::lookup(&gpu.name) {
         Ok(spec) => crate::render::plan::speed_bounds(
             &speed_arch,
-            &p,
+            p,
             &crate::render::plan::SpeedSetup {
                 gpu: spec,
                 gpus: if speed_engine.splits_layers() {
@@ -680,32 +766,5 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             engine: speed_engine,
             unavailable: Some(e.to_string()),
         },
-    };
-    if args.json {
-        let report = PlanReport {
-            plan: &p,
-            model_source,
-            gpu_source,
-            engine_settings: settings.as_ref(),
-            suggestions,
-            speed,
-        };
-        serde_json::to_writer_pretty(&mut *out, &report)?;
-        writeln!(out)?;
-    } else {
-        crate::render::plan::write_plan(
-            &p,
-            &model_source,
-            &gpu_source,
-            settings.as_ref(),
-            &suggestions,
-            &speed,
-            out,
-        )?;
     }
-    Ok(if p.fits && p.meets_concurrency != Some(false) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
 }

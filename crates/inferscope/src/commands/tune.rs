@@ -714,6 +714,31 @@ struct CandReport {
 /// Run `inferscope tune`.
 pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
+    let (objective, template, grid, bench) = check_args(&a)?;
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let journal = a
+        .journal
+        .clone()
+        .unwrap_or_else(|| a.out.join("journal.jsonl"));
+    let fp = fingerprint(&a, objective);
+    let mut cands = candidates(&a, &template, grid)?;
+    // The baseline is candidate 0: the --baseline one when given, else the first of the grid.
+    let baseline = 0usize;
+    resume(&a, objective, &journal, &fp, &mut cands)?;
+    plan_all(&a, &journal, &mut cands)?;
+
+    catch_signals();
+    let repeats = repeats_of(&a, objective);
+    let out_of_budget = run_rounds(
+        &a, objective, &bench, &journal, &mut cands, baseline, started,
+    )?;
+    let not_tried = left_out(&mut cands, out_of_budget, repeats);
+    let report = build_report(&a, objective, &cands, baseline, not_tried, started)?;
+    write_report(&report, &a, out)
+}
+
+/// Check the flags and the server template; the objective, template, grid and bench plan.
+fn check_args(a: &TuneArgs) -> anyhow::Result<(Objective, Template, Vec<Settings>, Plan)> {
     let objective = a.objective.unwrap_or(if a.slo.is_some() {
         Objective::Goodput
     } else {
@@ -740,9 +765,8 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     .map_err(anyhow::Error::msg)?;
     let template = Template::parse(&a.server).map_err(|e| anyhow::anyhow!("--server: {e}"))?;
     let names: Vec<String> = a.sets.iter().map(|s| s.name.clone()).collect();
-    let have_gpus = a.gpus.is_some();
     template
-        .check("--server", &names, have_gpus)
+        .check("--server", &names, a.gpus.is_some())
         .map_err(anyhow::Error::msg)?;
     for n in &names {
         if !template.placeholders().contains(n) {
@@ -752,36 +776,43 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         }
     }
     let grid = t::grid(&a.sets).map_err(anyhow::Error::msg)?;
-    let bench = bench_plan(&a)?;
-    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-    let journal = a
-        .journal
-        .clone()
-        .unwrap_or_else(|| a.out.join("journal.jsonl"));
-    let journal_dir = journal.parent().map(Path::to_path_buf).unwrap_or_default();
-    let fp = fingerprint(&a, objective);
+    let bench = bench_plan(a)?;
+    Ok((objective, template, grid, bench))
+}
 
+/// The candidates: the --baseline one first when given, then the grid in order.
+fn candidates(a: &TuneArgs, template: &Template, grid: Vec<Settings>) -> anyhow::Result<Vec<Cand>> {
     let mut cands: Vec<Cand> = Vec::new();
-    let mut baseline = 0usize;
     if let Some(b) = &a.baseline {
         let bt = Template::parse(b).map_err(|e| anyhow::anyhow!("--baseline: {e}"))?;
-        bt.check("--baseline", &[], have_gpus)
+        bt.check("--baseline", &[], a.gpus.is_some())
             .map_err(anyhow::Error::msg)?;
         // `@` cannot start a --set name, so the baseline's journal key never collides with a
         // grid candidate's (not even the single empty one of a run without --set).
         let key: Settings = [("@baseline".to_string(), b.clone())].into();
-        cands.push(new_cand(&a, key, "baseline".into(), bt));
+        cands.push(new_cand(a, key, "baseline".into(), bt));
     }
     for s in grid {
         let label = t::label(&s, &a.sets);
-        cands.push(new_cand(&a, s, label, template.clone()));
+        cands.push(new_cand(a, s, label, template.clone()));
     }
-    if a.baseline.is_some() {
-        baseline = 0;
-    }
+    Ok(cands)
+}
 
-    // Resume from the journal.
-    let read = std::fs::read(&journal).and_then(|b| {
+/// The directory a journal's trace paths are relative to.
+fn journal_dir(journal: &Path) -> PathBuf {
+    journal.parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// Read the journal (writing its header when new) and restore each candidate's records.
+fn resume(
+    a: &TuneArgs,
+    objective: Objective,
+    journal: &Path,
+    fp: &str,
+    cands: &mut [Cand],
+) -> anyhow::Result<()> {
+    let read = std::fs::read(journal).and_then(|b| {
         if b.len() > MAX_JOURNAL_BYTES {
             return Err(std::io::Error::other(format!(
                 "{} bytes, more than the {} MiB a tune journal can plausibly be",
@@ -798,7 +829,7 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     });
     let (old, fresh) = match read {
         Ok(text) => (
-            t::read_journal(&journal.display().to_string(), &text, &fp)
+            t::read_journal(&journal.display().to_string(), &text, fp)
                 .map_err(anyhow::Error::msg)?,
             // an empty file (created by hand, or cut before its header) gets one
             text.trim().is_empty(),
@@ -808,10 +839,10 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     };
     if fresh {
         append_journal(
-            &journal,
+            journal,
             &JournalLine::Header {
                 version: t::JOURNAL_VERSION,
-                fingerprint: fp.clone(),
+                fingerprint: fp.to_string(),
             },
         )?;
     }
@@ -827,49 +858,7 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             continue;
         };
         resumed += 1;
-        match line {
-            JournalLine::Run {
-                command,
-                result,
-                trace,
-                capacity,
-                ..
-            } => {
-                let path = journal_dir.join(&trace);
-                let f = std::fs::File::open(&path).with_context(|| {
-                    format!(
-                        "{}: its trace {} is missing",
-                        journal.display(),
-                        path.display()
-                    )
-                })?;
-                let recs = record::read_trace(&mut std::io::BufReader::new(f))
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-                let v = objective_of(objective, &result, capacity.as_ref());
-                match &mut c.state {
-                    State::Measured(r) => r.push(v),
-                    s => *s = State::Measured(vec![v]),
-                }
-                c.runs.push((*result, recs, capacity));
-                c.command = command;
-            }
-            JournalLine::Failed {
-                command,
-                reason,
-                log_tail,
-                ..
-            } => {
-                c.state = State::Failed;
-                c.reason = Some(reason);
-                c.log_tail = Some(log_tail);
-                c.command = command;
-            }
-            JournalLine::Skipped { reason, .. } => {
-                c.state = State::Skipped;
-                c.reason = Some(reason);
-            }
-            JournalLine::Header { .. } => {}
-        }
+        restore(objective, journal, c, line)?;
     }
     if resumed > 0 {
         say(
@@ -877,15 +866,71 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             &format!("resuming from {}: {resumed} records", journal.display()),
         );
     }
+    Ok(())
+}
 
-    // Plan every candidate before starting anything.
+/// Apply one journal line to its candidate (a run's trace is read back from its file).
+fn restore(
+    objective: Objective,
+    journal: &Path,
+    c: &mut Cand,
+    line: JournalLine,
+) -> anyhow::Result<()> {
+    match line {
+        JournalLine::Run {
+            command,
+            result,
+            trace,
+            capacity,
+            ..
+        } => {
+            let path = journal_dir(journal).join(&trace);
+            let f = std::fs::File::open(&path).with_context(|| {
+                format!(
+                    "{}: its trace {} is missing",
+                    journal.display(),
+                    path.display()
+                )
+            })?;
+            let recs = record::read_trace(&mut std::io::BufReader::new(f))
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            let v = objective_of(objective, &result, capacity.as_ref());
+            match &mut c.state {
+                State::Measured(r) => r.push(v),
+                s => *s = State::Measured(vec![v]),
+            }
+            c.runs.push((*result, recs, capacity));
+            c.command = command;
+        }
+        JournalLine::Failed {
+            command,
+            reason,
+            log_tail,
+            ..
+        } => {
+            c.state = State::Failed;
+            c.reason = Some(reason);
+            c.log_tail = Some(log_tail);
+            c.command = command;
+        }
+        JournalLine::Skipped { reason, .. } => {
+            c.state = State::Skipped;
+            c.reason = Some(reason);
+        }
+        JournalLine::Header { .. } => {}
+    }
+    Ok(())
+}
+
+/// Plan every candidate before starting anything; skip (and journal) those that cannot fit.
+fn plan_all(a: &TuneArgs, journal: &Path, cands: &mut [Cand]) -> anyhow::Result<()> {
     for c in cands.iter_mut() {
         let words = c
             .template
             .fill(&c.settings, a.serve_port, a.gpus.as_deref())
             .map_err(anyhow::Error::msg)?;
         c.command = words.clone();
-        let (plan, no_fit) = plan_candidate(&a, &words);
+        let (plan, no_fit) = plan_candidate(a, &words);
         if let Some(p) = &plan {
             std::fs::create_dir_all(&c.dir)?;
             write_json_file(&c.dir.join("plan.json"), p)?;
@@ -896,7 +941,7 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         {
             say(a.quiet, &format!("{}: skipped: {why}", c.label));
             append_journal(
-                &journal,
+                journal,
                 &JournalLine::Skipped {
                     settings: c.settings.clone(),
                     reason: why.clone(),
@@ -906,13 +951,30 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             c.reason = Some(why);
         }
     }
+    Ok(())
+}
 
-    catch_signals();
-    let repeats = if objective == Objective::Capacity {
+/// Runs per candidate: one for capacity (its search already probes many rates), else --repeat.
+fn repeats_of(a: &TuneArgs, objective: Objective) -> u32 {
+    if objective == Objective::Capacity {
         1
     } else {
         a.repeat
-    };
+    }
+}
+
+/// Measure candidates round by round until done, interrupted or out of --budget; true when the
+/// budget stopped it.
+fn run_rounds(
+    a: &TuneArgs,
+    objective: Objective,
+    bench: &Plan,
+    journal: &Path,
+    cands: &mut [Cand],
+    baseline: usize,
+    started: Instant,
+) -> anyhow::Result<bool> {
+    let repeats = repeats_of(a, objective);
     let budget = a.budget.map(|b| b.as_secs_f64());
     let mut walls: Vec<f64> = Vec::new();
     let warm_s = match bench.warmup {
@@ -923,17 +985,15 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if objective == Objective::Capacity {
         per_run_guess *= f64::from(a.max_probes) + 1.0;
     }
-    let mut not_tried: Vec<String> = Vec::new();
-    let mut out_of_budget = false;
-    'rounds: loop {
+    loop {
         let states: Vec<State> = cands.iter().map(|c| c.state.clone()).collect();
         let round = t::next_round(&states, baseline, repeats);
         if round.is_empty() {
-            break;
+            return Ok(false);
         }
         for i in round {
             if interrupted() {
-                break 'rounds;
+                return Ok(false);
             }
             let estimate = if walls.is_empty() {
                 per_run_guess
@@ -941,21 +1001,20 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 walls.iter().sum::<f64>() / walls.len() as f64
             };
             if !t::fits_budget(started.elapsed().as_secs_f64(), estimate, budget) {
-                out_of_budget = true;
-                break 'rounds;
+                return Ok(true);
             }
             let Some(c) = cands.get_mut(i) else { continue };
             let run_no = c.runs.len() + 1;
             say(a.quiet, &format!("{}: run {run_no}", c.label));
             let t0 = Instant::now();
-            let end = run_once(&a, c, &bench, objective, run_no)?;
+            let end = run_once(a, c, bench, objective, run_no)?;
             walls.push(t0.elapsed().as_secs_f64());
             match end {
-                RunEnd::Interrupted => break 'rounds,
+                RunEnd::Interrupted => return Ok(false),
                 RunEnd::Failed(why) => {
                     say(a.quiet, &format!("{}: failed: {why}", c.label));
                     append_journal(
-                        &journal,
+                        journal,
                         &JournalLine::Failed {
                             settings: c.settings.clone(),
                             command: c.command.clone(),
@@ -966,49 +1025,65 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                     c.state = State::Failed;
                     c.reason = Some(why);
                 }
-                RunEnd::Measured(m) => {
-                    let (result, recs, cap) = *m;
-                    let trace_name = format!("run-{run_no}.trace.jsonl");
-                    let trace_path = c.dir.join(&trace_name);
-                    let mut w = std::io::BufWriter::new(
-                        std::fs::File::create(&trace_path)
-                            .with_context(|| format!("creating {}", trace_path.display()))?,
-                    );
-                    record::write_trace(&recs, &mut w)?;
-                    w.flush()?;
-                    write_json_file(&c.dir.join(format!("run-{run_no}.json")), &result)?;
-                    let rel = pathdiff(&trace_path, &journal_dir);
-                    let v = objective_of(objective, &result, cap.as_ref());
-                    say(
-                        a.quiet,
-                        &format!(
-                            "{}: {} {}",
-                            c.label,
-                            v.map(|v| format!("{v:.2}"))
-                                .unwrap_or_else(|| "unknown".into()),
-                            objective.unit()
-                        ),
-                    );
-                    append_journal(
-                        &journal,
-                        &JournalLine::Run {
-                            settings: c.settings.clone(),
-                            command: c.command.clone(),
-                            result: Box::new(result.clone()),
-                            trace: rel,
-                            capacity: cap.clone(),
-                        },
-                    )?;
-                    match &mut c.state {
-                        State::Measured(r) => r.push(v),
-                        s => *s = State::Measured(vec![v]),
-                    }
-                    c.runs.push((result, recs, cap));
-                }
+                RunEnd::Measured(m) => record_run(a, objective, journal, c, run_no, *m)?,
             }
         }
     }
-    // What was left out.
+}
+
+/// Write a measured run's trace and result, journal it, and add it to the candidate.
+fn record_run(
+    a: &TuneArgs,
+    objective: Objective,
+    journal: &Path,
+    c: &mut Cand,
+    run_no: usize,
+    m: (BenchResult, Vec<RequestRecord>, Option<Capacity>),
+) -> anyhow::Result<()> {
+    let (result, recs, cap) = m;
+    let trace_name = format!("run-{run_no}.trace.jsonl");
+    let trace_path = c.dir.join(&trace_name);
+    let mut w = std::io::BufWriter::new(
+        std::fs::File::create(&trace_path)
+            .with_context(|| format!("creating {}", trace_path.display()))?,
+    );
+    record::write_trace(&recs, &mut w)?;
+    w.flush()?;
+    write_json_file(&c.dir.join(format!("run-{run_no}.json")), &result)?;
+    let rel = pathdiff(&trace_path, &journal_dir(journal));
+    let v = objective_of(objective, &result, cap.as_ref());
+    say(
+        a.quiet,
+        &format!(
+            "{}: {} {}",
+            c.label,
+            v.map(|v| format!("{v:.2}"))
+                .unwrap_or_else(|| "unknown".into()),
+            objective.unit()
+        ),
+    );
+    append_journal(
+        journal,
+        &JournalLine::Run {
+            settings: c.settings.clone(),
+            command: c.command.clone(),
+            result: Box::new(result.clone()),
+            trace: rel,
+            capacity: cap.clone(),
+        },
+    )?;
+    match &mut c.state {
+        State::Measured(r) => r.push(v),
+        s => *s = State::Measured(vec![v]),
+    }
+    c.runs.push((result, recs, cap));
+    Ok(())
+}
+
+/// What was left out: candidates never tried, and (when the budget ran out) those short of
+/// their repeats.
+fn left_out(cands: &mut [Cand], out_of_budget: bool, repeats: u32) -> Vec<String> {
+    let mut not_tried: Vec<String> = Vec::new();
     for c in cands.iter_mut() {
         match &c.state {
             State::Pending => {
@@ -1030,7 +1105,11 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             _ => {}
         }
     }
-    let report = build_report(&a, objective, &cands, baseline, not_tried, started)?;
+    not_tried
+}
+
+/// Write report.txt and report.json, print the text or JSON, and pick the exit code.
+fn write_report(report: &Report, a: &TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let code = if report.interrupted {
         ExitCode::from(130)
     } else if report.winner.is_some() {
@@ -1039,12 +1118,12 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         ExitCode::from(1)
     };
     let mut text = Vec::new();
-    write_text(&report, &a, &mut text)?;
+    write_text(report, a, &mut text)?;
     std::fs::write(a.out.join("report.txt"), &text)
         .with_context(|| format!("writing {}", a.out.join("report.txt").display()))?;
-    write_json_file(&a.out.join("report.json"), &report)?;
+    write_json_file(&a.out.join("report.json"), report)?;
     if a.json {
-        serde_json::to_writer_pretty(&mut *out, &report)?;
+        serde_json::to_writer_pretty(&mut *out, report)?;
         writeln!(out)?;
     } else {
         out.write_all(&text)?;
@@ -1095,6 +1174,7 @@ fn merged(c: &Cand, slo: &Slo) -> Option<Outcome> {
     merge_repeats(outs, slo)
 }
 
+/// Rank the candidates, write the Pareto SVGs and winner.sh, and assemble the report.
 fn build_report(
     a: &TuneArgs,
     objective: Objective,
@@ -1107,16 +1187,77 @@ fn build_report(
     let states: Vec<State> = cands.iter().map(|c| c.state.clone()).collect();
     let order = t::ranking(&states);
     let merged_all: Vec<Option<Outcome>> = cands.iter().map(|c| merged(c, &slo)).collect();
-    let p90 = |o: &Option<Outcome>, fam: &str| {
-        o.as_ref().and_then(|o| match fam {
-            "ttft" => o.result.stats.ttft_ms.p90,
-            _ => o.result.stats.tpot_ms.p90,
-        })
-    };
-    let thr = |o: &Option<Outcome>| {
-        o.as_ref()
-            .and_then(|o| compare::stats_value(&o.result.stats, "throughput"))
-    };
+    let (fronts, mut files) = pareto(a, cands, &merged_all)?;
+
+    let winner_idx = order
+        .first()
+        .copied()
+        .filter(|&i| matches!(states.get(i), Some(State::Measured(_))));
+    let label_of = |i: usize| cands.get(i).map(|c| c.label.clone()).unwrap_or_default();
+    let base_label = label_of(baseline);
+    let (verdict, significant, comparison) = verdict(
+        objective,
+        cands,
+        &merged_all,
+        winner_idx,
+        baseline,
+        &base_label,
+    );
+    let winner = winner_idx
+        .and_then(|i| cands.get(i))
+        .map(|c| winner_of(a, c));
+    if let Some(w) = &winner {
+        let p = a.out.join("winner.sh");
+        let body = format!(
+            "#!/bin/sh\n# inferscope tune winner: {}\nexec {}\n",
+            w.label,
+            w.run_command.as_deref().unwrap_or(&w.command)
+        );
+        std::fs::write(&p, body).with_context(|| format!("writing {}", p.display()))?;
+        files.push(p.display().to_string());
+    }
+    let reports = cand_reports(cands, &merged_all, &order, &fronts);
+    files.push(a.out.join("report.json").display().to_string());
+    files.push(a.out.join("report.txt").display().to_string());
+    Ok(Report {
+        winner,
+        candidates: reports,
+        verdict,
+        significant,
+        objective,
+        unit: objective.unit(),
+        baseline: base_label,
+        comparison,
+        not_tried,
+        interrupted: interrupted(),
+        elapsed_s: started.elapsed().as_secs_f64(),
+        files,
+    })
+}
+
+/// A merged outcome's p90 TTFT (`fam` "ttft") or TPOT (any other), in ms.
+fn p90(o: &Option<Outcome>, fam: &str) -> Option<f64> {
+    o.as_ref().and_then(|o| match fam {
+        "ttft" => o.result.stats.ttft_ms.p90,
+        _ => o.result.stats.tpot_ms.p90,
+    })
+}
+
+/// A merged outcome's output throughput.
+fn thr(o: &Option<Outcome>) -> Option<f64> {
+    o.as_ref()
+        .and_then(|o| compare::stats_value(&o.result.stats, "throughput"))
+}
+
+/// Per candidate, whether it is on the throughput-vs-p90 TTFT and TPOT Pareto fronts.
+type Fronts = (Vec<bool>, Vec<bool>);
+
+/// The throughput-vs-p90 Pareto fronts (TTFT, TPOT) and their SVG files, written to --out.
+fn pareto(
+    a: &TuneArgs,
+    cands: &[Cand],
+    merged_all: &[Option<Outcome>],
+) -> anyhow::Result<(Fronts, Vec<String>)> {
     let front_ttft = t::pareto_front(
         &merged_all
             .iter()
@@ -1146,75 +1287,62 @@ fn build_report(
         std::fs::write(&p, svg).with_context(|| format!("writing {}", p.display()))?;
         files.push(p.display().to_string());
     }
+    Ok(((front_ttft, front_tpot), files))
+}
 
-    let winner_idx = order
-        .first()
-        .copied()
-        .filter(|&i| matches!(states.get(i), Some(State::Measured(_))));
-    let label_of = |i: usize| cands.get(i).map(|c| c.label.clone()).unwrap_or_default();
-    let base_label = label_of(baseline);
-    let (verdict, significant, comparison) = verdict(
-        objective,
-        cands,
-        &merged_all,
-        winner_idx,
-        baseline,
-        &base_label,
-    );
-    let winner = winner_idx.and_then(|i| cands.get(i)).map(|c| {
-        let words = c
-            .template
-            .fill(&c.settings, a.serve_port, a.gpus.as_deref())
-            .unwrap_or_else(|_| c.command.clone());
-        let line = shell_command_line(&words);
-        let bind = match (&a.gpus, &a.numa_node) {
-            (Some(g), _) => Some(("--gpus", g.clone())),
-            (None, Some(n)) => Some(("--numa-node", n.clone())),
-            _ => None,
+/// The winner's command line, and (when binding was asked) its `inferscope run` forms.
+fn winner_of(a: &TuneArgs, c: &Cand) -> Winner {
+    let words = c
+        .template
+        .fill(&c.settings, a.serve_port, a.gpus.as_deref())
+        .unwrap_or_else(|_| c.command.clone());
+    let line = shell_command_line(&words);
+    let bind = match (&a.gpus, &a.numa_node) {
+        (Some(g), _) => Some(("--gpus", g.clone())),
+        (None, Some(n)) => Some(("--numa-node", n.clone())),
+        _ => None,
+    };
+    let run_command = bind
+        .as_ref()
+        .map(|(f, v)| format!("inferscope run {f} {v} -- {line}"));
+    let run_emit = bind.map(|(f, v)| {
+        let args = super::run::RunArgs {
+            gpus: (f == "--gpus").then(|| v.clone()),
+            numa_node: (f == "--numa-node").then(|| v.clone()),
+            mem: None,
+            cpus_per_gpu: None,
+            device_ids: super::run::DeviceIdsArg::Index,
+            omp_threads: None,
+            alloc_conf: None,
+            dry_run: false,
+            json: false,
+            emit: Some(super::run::EmitArg::Numactl),
+            snapshot: None,
+            root: None,
+            command: words.iter().map(Into::into).collect(),
         };
-        let run_command = bind
-            .as_ref()
-            .map(|(f, v)| format!("inferscope run {f} {v} -- {line}"));
-        let run_emit = bind.map(|(f, v)| {
-            let args = super::run::RunArgs {
-                gpus: (f == "--gpus").then(|| v.clone()),
-                numa_node: (f == "--numa-node").then(|| v.clone()),
-                mem: None,
-                cpus_per_gpu: None,
-                device_ids: super::run::DeviceIdsArg::Index,
-                omp_threads: None,
-                alloc_conf: None,
-                dry_run: false,
-                json: false,
-                emit: Some(super::run::EmitArg::Numactl),
-                snapshot: None,
-                root: None,
-                command: words.iter().map(Into::into).collect(),
-            };
-            let mut buf = Vec::new();
-            match super::run::run(args, &mut buf) {
-                Ok(_) => String::from_utf8_lossy(&buf).into_owned(),
-                Err(e) => format!("(run --emit numactl failed: {e:#})"),
-            }
-        });
-        Winner {
-            settings: c.settings.clone(),
-            command: line,
-            label: c.label.clone(),
-            run_command,
-            run_emit,
+        let mut buf = Vec::new();
+        match super::run::run(args, &mut buf) {
+            Ok(_) => String::from_utf8_lossy(&buf).into_owned(),
+            Err(e) => format!("(run --emit numactl failed: {e:#})"),
         }
     });
-    if let Some(w) = &winner {
-        let p = a.out.join("winner.sh");
-        let body = format!(
-            "#!/bin/sh\n# inferscope tune winner: {}\nexec {}\n",
-            w.label,
-            w.run_command.as_deref().unwrap_or(&w.command)
-        );
-        std::fs::write(&p, body).with_context(|| format!("writing {}", p.display()))?;
-        files.push(p.display().to_string());
+    Winner {
+        settings: c.settings.clone(),
+        command: line,
+        label: c.label.clone(),
+        run_command,
+        run_emit,
     }
+}
+
+/// One report entry per candidate, in rank order.
+fn cand_reports(
+    cands: &[Cand],
+    merged_all: &[Option<Outcome>],
+    order: &[usize],
+    (front_ttft, front_tpot): &Fronts,
+) -> Vec<CandReport> {
     let mut reports = Vec::new();
     for (rank, &i) in order.iter().enumerate() {
         let (Some(c), Some(m)) = (cands.get(i), merged_all.get(i)) else {
@@ -1248,22 +1376,7 @@ fn build_report(
             pareto_tpot: front_tpot.get(i).copied().unwrap_or(false),
         });
     }
-    files.push(a.out.join("report.json").display().to_string());
-    files.push(a.out.join("report.txt").display().to_string());
-    Ok(Report {
-        winner,
-        candidates: reports,
-        verdict,
-        significant,
-        objective,
-        unit: objective.unit(),
-        baseline: base_label,
-        comparison,
-        not_tried,
-        interrupted: interrupted(),
-        elapsed_s: started.elapsed().as_secs_f64(),
-        files,
-    })
+    reports
 }
 
 /// The verdict sentence, whether it is significant, and compare's table.
