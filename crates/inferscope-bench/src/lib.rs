@@ -54,21 +54,3 @@ pub const TLS_ENABLED: bool = cfg!(feature = "tls");
 /// Durations are parsed one way across the tool (issue 21): the host model's parser, re-exported
 /// here so bench's callers keep their import path.
 pub use inferscope_host::units::{DurationError, parse_duration};
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_duration("abc").is_err());
-        assert!(parse_duration("5 parsecs").is_err());
-        assert!(parse_duration("").is_err());
-        assert!(parse_duration("1e400").is_err());
-    }
-}

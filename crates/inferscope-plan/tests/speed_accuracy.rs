@@ -325,6 +325,9 @@ struct Pair {
     expected: Figures,
 }
 
+/// The figures one published case can be judged on, one block per metric kind (decode, prefill,
+/// throughput, TTFT). One piece (~180 lines): each block reads the same case JSON and the same
+/// scenario helpers, and splitting them would pass a dozen locals between functions.
 fn figs(c: &Case, eff: &EngineEfficiency) -> Vec<Fig> {
     let r = &c.raw;
     let wl = &r["workload"];

@@ -143,6 +143,9 @@ fn cases() -> Vec<Value> {
         .collect()
 }
 
+/// Plans every recorded vLLM start-up and reports the errors per half (calibration/check) and era
+/// (V0/V1). One piece (~180 lines): the table it prints and the bounds it asserts read the same
+/// per-case rows, and a reader checks one against the other top to bottom.
 #[test]
 fn vllm_logs_accuracy() {
     let path = concat!(
