@@ -23,7 +23,7 @@
 //! Pure: sizes in, bytes out.
 
 use crate::arch::{AttentionKind, MlpKind, ModelArch, Quantization};
-use crate::memory::{Shard, stage_layers};
+use crate::memory::{Shard, ShardSizing, stage_layers};
 
 const MIN_BLOCK: u64 = 512;
 const SMALL_SIZE: u64 = 1 << 20;
@@ -94,19 +94,10 @@ pub fn parameter_tensors(
     shard: Shard,
     rope_bytes: u64,
 ) -> Vec<u64> {
-    let tp = u64::from(shard.tp.max(1));
-    let native = arch.dtype.bytes() as f64;
-    let h = arch.hidden_size;
-    let qb = |params: u64, quantized: bool| -> u64 {
-        match quant {
-            Some(q) if quantized => (params as f64 * q.bytes_per_weight()).ceil() as u64,
-            _ => (params as f64 * native) as u64,
-        }
-    };
-    let attn_q = quant.is_some_and(|q| !q.attention_unquantized);
-    let mlp_q = quant.is_some_and(|q| !q.dense_mlp_unquantized);
-    let first = shard.stage == 0;
-    let last = shard.stage + 1 >= shard.pp.max(1);
+    let s = ShardSizing::new(arch, quant, shard);
+    let (tp, h, first, last) = (s.tp, arch.hidden_size, s.first_stage, s.last_stage);
+    let (attn_q, mlp_q) = (s.attention_quantized, s.mlp_quantized);
+    let qb = |params: u64, quantized: bool| s.bytes(params, quantized);
     let vocab_rank = round_up(arch.vocab_size, 64).div_ceil(tp);
     let heads_rank = u64::from(arch.num_attention_heads).div_ceil(tp);
     let mut t = Vec::new();

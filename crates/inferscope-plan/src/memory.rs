@@ -172,25 +172,53 @@ pub fn stage_layers(layers: u32, pp: u32, stage: u32) -> std::ops::Range<usize> 
     start as usize..(start + mine) as usize
 }
 
+/// How one GPU's share of a checkpoint is sized: the TP degree, which parts the quantization
+/// covers, and whether this pipeline stage holds the embedding (first) or the head (last).
+/// Shared by the weight total ([`weights_per_gpu`]) and the allocator's per-tensor list
+/// ([`crate::allocator::parameter_tensors`]) so that the two cannot drift apart.
+pub(crate) struct ShardSizing<'a> {
+    quant: Option<&'a Quantization>,
+    native_bytes_per_param: f64,
+    pub tp: u64,
+    pub attention_quantized: bool,
+    pub mlp_quantized: bool,
+    pub first_stage: bool,
+    pub last_stage: bool,
+}
+
+impl<'a> ShardSizing<'a> {
+    pub fn new(arch: &ModelArch, quant: Option<&'a Quantization>, shard: Shard) -> Self {
+        ShardSizing {
+            quant,
+            native_bytes_per_param: arch.dtype.bytes() as f64,
+            tp: u64::from(shard.tp.max(1)),
+            attention_quantized: quant.is_some_and(|q| !q.attention_unquantized),
+            mlp_quantized: quant.is_some_and(|q| !q.dense_mlp_unquantized),
+            first_stage: shard.stage == 0,
+            last_stage: shard.stage + 1 >= shard.pp.max(1),
+        }
+    }
+
+    /// Bytes of `params` parameters: packed when `quantized` and a quantization applies,
+    /// else the checkpoint's native dtype.
+    pub fn bytes(&self, params: u64, quantized: bool) -> u64 {
+        match self.quant {
+            Some(q) if quantized => (params as f64 * q.bytes_per_weight()).ceil() as u64,
+            _ => (params as f64 * self.native_bytes_per_param) as u64,
+        }
+    }
+}
+
 /// Weights held by one GPU. `quant` is the effective quantization (checkpoint or flag).
 pub fn weights_per_gpu(
     arch: &ModelArch,
     quant: Option<&Quantization>,
     shard: Shard,
 ) -> WeightBytes {
-    let tp = u64::from(shard.tp.max(1));
-    let native = arch.dtype.bytes() as f64;
-    let h = arch.hidden_size;
-    let qb = |params: u64, quantized: bool| -> u64 {
-        match quant {
-            Some(q) if quantized => (params as f64 * q.bytes_per_weight()).ceil() as u64,
-            _ => (params as f64 * native) as u64,
-        }
-    };
-    let attn_q = quant.is_some_and(|q| !q.attention_unquantized);
-    let mlp_q = quant.is_some_and(|q| !q.dense_mlp_unquantized);
-    let first = shard.stage == 0;
-    let last = shard.stage + 1 >= shard.pp.max(1);
+    let s = ShardSizing::new(arch, quant, shard);
+    let (tp, h, first, last) = (s.tp, arch.hidden_size, s.first_stage, s.last_stage);
+    let (attn_q, mlp_q) = (s.attention_quantized, s.mlp_quantized);
+    let qb = |params: u64, quantized: bool| s.bytes(params, quantized);
     let mut w = WeightBytes::default();
 
     // Embedding and LM head: vocab padded to 64, sharded by TP.

@@ -321,51 +321,38 @@ fn compare_two_identical_real_llama_server_runs() {
         // five runs had TTFT p50 27–44 ms against 4 ms for the rest, even with 32 warm-up
         // requests per run, and a second `bench` process against the same server did not see
         // it. One unmeasured run first, as a user warming a server before measuring.
-        let warm: Vec<String> = [
-            "bench",
-            "--url",
-            &format!("http://127.0.0.1:{port}"),
-            "--concurrency",
-            "8",
-            "--requests",
-            "96",
-            "--dataset",
-            "random:in=64,out=16,spread=0",
-            "--quiet",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let (status, out, err) = run_bench(&warm);
+        let url = format!("http://127.0.0.1:{port}");
+        // The same load for the warm-up and the measured runs; `extra` adds the measured flags.
+        let load = |extra: &[&str]| -> Vec<String> {
+            let common = [
+                "bench",
+                "--url",
+                &url,
+                "--concurrency",
+                "8",
+                "--requests",
+                "96",
+            ];
+            let tail = ["--dataset", "random:in=64,out=16,spread=0", "--quiet"];
+            common
+                .iter()
+                .chain(extra)
+                .chain(tail.iter())
+                .map(|s| s.to_string())
+                .collect()
+        };
+        let (status, out, err) = run_bench(&load(&[]));
         assert!(status.success(), "{name} warm-up: {out}\n{err}");
-        let args: Vec<String> = [
-            "bench",
-            "--url",
-            &format!("http://127.0.0.1:{port}"),
-            "--concurrency",
-            "8",
-            "--requests",
-            "96",
-            "--warmup",
-            "8",
+        let (json, trace) = (p(&format!("{name}.json")), p(&format!("{name}.jsonl")));
+        let args = load(&[
+            "--warmup", "8",
             // Five runs per side: compare then judges on the variance between runs, the only
             // error bar that covers what shifts a whole run (single-run A/A pairs here rolled
             // back 1 time in 3 on tpot_p50 +39 % with nothing changed). With three, Welch's
             // test has ~2 degrees of freedom and a 4× TTFT change was not significant at the
             // Bonferroni-corrected level half the time.
-            "--repeat",
-            "5",
-            "--dataset",
-            "random:in=64,out=16,spread=0",
-            "--quiet",
-            "--out",
-            &p(&format!("{name}.json")),
-            "--trace",
-            &p(&format!("{name}.jsonl")),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+            "--repeat", "5", "--out", &json, "--trace", &trace,
+        ]);
         let (status, out, err) = run_bench(&args);
         assert!(status.success(), "{name}: {out}\n{err}");
     };
