@@ -52,23 +52,52 @@ impl Default for SearchSettings {
     }
 }
 
+/// Why a capacity search cannot start; the message names the flag or the measurement at fault.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SearchError {
+    /// `--attainment` outside (0, 1].
+    #[error("--attainment {0}: must be a fraction in (0, 1]")]
+    Attainment(f64),
+    /// `--capacity-resolution` outside (0, 1).
+    #[error("--capacity-resolution {0}: must be a fraction in (0, 1)")]
+    Resolution(f64),
+    /// `--max-probes 0`.
+    #[error("--max-probes must be at least 1")]
+    NoProbes,
+    /// The closed-loop run completed nothing per second (or a non-finite rate).
+    #[error("the saturation run completed {0} requests/s; cannot search below it")]
+    NoSaturation(f64),
+}
+
+/// Why a search stops before its next probe (not an error: the answer is then final).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SearchDone {
+    /// Every allowed probe ran.
+    #[error("{0} probes spent")]
+    ProbesSpent(u32),
+    /// The pass/fail bracket is narrower than the resolution.
+    #[error("bracket {lo:.3}–{hi:.3} requests/s is within {percent:.0} %")]
+    Narrow {
+        /// Highest passing rate.
+        lo: f64,
+        /// Lowest failing rate.
+        hi: f64,
+        /// The resolution, in percent.
+        percent: f64,
+    },
+}
+
 impl SearchSettings {
-    /// Check the settings; the message names the flag.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Check the settings.
+    pub fn validate(&self) -> Result<(), SearchError> {
         if !(self.target > 0.0 && self.target <= 1.0) {
-            return Err(format!(
-                "--attainment {}: must be a fraction in (0, 1]",
-                self.target
-            ));
+            return Err(SearchError::Attainment(self.target));
         }
         if !(self.resolution > 0.0 && self.resolution < 1.0) {
-            return Err(format!(
-                "--capacity-resolution {}: must be a fraction in (0, 1)",
-                self.resolution
-            ));
+            return Err(SearchError::Resolution(self.resolution));
         }
         if self.max_probes == 0 {
-            return Err("--max-probes must be at least 1".into());
+            return Err(SearchError::NoProbes);
         }
         Ok(())
     }
@@ -104,12 +133,10 @@ pub struct Capacity {
 
 impl CapacitySearch {
     /// Start from a measured closed-loop saturation rate (must be positive and finite).
-    pub fn new(saturation_rate: f64, settings: SearchSettings) -> Result<Self, String> {
+    pub fn new(saturation_rate: f64, settings: SearchSettings) -> Result<Self, SearchError> {
         settings.validate()?;
         if !(saturation_rate.is_finite() && saturation_rate > 0.0) {
-            return Err(format!(
-                "the saturation run completed {saturation_rate} requests/s; cannot search below it"
-            ));
+            return Err(SearchError::NoSaturation(saturation_rate));
         }
         Ok(CapacitySearch {
             settings,
@@ -150,10 +177,10 @@ impl CapacitySearch {
         (lo, hi)
     }
 
-    /// The next rate to probe, or `Err(reason)` when the search is done.
-    pub fn next_rate(&self) -> Result<f64, String> {
+    /// The next rate to probe, or why the search is done.
+    pub fn next_rate(&self) -> Result<f64, SearchDone> {
         if self.probes.len() as u32 >= self.settings.max_probes {
-            return Err(format!("{} probes spent", self.settings.max_probes));
+            return Err(SearchDone::ProbesSpent(self.settings.max_probes));
         }
         let (lo, hi) = self.bracket();
         match hi {
@@ -162,10 +189,11 @@ impl CapacitySearch {
             None => Ok(lo * 2.0),
             Some(hi) => {
                 if (hi - lo) / hi < self.settings.resolution {
-                    return Err(format!(
-                        "bracket {lo:.3}–{hi:.3} requests/s is within {:.0} %",
-                        self.settings.resolution * 100.0
-                    ));
+                    return Err(SearchDone::Narrow {
+                        lo,
+                        hi,
+                        percent: self.settings.resolution * 100.0,
+                    });
                 }
                 Ok((lo + hi) / 2.0)
             }
@@ -192,12 +220,12 @@ pub fn search(
     saturation_rate: f64,
     settings: SearchSettings,
     mut measure: impl FnMut(f64) -> Option<(Option<f64>, bool)>,
-) -> Result<Capacity, String> {
+) -> Result<Capacity, SearchError> {
     let mut s = CapacitySearch::new(saturation_rate, settings)?;
     loop {
         let rate = match s.next_rate() {
             Ok(r) => r,
-            Err(why) => return Ok(s.result(why)),
+            Err(why) => return Ok(s.result(why.to_string())),
         };
         match measure(rate) {
             Some((att, valid)) => s.record(rate, att, valid),
@@ -261,7 +289,7 @@ mod tests {
         let bad = |f: fn(&mut SearchSettings)| {
             let mut s = SearchSettings::default();
             f(&mut s);
-            CapacitySearch::new(1.0, s).unwrap_err()
+            CapacitySearch::new(1.0, s).unwrap_err().to_string()
         };
         assert!(bad(|s| s.target = 0.0).contains("--attainment"));
         assert!(bad(|s| s.target = 1.5).contains("--attainment"));
@@ -270,6 +298,7 @@ mod tests {
         assert!(
             CapacitySearch::new(0.0, SearchSettings::default())
                 .unwrap_err()
+                .to_string()
                 .contains("saturation")
         );
         assert!(CapacitySearch::new(f64::NAN, SearchSettings::default()).is_err());

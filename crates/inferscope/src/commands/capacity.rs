@@ -42,7 +42,7 @@ pub fn find(
     let sat = execute(plan, None, progress.clone())?;
     let mut interrupted = sat.result.stop == StopReason::Interrupted;
     let mut search = CapacitySearch::new(sat.result.stats.requests_per_s, settings)
-        .map_err(BenchError::Input)?;
+        .map_err(|e| BenchError::Input(e.to_string()))?;
     let mut probes = Vec::new();
     let mut best: Option<(usize, f64, Vec<RequestRecord>)> = None;
     let stopped = loop {
@@ -51,7 +51,7 @@ pub fn find(
         }
         let rate = match search.next_rate() {
             Ok(r) => r,
-            Err(why) => break why,
+            Err(why) => break why.to_string(),
         };
         let mut p = plan.clone();
         p.schedule = Schedule::Open {
