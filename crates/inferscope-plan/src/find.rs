@@ -182,6 +182,7 @@ pub fn find(arch: &ModelArch, model_name: &str, w: &Workload, gpus: &[CatalogGpu
                         },
                     );
                     req.tp = count;
+                    req.tp_link = gpu.tp_link();
                     req.max_model_len = Some(w.max_model_len);
                     req.kv_cache_dtype = Some(kv.to_string());
                     req.concurrency = Some(w.concurrency);

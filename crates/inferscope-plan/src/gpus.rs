@@ -111,6 +111,19 @@ pub struct GpuSpec {
 }
 
 impl GpuSpec {
+    /// How GPUs of this kind are linked under tensor parallelism, for NCCL's buffers
+    /// ([`crate::memory::TpLink`]): a GPU link on the board (SXM NVLink, Infinity Fabric), PCIe
+    /// only (no GPU link at all), or `None` for bridged kinds (`NVLink bridge (pairs)`): a
+    /// bridge is an optional part the catalog cannot see, and a bridged pair behaves like a
+    /// board (the TGI 2×A6000 start-up with a bridge needs the NVLink increment).
+    pub fn tp_link(&self) -> Option<crate::memory::TpLink> {
+        match &self.gpu_link {
+            None => Some(crate::memory::TpLink::Pcie),
+            Some(link) if link.to_ascii_lowercase().contains("bridge") => None,
+            Some(_) => Some(crate::memory::TpLink::BoardLink),
+        }
+    }
+
     /// Memory as sold, in bytes: `memory_gb × 2^30` (80 GB HBM3 is 80 GiB of DRAM; what PyTorch
     /// can use is [`GpuSpec::torch_total_bytes`]).
     pub fn memory_bytes(&self) -> u64 {
@@ -591,6 +604,19 @@ mod tests {
             Ok(c) => c,
             Err(e) => panic!("{e}"),
         }
+    }
+
+    #[test]
+    fn tp_link_from_the_catalog_link() {
+        use crate::memory::TpLink;
+        let link = |q: &str| lookup(q).map(|g| g.tp_link()).map_err(|e| e.to_string());
+        assert_eq!(link("L40S"), Ok(Some(TpLink::Pcie)));
+        assert_eq!(link("rtx-4090"), Ok(Some(TpLink::Pcie)));
+        assert_eq!(link("h100-sxm"), Ok(Some(TpLink::BoardLink)));
+        assert_eq!(link("MI300X"), Ok(Some(TpLink::BoardLink)));
+        // a bridge may or may not be fitted
+        assert_eq!(link("RTX A6000"), Ok(None));
+        assert_eq!(link("H100 NVL"), Ok(None));
     }
 
     fn name_of(q: &str) -> String {

@@ -407,19 +407,42 @@ pub mod fitted {
     pub const VISION_PROFILE_GIB: f64 = 0.223;
 }
 
+/// How the GPUs of a tensor-parallel group are linked, as far as NCCL's buffers go.
+///
+/// NCCL gives each channel of a P2P connection its own buffers in GPU memory, and opens many
+/// channels where the link is fast: an SXM board (NVLink to every peer) measured ~1.8 GiB more
+/// non-torch memory at TP 2 than at TP 1 (the H100 calibration rows). Over PCIe NCCL opens few
+/// channels and, where PCIe P2P is off (GeForce cards, most cloud VMs), keeps the buffers in
+/// host memory: an 8×L40S vLLM 0.10.2 start-up (TP 8) logged 0.21 GiB of non-torch memory, less
+/// than the 0.25 GiB of a single H100. A bridged pair (NVLink bridge) behaves like a board: the
+/// TGI 2×A6000 start-up with a bridge needs the full increment; whether a bridge is fitted is
+/// not in the catalog, so bridged kinds are "unknown".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TpLink {
+    /// NVLink (or Infinity Fabric) to every peer on the board: the fitted H100 increment.
+    BoardLink,
+    /// PCIe only: no NCCL increment in GPU memory.
+    Pcie,
+}
+
 /// Non-torch memory (NCCL and custom all-reduce buffers, cuBLAS workspaces) per GPU, as
 /// `memory_profiling` measures it from vLLM 0.6.6 on (see [`crate::rules::NonTorch`]).
 ///
-/// Fitted on the calibration half ([`fitted`]): H100 with NVLink and custom all-reduce; PCIe
-/// machines without custom all-reduce are not in the data (said in the plan's assumptions).
+/// Fitted on the calibration half ([`fitted`]): H100 with NVLink and custom all-reduce. Under
+/// TP the NCCL increment depends on the link ([`TpLink`]): the fitted one on boards with GPU
+/// links, none over PCIe; `None` (link unknown) keeps the fitted increment, the larger charge.
 /// Releases ≤ 0.6.4 measured differently; their overhead is [`fitted::V0_OVERHEAD_GIB`].
 ///
 /// `profiled` is true where `memory_profiling` measures the increase (vLLM ≥ 0.6.6, V0 or V1).
 /// Older V0 releases counted everything since the worker started: [`fitted::V0_OVERHEAD_GIB`],
 /// plus under TP the same NCCL/all-reduce increment the profiled releases measure.
-pub fn non_torch_bytes(tp: u32, pp: u32, profiled: bool) -> u64 {
-    let tp_extra =
-        fitted::NON_TORCH_TP_BASE_GIB + fitted::NON_TORCH_TP_PER_RANK_GIB * f64::from(tp.min(64));
+pub fn non_torch_bytes(tp: u32, pp: u32, profiled: bool, link: Option<TpLink>) -> u64 {
+    let tp_extra = if link == Some(TpLink::Pcie) {
+        fitted::NON_TORCH_TP1_GIB
+    } else {
+        fitted::NON_TORCH_TP_BASE_GIB + fitted::NON_TORCH_TP_PER_RANK_GIB * f64::from(tp.min(64))
+    };
     let gib = if !profiled {
         fitted::V0_OVERHEAD_GIB
             + if tp > 1 {

@@ -8,7 +8,7 @@ use crate::arch::{AttentionKind, Dtype, ModelArch, Quantization};
 use crate::engine::{Engine, EngineSettings};
 use crate::llama_cpp::{LlamaCppPlan, LlamaCppSettings};
 use crate::memory::{
-    self, GIB, ProfileShape, Shard, activation_bytes, cuda_graph_bytes, gib2, kv_layout,
+    self, GIB, ProfileShape, Shard, TpLink, activation_bytes, cuda_graph_bytes, gib2, kv_layout,
     non_torch_bytes, stage_layers, weights_per_gpu,
 };
 use serde::{Deserialize, Serialize};
@@ -77,6 +77,9 @@ pub struct PlanRequest {
     /// Exact tensor bytes of a local checkpoint (from its safetensors headers): per-GPU
     /// weights are sharded from these instead of the architecture formula.
     pub checkpoint: Option<crate::checkpoint::CheckpointWeights>,
+    /// How the tensor-parallel GPUs are linked (NCCL's buffers under TP, [`TpLink`]); `None`
+    /// when unknown (the fitted NVLink increment is charged).
+    pub tp_link: Option<TpLink>,
 }
 
 impl PlanRequest {
@@ -150,6 +153,7 @@ impl PlanRequest {
             compute_capability: None,
             free_bytes_at_start: None,
             checkpoint: None,
+            tp_link: None,
         }
     }
 }
@@ -386,9 +390,18 @@ fn shape_notes(
             "CUDA-graph memory estimate 0.5 GiB + 13 MiB per layer (rough fit to H100 logs)".into(),
         );
     }
+    let link = req.tp_link;
     assumptions.push(format!(
-        "non-torch memory {:.2} GiB per GPU (fitted on the calibration half: H100, NVLink, custom all-reduce{})",
-        non_torch_bytes(tp, pp, profiled) as f64 / GIB,
+        "non-torch memory {:.2} GiB per GPU (fitted on the calibration half: H100, NVLink, custom all-reduce{}{})",
+        non_torch_bytes(tp, pp, profiled, link) as f64 / GIB,
+        match (tp > 1, link) {
+            (false, _) => "",
+            (true, Some(TpLink::Pcie)) => {
+                "; GPUs linked by PCIe only: no NCCL channel buffers in GPU memory"
+            }
+            (true, Some(TpLink::BoardLink)) => "; GPUs linked on the board: NCCL's NVLink buffers",
+            (true, None) => "; GPU link unknown (an NVLink bridge?): NCCL's NVLink buffers charged",
+        },
         if profiled {
             ""
         } else {
@@ -524,7 +537,7 @@ fn stages(req: &PlanRequest, i: &StageInputs) -> Stages {
             }
             _ => formula.total(),
         };
-        let nt = non_torch_bytes(tp, pp, profiled);
+        let nt = non_torch_bytes(tp, pp, profiled, req.tp_link);
         let act = activation_bytes(
             arch,
             ProfileShape {
@@ -617,7 +630,7 @@ fn sglang_sizing(
     // SGLang sizes from the free memory at start; default: all but the CUDA context
     let free = req.free_bytes_at_start.unwrap_or_else(|| {
         assumptions.push("SGLang: free memory at start = torch-visible total − 0.25 GiB CUDA context (pass the real figure on a shared GPU)".into());
-        total.saturating_sub(non_torch_bytes(1, 1, true))
+        total.saturating_sub(non_torch_bytes(1, 1, true, None))
     });
     // loading costs more than the tensors (fp32 RoPE cache, allocator rounding)
     let (extra, load_rules) = crate::sglang::load_extra(

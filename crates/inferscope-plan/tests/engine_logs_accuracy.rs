@@ -288,7 +288,7 @@ fn tgi_total_tokens() {
             version: Some(version),
             total: (total_gib * GIB) as u64,
             weights,
-            non_torch: memory::non_torch_bytes(tp, 1, true),
+            non_torch: memory::non_torch_bytes(tp, 1, true, None),
             warmup_activation: act,
             bytes_per_token: per_token,
             prefill_tokens: prefill,
