@@ -410,6 +410,7 @@ fn request(log: &StartupLog, r: &StartupReport, m: &Measured) -> Result<PlanRequ
             count: r.gpu_count.unwrap_or(tp * pp).max(tp * pp),
         },
     );
+    req.use_catalog_gpu(catalog_gpu);
     req.engine = match log.engine {
         Some(LogEngine::Sglang) => Engine::Sglang,
         Some(LogEngine::Tgi) => Engine::Tgi,

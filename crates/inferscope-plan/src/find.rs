@@ -182,7 +182,7 @@ pub fn find(arch: &ModelArch, model_name: &str, w: &Workload, gpus: &[CatalogGpu
                         },
                     );
                     req.tp = count;
-                    req.tp_link = gpu.tp_link();
+                    req.use_catalog_gpu(Some(gpu));
                     req.max_model_len = Some(w.max_model_len);
                     req.kv_cache_dtype = Some(kv.to_string());
                     req.concurrency = Some(w.concurrency);

@@ -111,6 +111,12 @@ pub struct GpuSpec {
 }
 
 impl GpuSpec {
+    /// The compute capability as `(major, minor)` (`"8.9"` → `(8, 9)`), when the catalog has it.
+    pub fn compute_capability_pair(&self) -> Option<(u32, u32)> {
+        let (major, minor) = self.compute_capability.as_deref()?.split_once('.')?;
+        Some((major.parse().ok()?, minor.parse().ok()?))
+    }
+
     /// How GPUs of this kind are linked under tensor parallelism, for NCCL's buffers
     /// ([`crate::memory::TpLink`]): a GPU link on the board (SXM NVLink, Infinity Fabric), PCIe
     /// only (no GPU link at all), or `None` for bridged kinds (`NVLink bridge (pairs)`): a

@@ -381,6 +381,9 @@ struct WeightParts {
     output: u64,
     per_layer: Vec<u64>,
     total: u64,
+    /// With tied embeddings the GPU's output layer is a copy of the token embeddings, which
+    /// stay in host memory as well: the copy's bytes (0 when the output layer is its own).
+    tied_copy: u64,
 }
 
 fn weight_parts(req: &PlanRequest, assumptions: &mut Vec<String>) -> WeightParts {
@@ -408,6 +411,7 @@ fn weight_parts(req: &PlanRequest, assumptions: &mut Vec<String>) -> WeightParts
             } + c.other,
             per_layer,
             total: c.loaded_bytes(),
+            tied_copy: if c.lm_head > 0 { 0 } else { c.embedding },
         };
     }
     // 2. a catalog model with a GGUF file type: llama-quantize's per-tensor types
@@ -419,24 +423,26 @@ fn weight_parts(req: &PlanRequest, assumptions: &mut Vec<String>) -> WeightParts
         .and_then(crate::gguf_quant::GgufFileType::parse);
     if let Some(ft) = ft {
         let g = crate::gguf_quant::size(arch, ft);
+        let tied = g.output_bytes == 0;
+        let output = if tied {
+            g.embedding_bytes
+        } else {
+            g.output_bytes
+        };
         assumptions.push(format!(
             "weights: {ft:?} as llama-quantize types each tensor (output {:.2} GiB, token \
              embeddings {:.2} GiB in their own types); token embeddings stay in host memory, \
              -ngl moves whole layers, then the output layer",
-            g.output_bytes.max(g.embedding_bytes) as f64 / GIB,
+            output as f64 / GIB,
             g.embedding_bytes as f64 / GIB
         ));
         let mut per_layer = g.per_layer.clone();
         per_layer.resize(layers, 0);
-        let output = if g.output_bytes > 0 {
-            g.output_bytes
-        } else {
-            g.embedding_bytes
-        };
         return WeightParts {
             output: output + g.non_layer_bytes - g.embedding_bytes - g.output_bytes,
             per_layer,
             total: g.total_bytes,
+            tied_copy: if tied { g.embedding_bytes } else { 0 },
         };
     }
     // 3. the architecture formula, scaled to the checkpoint's bytes
@@ -451,14 +457,12 @@ fn weight_parts(req: &PlanRequest, assumptions: &mut Vec<String>) -> WeightParts
          checkpoint's bytes)"
             .into(),
     );
+    let tied = parts.lm_head == 0;
     WeightParts {
-        output: scale(if parts.lm_head > 0 {
-            parts.lm_head
-        } else {
-            parts.embedding
-        }),
+        output: scale(if tied { parts.embedding } else { parts.lm_head }),
         per_layer: vec![per; layers],
         total: weights,
+        tied_copy: if tied { scale(parts.embedding) } else { 0 },
     }
 }
 
@@ -687,7 +691,12 @@ pub fn plan(req: &PlanRequest) -> Plan {
         let (k, v) = kv_elements(arch, l);
         row_bytes(t.k, k).saturating_add(row_bytes(t.v, v))
     }));
-    let host = w.total.saturating_sub(w_all_gpus) + kv_total.saturating_sub(kv_all_gpus);
+    // The GPU's copy of tied embeddings leaves the original in host memory.
+    let copy_on_gpu = if gpu_layers > layers { w.tied_copy } else { 0 };
+    let host = w
+        .total
+        .saturating_sub(w_all_gpus.saturating_sub(copy_on_gpu))
+        + kv_total.saturating_sub(kv_all_gpus);
     Plan {
         fits,
         problems,
@@ -799,6 +808,24 @@ mod tests {
         assert_eq!(ggml_type("fp8"), None);
         assert_eq!(pad256(1000), 1024);
         assert_eq!(pad256(2048), 2048);
+    }
+
+    #[test]
+    fn tied_embeddings_stay_in_host_memory_when_the_output_copy_is_offloaded() {
+        // Qwen2.5-0.5B ties its output layer to the token embeddings (151936 × 896 bf16 =
+        // 0.25 GiB): with every layer and the output on the GPU, the original embeddings
+        // still live in host memory.
+        let mut r = request("Qwen/Qwen2.5-0.5B-Instruct", 24);
+        r.llama_cpp.gpu_layers = Some(GpuLayers::Count(999));
+        let p = plan(&r);
+        let l = p.llama_cpp.unwrap();
+        assert_eq!(l.gpu_layers, l.layers, "{l:?}");
+        let embeddings_gib = 151_936.0 * 896.0 * 2.0 / GIB;
+        assert!(
+            (l.host_gib - embeddings_gib).abs() < 0.02,
+            "host {} GiB vs embeddings {embeddings_gib:.3} GiB",
+            l.host_gib
+        );
     }
 
     #[test]
@@ -979,6 +1006,7 @@ mod tests {
             output: 5,
             per_layer: vec![10; 4],
             total: 50,
+            tied_copy: 0,
         };
         assert_eq!(place(&w, &[1; 4], 5, 4, &[3.0, 1.0]), vec![(40, 4), (5, 0)]);
         assert_eq!(

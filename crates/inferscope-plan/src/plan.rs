@@ -126,6 +126,15 @@ impl PlanRequest {
         req.llama_cpp = s.llama_cpp.clone();
     }
 
+    /// Take what the catalog knows of the GPU kind beyond its memory: how its GPUs are linked
+    /// (NCCL's buffers under TP) and its compute capability (vLLM 0.8–0.9's V0 fallback).
+    /// Every caller that picks or swaps a catalog GPU goes through here, so the two facts
+    /// always describe `gpu`.
+    pub fn use_catalog_gpu(&mut self, g: Option<&crate::gpus::GpuSpec>) {
+        self.tp_link = g.and_then(|g| g.tp_link());
+        self.compute_capability = g.and_then(|g| g.compute_capability_pair());
+    }
+
     /// A request with vLLM's defaults for everything but the model and GPU.
     pub fn new(arch: ModelArch, model_name: impl Into<String>, gpu: GpuSpec) -> PlanRequest {
         PlanRequest {
@@ -390,11 +399,10 @@ fn shape_notes(
             "CUDA-graph memory estimate 0.5 GiB + 13 MiB per layer (rough fit to H100 logs)".into(),
         );
     }
-    let link = req.tp_link;
     assumptions.push(format!(
         "non-torch memory {:.2} GiB per GPU (fitted on the calibration half: H100, NVLink, custom all-reduce{}{})",
-        non_torch_bytes(tp, pp, profiled, link) as f64 / GIB,
-        match (tp > 1, link) {
+        non_torch_bytes(tp, pp, profiled, req.tp_link) as f64 / GIB,
+        match (tp > 1, req.tp_link) {
             (false, _) => "",
             (true, Some(TpLink::Pcie)) => {
                 "; GPUs linked by PCIe only: no NCCL channel buffers in GPU memory"
@@ -868,8 +876,8 @@ fn vllm_problems(
     }
 }
 
-/// Phase 8: SGLang's and TGI's verdicts replace vLLM's: no KV budget, or less than one
-/// max-length request (SGLang starts anyway).
+/// Phase 8: SGLang's and TGI's verdicts, in place of vLLM's (which are not computed for them):
+/// no KV budget, or less than one max-length request (SGLang starts anyway).
 fn own_problems(
     req: &PlanRequest,
     first: &Stage,
@@ -878,8 +886,6 @@ fn own_problems(
     assumptions: &mut Vec<String>,
     problems: &mut Vec<String>,
 ) {
-    problems
-        .retain(|p| !p.contains("KV cache") && !p.contains("exceed") && !p.contains("CUDA graphs"));
     if first.kv <= 0 {
         problems.push(format!(
             "weights {:.2} GiB leave no KV cache in {engine}'s budget",
@@ -996,21 +1002,25 @@ pub fn plan(req: &PlanRequest) -> Plan {
         vllm_tokens(&layout, blocks, block, max_len, batched_tokens, v1);
     kv_notes(req, arch, quant, &layout, groups, v1, &mut assumptions);
 
-    vllm_problems(
-        &first,
-        all_fit_weights,
-        graphs_fit,
-        (layout.bytes_per_token > 0).then_some((kv_tokens, max_conc)),
-        (usable, util, total, max_len),
-        &mut problems,
-    );
+    // SGLang and TGI size the KV cache their own way below, with their own verdicts.
+    let own_sizing = !vllm && layout.bytes_per_token > 0;
+    if !own_sizing {
+        vllm_problems(
+            &first,
+            all_fit_weights,
+            graphs_fit,
+            (layout.bytes_per_token > 0).then_some((kv_tokens, max_conc)),
+            (usable, util, total, max_len),
+            &mut problems,
+        );
+    }
     // ---- SGLang and TGI size the KV cache their own way ----
     let mut kv_tokens = kv_tokens;
     let mut max_conc = max_conc;
     let mut blocks = blocks;
     let mut block_out = block as u32;
     let mut cell_out = layout.bytes_per_token;
-    if !vllm && layout.bytes_per_token > 0 {
+    if own_sizing {
         let cell = layout.bytes_per_token;
         let own = match req.engine {
             Engine::Sglang => sglang_sizing(

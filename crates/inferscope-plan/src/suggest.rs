@@ -241,6 +241,7 @@ pub fn suggest(req: &PlanRequest, gpus: &[GpuSpec]) -> Vec<Suggestion> {
             total_bytes: g.total_bytes,
             count: g.count.max(req.tp.max(1).saturating_mul(req.pp.max(1))),
         };
+        r.use_catalog_gpu(crate::gpus::lookup(&g.name).ok());
         let p = plan(&r);
         if p.fits {
             out.push(summarise(

@@ -4,8 +4,9 @@
 //!
 //! The fitted TP increment (~1.8 GiB of NCCL channel buffers) comes from H100 SXM boards; over
 //! PCIe the log shows 0.21 GiB of non-torch memory in all. Charging the NVLink increment there
-//! put the KV cache 14.8 % low (202,880 tokens against 238,208); with the link rule it is within
-//! 5 % (the rest is the MoE activation peak: ours 0.81 GiB, logged 1.4 GiB).
+//! put the KV cache 14.8 % low (202,880 tokens against 238,208); with the link rule it is +5.0 %
+//! through `mem startup` (the log's 44.42 GiB total) and +4.8 % through `plan` (the catalog's
+//! 44.40); the rest is the MoE activation peak (ours 0.81 GiB, logged 1.4 GiB).
 
 mod common;
 
@@ -16,17 +17,28 @@ const LOG: &str = include_str!(concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../fixtures/tools/vllm-logs/l40s-tp8-qwen3-235b-fp8-v0.10.2.txt"
 ));
+const FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../fixtures/tools/vllm-logs/l40s-tp8-qwen3-235b-fp8-v0.10.2.txt"
+);
 
-/// The number just before `suffix` on the line that holds it (`"0.21 GiB for non-torch"`).
-fn number_before(suffix: &str) -> f64 {
-    let at = LOG
-        .find(suffix)
-        .unwrap_or_else(|| panic!("no `{suffix}` in the log"));
-    let head = LOG[..at].trim_end();
-    let start = head
-        .rfind(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
-        .map_or(0, |i| i + 1);
-    head[start..].replace(',', "").parse().unwrap()
+/// `mem startup --json` on the log: the logged figures (`measured`) beside the planner's
+/// (`prediction`), through the project's own log reader, planned for the GPU kind `gpu`.
+fn startup(gpu: &str) -> Value {
+    let (code, out, err) = inferscope(&["mem", "startup", FIXTURE, "--gpu", gpu, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// The planner's figure for one term of `mem startup`'s table.
+fn predicted(v: &Value, term: &str) -> f64 {
+    v["prediction"]["terms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["term"] == term)
+        .and_then(|t| t["predicted_gib"].as_f64())
+        .unwrap_or_else(|| panic!("no predicted {term}: {v:#}"))
 }
 
 /// The launch command: the fixture's lines from `vllm serve` to the first log line.
@@ -63,30 +75,35 @@ fn plan(gpu: &str) -> Value {
 
 #[test]
 fn pcie_tensor_parallel_charges_no_nvlink_buffers() {
-    let logged_non_torch = number_before(" GiB for non-torch memory");
-    let logged_weights = number_before(" GiB for weight,");
-    let logged_tokens = number_before(" tokens\n");
-    assert_eq!(logged_tokens, 238_208.0);
+    let v = startup("L40S");
+    let m = &v["measured"];
+    let logged_non_torch = m["non_torch_gib"].as_f64().unwrap();
+    let logged_weights = m["weights_gib"].as_f64().unwrap();
+    let logged_tokens = m["kv_cache_tokens"].as_f64().unwrap();
+    assert_eq!((logged_non_torch, logged_tokens), (0.21, 238_208.0));
+    assert_eq!(v["tp_size"], 8);
 
-    let p = plan("l40s");
-    let g = &p["per_gpu"];
-    let non_torch = g["non_torch_gib"].as_f64().unwrap();
+    let non_torch = predicted(&v, "non_torch");
     assert!(
         (non_torch - logged_non_torch).abs() <= 0.1,
         "non-torch {non_torch} GiB vs {logged_non_torch} logged"
     );
-    let weights = g["weights_gib"].as_f64().unwrap();
+    let weights = predicted(&v, "weights");
     assert!(
         (weights / logged_weights - 1.0).abs() < 0.01,
         "weights {weights} vs {logged_weights}"
     );
-    let tokens = p["kv_cache_tokens"].as_f64().unwrap();
+    let tokens = v["prediction"]["kv_cache_tokens"].as_f64().unwrap();
     let err = tokens / logged_tokens - 1.0;
     eprintln!(
         "L40S TP8 vLLM 0.10.2: KV tokens ours {tokens} log {logged_tokens} ({:+.1} %), non-torch ours {non_torch} log {logged_non_torch}",
         err * 100.0
     );
     assert!(err.abs() < 0.06, "KV tokens {tokens} vs {logged_tokens}");
+
+    // `plan` with the pasted command agrees and says which link it assumed.
+    let p = plan("l40s");
+    assert_eq!(p["per_gpu"]["non_torch_gib"].as_f64(), Some(non_torch));
     let says = p["assumptions"]
         .as_array()
         .unwrap()
@@ -94,10 +111,7 @@ fn pcie_tensor_parallel_charges_no_nvlink_buffers() {
         .any(|a| a.as_str().unwrap_or("").contains("PCIe only"));
     assert!(says, "the assumption names the link: {p:#}");
 
-    // The same command on an SXM board keeps the NVLink increment.
-    let sxm = plan("h100-sxm");
-    assert!(
-        sxm["per_gpu"]["non_torch_gib"].as_f64().unwrap() > 2.0,
-        "{sxm:#}"
-    );
+    // The same start-up planned for an SXM board keeps the NVLink increment.
+    let sxm = startup("h100-sxm");
+    assert!(predicted(&sxm, "non_torch") > 2.0, "{sxm:#}");
 }

@@ -511,16 +511,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     }
     req.engine_version = args.engine_version.clone();
     req.concurrency = args.concurrency;
-    // NCCL's buffers under TP depend on the GPU link (the catalog knows the kind's link)
-    req.tp_link = gpus::lookup(&gpu.name).ok().and_then(|g| g.tp_link());
-    // vLLM 0.8–0.9 fall back to V0 below compute capability 8.0 (the catalog knows it)
-    req.compute_capability = gpus::lookup(&gpu.name)
-        .ok()
-        .and_then(|g| g.compute_capability.as_deref())
-        .and_then(|cc| {
-            let (a, b) = cc.split_once('.')?;
-            Some((a.parse().ok()?, b.parse().ok()?))
-        });
+    req.use_catalog_gpu(gpus::lookup(&gpu.name).ok());
     if req.tp.saturating_mul(req.pp) > gpu.count {
         bail!(
             "tensor-parallel {} × pipeline-parallel {} needs {} GPUs; {} has {}",
