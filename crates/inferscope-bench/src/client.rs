@@ -181,16 +181,10 @@ impl Target {
     }
 
     /// Send one request and fill `rec` (status, chunks, usage, end, error). Never panics, never
-    /// outlives `settings.timeout` (plus a short [`Leftover::drain`]).
-    pub async fn send(&self, body: Bytes, rec: &mut RequestRecord, t0: Instant) {
-        if let Some(rest) = self.send_keep(body, rec, t0).await {
-            rest.drain().await;
-        }
-    }
-
-    /// [`Target::send`], but what is left of the body after the response ended (`[DONE]`) is
-    /// handed back instead of read: the caller delivers the record first and then calls
-    /// [`Leftover::drain`], so the connection goes back to the pool off the measured path.
+    /// outlives `settings.timeout`. What is left of the body after the response ended (`[DONE]`)
+    /// is handed back instead of read: the caller delivers the record first and then calls
+    /// [`Leftover::drain`] (short, bounded), so the connection goes back to the pool off the
+    /// measured path.
     pub async fn send_keep(
         &self,
         body: Bytes,

@@ -167,8 +167,16 @@ impl Shared {
     }
 }
 
-/// Send request `seq` and deliver its record to the collector.
-async fn launch(sh: &Shared, seq: u64, warmup: bool, intended_us: u64) {
+/// Send request `seq` and deliver its record to the collector. An open loop's in-flight `slot`
+/// is given back as soon as the record is delivered, before the body's end is drained: a slow
+/// terminator must not count against `max_inflight` (and stop the run as saturated).
+async fn launch(
+    sh: &Shared,
+    seq: u64,
+    warmup: bool,
+    intended_us: u64,
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
+) {
     let (body, max_tokens, prompt_len, prompt_tokens) = sh.body(seq);
     let mut rec = RequestRecord::new(seq, warmup, intended_us, now_us(sh.t0));
     rec.max_tokens = max_tokens;
@@ -204,6 +212,7 @@ async fn launch(sh: &Shared, seq: u64, warmup: bool, intended_us: u64) {
         sh.progress.failed.fetch_add(1, Ordering::Relaxed);
     }
     let _ = sh.tx.send(rec);
+    drop(slot);
     // The record is complete and delivered: now read the body's end so the next request of this
     // slot reuses the connection.
     if let Some(rest) = rest {
@@ -427,7 +436,9 @@ fn spawn_senders(
                         let seq = next.fetch_add(1, Ordering::SeqCst);
                         match gate.admit(seq, intended) {
                             Admit::Stop => break,
-                            Admit::Send { warmup } => launch(&sh, seq, warmup, intended).await,
+                            Admit::Send { warmup } => {
+                                launch(&sh, seq, warmup, intended, None).await
+                            }
                         }
                     }
                 });
@@ -476,8 +487,7 @@ fn spawn_senders(
                     };
                     let sh2 = sh.clone();
                     tokio::spawn(async move {
-                        launch(&sh2, seq, warmup, intended).await;
-                        drop(permit);
+                        launch(&sh2, seq, warmup, intended, Some(permit)).await;
                     });
                 }
             });

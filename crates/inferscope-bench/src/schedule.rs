@@ -243,6 +243,18 @@ pub enum Warmup {
     Requests(u64),
 }
 
+impl std::str::FromStr for Warmup {
+    type Err = crate::DurationError;
+    /// `--warmup`'s value: a whole number of requests (`20`; `0` is none) or a duration (`5s`).
+    fn from_str(s: &str) -> Result<Self, crate::DurationError> {
+        match s.trim().parse::<u64>() {
+            Ok(0) => Ok(Warmup::None),
+            Ok(n) => Ok(Warmup::Requests(n)),
+            Err(_) => crate::parse_duration(s).map(Warmup::Duration),
+        }
+    }
+}
+
 impl Warmup {
     /// Is the request with this sequence number and intended offset part of the warm-up?
     pub fn covers(&self, seq: u64, intended: Duration) -> bool {
@@ -256,6 +268,18 @@ impl Warmup {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn warmup_is_a_request_count_or_a_duration() {
+        assert_eq!("0".parse::<Warmup>(), Ok(Warmup::None));
+        assert_eq!("20".parse::<Warmup>(), Ok(Warmup::Requests(20)));
+        assert_eq!(
+            "2s".parse::<Warmup>(),
+            Ok(Warmup::Duration(Duration::from_secs(2)))
+        );
+        assert!("5 parsecs".parse::<Warmup>().is_err());
+    }
+
     use super::*;
 
     #[test]

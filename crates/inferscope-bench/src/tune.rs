@@ -84,6 +84,11 @@ pub enum TemplateError {
         /// The names that would be filled, comma-separated.
         known: String,
     },
+    /// A `--set` whose placeholder the server command does not use.
+    #[error(
+        "--set {0}: the server command has no {{{0}}} placeholder, so its values would change nothing"
+    )]
+    UnusedSet(String),
     /// Filling found no value for a placeholder.
     #[error("no value for {{{0}}}")]
     NoValue(String),
@@ -312,6 +317,10 @@ impl Template {
                         .join(", "),
                 });
             }
+        }
+        // A --set whose placeholder the command never uses would multiply the grid for nothing.
+        if let Some(n) = set_names.iter().find(|n| !used.contains(n)) {
+            return Err(TemplateError::UnusedSet(n.clone()));
         }
         Ok(())
     }
@@ -784,6 +793,13 @@ mod tests {
         assert_eq!(t.placeholders(), vec!["port", "np", "threads"]);
         let names = vec!["np".to_string(), "threads".to_string()];
         t.check("--server", &names, false).unwrap();
+        // a --set the command never uses
+        let extra = vec!["np".to_string(), "threads".to_string(), "ctx".to_string()];
+        let e = t.check("--server", &extra, false).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--set ctx: the server command has no {ctx}"),
+            "{e}"
+        );
         let v: Settings = [("np".into(), "4".into()), ("threads".into(), "2".into())].into();
         assert_eq!(
             t.fill(&v, 8080, None).unwrap(),

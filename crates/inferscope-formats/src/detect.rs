@@ -1,5 +1,6 @@
 //! Recognise which tool wrote a file, from its content alone (pastes have no useful names).
-//! `snapshot --import` and `topo` use it to pick the parser and to explain a wrong file.
+//! `snapshot --import` uses it to pick the parser, and every `--snapshot FILE` reader to explain
+//! a file that is another tool's output.
 
 use crate::nvidia_smi_topo;
 

@@ -154,13 +154,16 @@ pub fn cuda_order(snapshot: &Snapshot) -> Reading<CudaOrder> {
     };
     let models: Vec<Option<String>> = visible.iter().map(|g| model(g)).collect();
     let first = models.first().cloned().flatten();
-    let fastest_first = if first.is_some() && models.iter().all(|m| *m == first) {
+    // One GPU has one order, whatever its model.
+    let fastest_first = if visible.len() == 1
+        || (first.is_some() && models.iter().all(|m| *m == first))
+    {
         Reading::value(pci_bus_id.clone())
     } else if models.iter().any(Option::is_none) {
         // Not the same as "different models": with names unknown (a tree under --root, no
         // NVML) we cannot tell whether CUDA's heuristic would reorder them.
         Reading::unknown(
-            UnknownReason::NotSupported,
+            UnknownReason::NotCaptured,
             "GPU models unknown (no name or device id): CUDA's FASTEST_FIRST order cannot be predicted; set CUDA_DEVICE_ORDER=PCI_BUS_ID to make ordinals follow PCI addresses",
         )
     } else {
@@ -218,6 +221,25 @@ mod tests {
         assert_eq!(ids(&cuda_devices(&s)), ["0000:18:00.0"]);
         let s = snap_with(order, &[("CUDA_VISIBLE_DEVICES", "")]);
         assert!(ids(&cuda_devices(&s)).is_empty());
+    }
+
+    #[test]
+    fn one_gpu_of_unknown_model_has_one_order() {
+        let text = include_str!("../tests/data/minimal-snapshot.json");
+        let mut s: Snapshot = serde_json::from_str(text).unwrap();
+        for g in &mut s.gpus {
+            g.device_id = Reading::unknown(UnknownReason::NotCaptured, "test");
+        }
+        // two GPUs of unknown model: CUDA's heuristic could reorder them
+        let two = cuda_order(&s);
+        assert!(!two.known().unwrap().fastest_first.is_known());
+        // one GPU: nothing to reorder
+        s.gpus.truncate(1);
+        let one = cuda_order(&s);
+        assert_eq!(
+            one.known().unwrap().fastest_first.known(),
+            Some(&vec![s.gpus[0].pci_bus_id])
+        );
     }
 
     #[test]

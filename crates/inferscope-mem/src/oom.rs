@@ -399,8 +399,10 @@ fn fraction_limit(
     remedies: &mut Vec<Remedy>,
 ) -> Option<(Diagnosis, String)> {
     let allowed = r.allowed_bytes?;
-    let held = f.reserved.or(r.process_in_use_bytes).unwrap_or(0);
-    if held.saturating_add(req) > allowed && free >= req {
+    // What the process holds, when the message says; unknown is not zero: the request alone
+    // must then pass the limit for this diagnosis.
+    let held = f.reserved.or(r.process_in_use_bytes);
+    if held.unwrap_or(0).saturating_add(req) > allowed && free >= req {
         remedies.push(remedy(
             "raise_memory_fraction",
             format!(
@@ -415,7 +417,7 @@ fn fraction_limit(
                 "this process may use {} (a memory fraction limit) and holds {}; {} more \
                  would pass the limit although the device had {} free",
                 gib(allowed),
-                gib(held),
+                held.map_or_else(|| "an unknown amount".to_string(), gib),
                 gib(req),
                 gib(free)
             ),
@@ -508,7 +510,9 @@ fn other_processes(
     free: u64,
     remedies: &mut Vec<Remedy>,
 ) -> Option<(Diagnosis, String)> {
-    let shortfall = req - free;
+    // `fragmentation` runs first and returns when `free >= req`; saturating keeps this safe
+    // on its own.
+    let shortfall = req.saturating_sub(free);
     if let Some(o) = f.others
         && o >= GIB
         && o >= shortfall
@@ -694,6 +698,15 @@ mod tests {
         let a = diagnose(&r);
         assert_eq!(a.diagnosis, Diagnosis::MemoryFractionLimit, "{a:?}");
         assert_eq!(a.remedies[0].id, "raise_memory_fraction");
+        // Without a reserved or in-use figure what the process holds is unknown, not zero.
+        let r = parse(
+            "CUDA out of memory. Tried to allocate 42.00 GiB (GPU 0; 80.00 GiB total capacity; \
+             50.00 GiB free; 40.00 GiB allowed)",
+        )
+        .unwrap();
+        let a = diagnose(&r);
+        assert_eq!(a.diagnosis, Diagnosis::MemoryFractionLimit, "{a:?}");
+        assert!(a.explanation.contains("holds an unknown amount"), "{a:?}");
     }
 
     #[test]

@@ -44,11 +44,19 @@ pub fn parse_snapshot(text: &str, name: &str) -> anyhow::Result<Snapshot> {
             inferscope_host::SCHEMA_VERSION
         );
     }
-    if !text.trim_start().starts_with('{')
-        && inferscope_formats::nvidia_smi_topo::has_matrix_header(text)
-    {
+    // Another tool's output: say which, rather than a JSON error at line 1.
+    use inferscope_formats::detect::{Format, detect};
+    const IMPORT: &str = " (`inferscope snapshot --import FILE` turns it into one)";
+    let other = match detect(text) {
+        Some(Format::NvidiaSmiTopo) => Some(("`nvidia-smi topo -m` text", "")),
+        Some(Format::NvidiaSmiText) => Some(("`nvidia-smi -q` text", IMPORT)),
+        Some(Format::NvidiaSmiXml) => Some(("`nvidia-smi -q -x` XML", IMPORT)),
+        Some(Format::HwlocXml) => Some(("hwloc XML", IMPORT)),
+        Some(Format::Snapshot) | None => None,
+    };
+    if let Some((what, hint)) = other {
         anyhow::bail!(
-            "{name}: this looks like `nvidia-smi topo -m` text, not a snapshot written by `inferscope snapshot`"
+            "{name}: this looks like {what}, not a snapshot written by `inferscope snapshot`{hint}"
         );
     }
     let snapshot: Snapshot = serde_json::from_str(text)

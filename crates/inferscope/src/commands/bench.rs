@@ -9,12 +9,12 @@
 use anyhow::Context;
 use inferscope_bench::client::{Api, RequestSettings};
 use inferscope_bench::dataset::DatasetSpec;
+use inferscope_bench::record;
 use inferscope_bench::result::{BenchResult, MachineSummary, TokenizerSetting};
 use inferscope_bench::run::{LocalTokenizer, Plan, ProgressFn, ProgressView, execute_repeated};
 use inferscope_bench::schedule::{Arrival, Limits, Schedule, Warmup};
 use inferscope_bench::stats::Slo;
 use inferscope_bench::tokenizer::{MAX_TOKENIZER_BYTES, TokenCounter};
-use inferscope_bench::{parse_duration, record};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -142,17 +142,11 @@ pub struct BenchArgs {
     pub capacity_resolution: f64,
 }
 
-fn parse_warmup(s: Option<&str>) -> anyhow::Result<Warmup> {
-    let Some(s) = s else { return Ok(Warmup::None) };
-    if let Ok(n) = s.trim().parse::<u64>() {
-        return Ok(if n == 0 {
-            Warmup::None
-        } else {
-            Warmup::Requests(n)
-        });
-    }
-    let d = parse_duration(s).map_err(|e| anyhow::anyhow!("--warmup: {e}"))?;
-    Ok(Warmup::Duration(d))
+/// `--warmup`, absent meaning none (the one parser: `Warmup`'s `FromStr`, shared with tune).
+pub(crate) fn parse_warmup(s: Option<&str>) -> anyhow::Result<Warmup> {
+    s.map_or(Ok(Warmup::None), |s| {
+        s.parse().map_err(|e| anyhow::anyhow!("--warmup: {e}"))
+    })
 }
 
 /// Build the plan from flags (pure apart from the clock passed in).
@@ -318,7 +312,7 @@ pub fn run(a: BenchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let machine = machine(a.snapshot.as_deref())?;
     let show = !a.quiet && std::io::stderr().is_terminal();
     if a.find_capacity {
-        return run_capacity(&a, &plan, show, out);
+        return run_capacity(&a, &plan, machine, show, out);
     }
     let outcome = execute_repeated(&plan, machine, show.then(progress_printer), a.repeat)?;
     if show {
@@ -350,6 +344,7 @@ pub fn run(a: BenchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 fn run_capacity(
     a: &BenchArgs,
     plan: &Plan,
+    machine: Option<MachineSummary>,
     show: bool,
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
@@ -359,7 +354,7 @@ fn run_capacity(
         max_probes: a.max_probes,
     };
     settings.validate().map_err(anyhow::Error::msg)?;
-    let run = super::capacity::find(plan, settings, show.then(progress_printer))?;
+    let run = super::capacity::find(plan, settings, machine, show.then(progress_printer))?;
     if show {
         eprint!("\r\x1b[2K");
     }

@@ -5,7 +5,7 @@
 use inferscope_bench::capacity::{Capacity, CapacitySearch, SearchSettings};
 use inferscope_bench::exec::StopReason;
 use inferscope_bench::record::RequestRecord;
-use inferscope_bench::result::BenchResult;
+use inferscope_bench::result::{BenchResult, MachineSummary};
 use inferscope_bench::run::{BenchError, Plan, ProgressFn, execute};
 use inferscope_bench::schedule::{Arrival, Schedule};
 
@@ -27,10 +27,11 @@ pub struct CapacityRun {
 }
 
 /// Run the search. `plan.schedule` must be the closed loop that measures saturation;
-/// `plan.slo` must be set.
+/// `plan.slo` must be set. `machine` is recorded in every run's result, as `bench` does.
 pub fn find(
     plan: &Plan,
     settings: SearchSettings,
+    machine: Option<MachineSummary>,
     progress: Option<ProgressFn>,
 ) -> Result<CapacityRun, BenchError> {
     if plan.slo.is_empty() {
@@ -39,7 +40,7 @@ pub fn find(
                 .into(),
         ));
     }
-    let sat = execute(plan, None, progress.clone())?;
+    let sat = execute(plan, machine.clone(), progress.clone())?;
     let mut interrupted = sat.result.stop == StopReason::Interrupted;
     let mut search = CapacitySearch::new(sat.result.stats.requests_per_s, settings)
         .map_err(|e| BenchError::Input(e.to_string()))?;
@@ -59,7 +60,7 @@ pub fn find(
             arrival: Arrival::Poisson,
             seed: plan.seed,
         };
-        let o = execute(&p, None, progress.clone())?;
+        let o = execute(&p, machine.clone(), progress.clone())?;
         if o.result.stop == StopReason::Interrupted {
             interrupted = true;
             continue;

@@ -15,7 +15,6 @@ use inferscope_bench::capacity::{Capacity, SearchSettings};
 use inferscope_bench::client::{Api, RequestSettings};
 use inferscope_bench::compare::{self, Samples, Status};
 use inferscope_bench::dataset::DatasetSpec;
-use inferscope_bench::parse_duration;
 use inferscope_bench::record::{self, RequestRecord};
 use inferscope_bench::result::BenchResult;
 use inferscope_bench::run::{Outcome, Plan, execute, merge_repeats};
@@ -311,8 +310,9 @@ impl Server {
     }
 }
 
-/// GPU memory in use per GPU (MiB), or why unknown.
-fn gpu_used_mib() -> Result<Vec<u64>, String> {
+/// GPU memory in use per GPU (MiB; `None` where NVML gives no reading), in NVML order, or why
+/// NVML cannot be asked at all.
+fn gpu_used_mib() -> Result<Vec<Option<u64>>, String> {
     let cap = inferscope_probe::nvml::capture(None, 64);
     if let inferscope_host::Reading::Unknown(u) = &cap.info {
         return Err(u.detail.clone());
@@ -320,37 +320,52 @@ fn gpu_used_mib() -> Result<Vec<u64>, String> {
     Ok(cap
         .gpus
         .iter()
-        .filter_map(|(_, d)| d.memory.known().map(|m| m.used_bytes >> 20))
+        .map(|(_, d)| d.memory.known().map(|m| m.used_bytes >> 20))
         .collect())
 }
 
-/// After a stop: wait (bounded) until every GPU is back to its level before the start.
-fn confirm_gpu_free(before: &Result<Vec<u64>, String>) -> String {
-    let Ok(before) = before else {
-        return format!(
-            "unknown ({})",
-            before.as_ref().err().map(String::as_str).unwrap_or("")
-        );
+/// After a stop: wait (bounded) until every GPU is back to its level before the start. A GPU
+/// whose memory is not reported before or after makes the answer "unknown", never "free".
+fn confirm_gpu_free(before: &Result<Vec<Option<u64>>, String>) -> String {
+    let before = match before {
+        Ok(b) => b,
+        Err(e) => return format!("unknown ({e})"),
     };
     let t = Instant::now();
     loop {
-        match gpu_used_mib() {
+        let now = match gpu_used_mib() {
             Err(e) => return format!("unknown ({e})"),
-            Ok(now) => {
-                let over: Vec<String> = now
-                    .iter()
-                    .zip(before.iter())
-                    .enumerate()
-                    .filter(|(_, (n, b))| **n > **b + 256)
-                    .map(|(i, (n, b))| format!("GPU{i} {} MiB above", n - b))
-                    .collect();
-                if over.is_empty() {
-                    return "free".into();
-                }
-                if t.elapsed() > Duration::from_secs(30) {
-                    return format!("not free after 30 s: {}", over.join(", "));
-                }
+            Ok(now) if now.len() != before.len() => {
+                return format!(
+                    "unknown (NVML listed {} GPUs before the start, {} after)",
+                    before.len(),
+                    now.len()
+                );
             }
+            Ok(now) => now,
+        };
+        let (mut over, mut unread) = (Vec::new(), Vec::new());
+        for (i, (n, b)) in now.iter().zip(before).enumerate() {
+            match (n, b) {
+                (Some(n), Some(b)) if *n > b + 256 => {
+                    over.push(format!("GPU{i} {} MiB above", n - b))
+                }
+                (Some(_), Some(_)) => {}
+                _ => unread.push(format!("GPU{i}")),
+            }
+        }
+        if over.is_empty() {
+            return if unread.is_empty() {
+                "free".into()
+            } else {
+                format!(
+                    "unknown (NVML gave no memory reading for {})",
+                    unread.join(", ")
+                )
+            };
+        }
+        if t.elapsed() > Duration::from_secs(30) {
+            return format!("not free after 30 s: {}", over.join(", "));
         }
         std::thread::sleep(Duration::from_millis(500));
     }
@@ -520,13 +535,8 @@ fn run_once(
             let mut p = bench.clone();
             p.url = format!("http://127.0.0.1:{port}");
             let measured = match objective {
-                Objective::Capacity => {
-                    let settings = SearchSettings {
-                        target: a.attainment,
-                        resolution: 0.05,
-                        max_probes: a.max_probes,
-                    };
-                    super::capacity::find(&p, settings, None).map(|r| {
+                Objective::Capacity => super::capacity::find(&p, search_settings(a), None, None)
+                    .map(|r| {
                         let best = r.best.and_then(|i| r.probes.get(i).cloned());
                         (
                             best.unwrap_or(r.saturation),
@@ -534,8 +544,7 @@ fn run_once(
                             Some(r.capacity),
                             r.interrupted,
                         )
-                    })
-                }
+                    }),
                 _ => execute(&p, None, None).map(|o: Outcome| {
                     let int = o.result.stop == inferscope_bench::exec::StopReason::Interrupted;
                     (o.result, o.records, None, int)
@@ -577,8 +586,11 @@ fn fingerprint(a: &TuneArgs, objective: Objective) -> String {
         Some(r) => format!("rate {r}"),
         None => format!("concurrency {}", a.concurrency),
     };
+    // Everything a journaled run or skip depends on: the servers, the load and requests, the
+    // objective (with capacity's target), and the planner's GPU. Not: the budget, repeats,
+    // timeouts of starting and stopping, the output folder (a resume may change them).
     format!(
-        "server `{}` baseline `{}` sets [{}] workload {} {load} duration {:?} warmup {} objective {} slo {} seed {} gpus {:?} numa {:?}",
+        "server `{}` baseline `{}` sets [{}] workload {} {load} duration {:?} warmup {} objective {} slo {} seed {} gpus {:?} numa {:?} api {:?} model {:?} max_tokens {} timeout {:?} attainment {} max_probes {} plan_gpu {:?} plan_gpu_memory_gib {:?}",
         a.server,
         a.baseline.as_deref().unwrap_or(""),
         sets.join(" "),
@@ -589,18 +601,20 @@ fn fingerprint(a: &TuneArgs, objective: Objective) -> String {
         serde_json::to_string(&a.slo).unwrap_or_default(),
         a.seed,
         a.gpus,
-        a.numa_node
+        a.numa_node,
+        a.api,
+        a.model,
+        a.max_tokens,
+        a.timeout,
+        a.attainment,
+        a.max_probes,
+        a.plan_gpu,
+        a.plan_gpu_memory_gib
     )
 }
 
 fn bench_plan(a: &TuneArgs) -> anyhow::Result<Plan> {
-    let warmup = match a.warmup.trim().parse::<u64>() {
-        Ok(0) => Warmup::None,
-        Ok(n) => Warmup::Requests(n),
-        Err(_) => Warmup::Duration(
-            parse_duration(&a.warmup).map_err(|e| anyhow::anyhow!("--warmup: {e}"))?,
-        ),
-    };
+    let warmup = super::bench::parse_warmup(Some(&a.warmup))?;
     let schedule = match a.rate {
         Some(rate) => Schedule::Open {
             rate,
@@ -738,6 +752,15 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 }
 
 /// Check the flags and the server template; the objective, template, grid and bench plan.
+/// The capacity search's settings (the bracket resolution is capacity search's default).
+fn search_settings(a: &TuneArgs) -> SearchSettings {
+    SearchSettings {
+        target: a.attainment,
+        max_probes: a.max_probes,
+        ..SearchSettings::default()
+    }
+}
+
 fn check_args(a: &TuneArgs) -> anyhow::Result<(Objective, Template, Vec<Settings>, Plan)> {
     let objective = a.objective.unwrap_or(if a.slo.is_some() {
         Objective::Goodput
@@ -756,25 +779,12 @@ fn check_args(a: &TuneArgs) -> anyhow::Result<(Objective, Template, Vec<Settings
     if a.concurrency == 0 {
         bail!("--concurrency must be at least 1");
     }
-    SearchSettings {
-        target: a.attainment,
-        resolution: 0.05,
-        max_probes: a.max_probes,
-    }
-    .validate()
-    .map_err(anyhow::Error::msg)?;
+    search_settings(a).validate().map_err(anyhow::Error::msg)?;
     let template = Template::parse(&a.server).map_err(|e| anyhow::anyhow!("--server: {e}"))?;
     let names: Vec<String> = a.sets.iter().map(|s| s.name.clone()).collect();
     template
         .check("--server", &names, a.gpus.is_some())
         .map_err(anyhow::Error::msg)?;
-    for n in &names {
-        if !template.placeholders().contains(n) {
-            bail!(
-                "--set {n}: the server command has no {{{n}}} placeholder, so its values would change nothing"
-            );
-        }
-    }
     let grid = t::grid(&a.sets).map_err(anyhow::Error::msg)?;
     let bench = bench_plan(a)?;
     Ok((objective, template, grid, bench))
@@ -790,11 +800,11 @@ fn candidates(a: &TuneArgs, template: &Template, grid: Vec<Settings>) -> anyhow:
         // `@` cannot start a --set name, so the baseline's journal key never collides with a
         // grid candidate's (not even the single empty one of a run without --set).
         let key: Settings = [("@baseline".to_string(), b.clone())].into();
-        cands.push(new_cand(a, key, "baseline".into(), bt));
+        cands.push(new_cand(a, 0, key, "baseline".into(), bt));
     }
     for s in grid {
         let label = t::label(&s, &a.sets);
-        cands.push(new_cand(a, s, label, template.clone()));
+        cands.push(new_cand(a, cands.len(), s, label, template.clone()));
     }
     Ok(cands)
 }
@@ -1140,8 +1150,19 @@ fn pathdiff(path: &Path, base: &Path) -> String {
         .unwrap_or_else(|_| p.display().to_string())
 }
 
-fn new_cand(a: &TuneArgs, settings: Settings, label: String, template: Template) -> Cand {
-    let dir = a.out.join("candidates").join(slug(&label));
+/// Candidate `index` (in grid order, the same on every resume); its folder name starts with the
+/// index because two labels can slug alike (characters outside `[A-Za-z0-9.-]`, past 80).
+fn new_cand(
+    a: &TuneArgs,
+    index: usize,
+    settings: Settings,
+    label: String,
+    template: Template,
+) -> Cand {
+    let dir = a
+        .out
+        .join("candidates")
+        .join(format!("{index:02}-{}", slug(&label)));
     Cand {
         settings,
         label,
@@ -1539,7 +1560,8 @@ fn write_text(r: &Report, a: &TuneArgs, out: &mut dyn Write) -> std::io::Result<
             c.status,
             c.objective_runs.len(),
             f(c.objective),
-            f(s.map(|s| s.output_tokens_per_s)),
+            // uncounted tokens are "-", not 0
+            f(s.and_then(|s| compare::stats_value(s, "throughput"))),
             f(s.and_then(|s| s.ttft_ms.p90)),
             f(s.and_then(|s| s.tpot_ms.p90)),
             note
