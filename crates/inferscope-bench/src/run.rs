@@ -140,14 +140,22 @@ pub fn execute(
         plan.default_max_tokens,
         plan.tokenizer.as_ref().map(|t| &*t.counter),
     )?;
-    // One thread does everything: every wake-up (a chunk, a timer, a finished request) is then a
-    // plain task switch, never a futex hand-off between threads, which is what the client's
-    // system time went to on shared virtual machines (docs/bench.md, "Client cost").
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
+    let rt = client_runtime()
         .map_err(|e| BenchError::Input(format!("cannot start the async runtime: {e}")))?;
     rt.block_on(execute_async(plan, machine, progress, &dataset))
+}
+
+/// The runtime every measurement runs on (bench, compare's runs, tune, the timing tests).
+///
+/// One thread does everything: every wake-up (a chunk, a timer, a finished request) is then a
+/// plain task switch, never a futex hand-off between threads, which is what the client's system
+/// time went to on shared virtual machines (docs/bench.md, "Client cost"). With two worker
+/// threads, a chunk read by one worker and timed by another also waited for that hand-off, which
+/// is measurement error.
+pub fn client_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
 }
 
 fn pool_size(s: &Schedule, max_inflight: u32) -> usize {

@@ -22,8 +22,11 @@ pub enum Mode {
         ttft: Duration,
         itl: Duration,
         tokens: u32,
-        /// Offset response n's whole schedule by (n % 1000)/1000 of `itl`, so that many
-        /// simultaneous streams write evenly instead of in bursts on the same millisecond.
+        /// Give response n its own phase, (n % 1000)/1000 of `itl`, on one clock shared by all
+        /// responses (the server's start): its tokens are written only at that phase, the first
+        /// one at the earliest such instant ≥ arrival + `ttft`. 1000 streams then write exactly
+        /// evenly, 1000/`itl` chunks per second, however their requests arrived (phases relative
+        /// to each arrival bunched up to 4× the mean rate in one millisecond).
         stagger: bool,
     },
     /// 200 text/event-stream with HTML in the body, then close.
@@ -72,6 +75,9 @@ impl TestServer {
 pub fn start_in_thread(mode: Mode) -> TestServer {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        // The server gets a core of its own (the client's timing tests pin theirs to CPU 0), as
+        // in the client-cost measurements: one core for the server, one for the client.
+        pin_this_thread(1);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -91,6 +97,7 @@ pub async fn start(mode: Mode) -> TestServer {
     let addr = listener.local_addr().unwrap();
     let truth = Arc::new(Truth::default());
     let t = truth.clone();
+    let epoch = Instant::now();
     tokio::spawn(async move {
         let next_id = Arc::new(AtomicU64::new(0));
         loop {
@@ -100,7 +107,7 @@ pub async fn start(mode: Mode) -> TestServer {
             let _ = sock.set_nodelay(true);
             let (mode, t, next_id) = (mode.clone(), t.clone(), next_id.clone());
             tokio::spawn(async move {
-                let _ = serve_conn(sock, mode, t, next_id).await;
+                let _ = serve_conn(sock, mode, t, next_id, epoch).await;
             });
         }
     });
@@ -164,6 +171,7 @@ async fn serve_conn(
     mode: Mode,
     truth: Arc<Truth>,
     next_id: Arc<AtomicU64>,
+    epoch: Instant,
 ) -> std::io::Result<()> {
     let mut buf = Vec::new();
     while let Some((method, path)) = read_request(&mut sock, &mut buf).await? {
@@ -197,14 +205,22 @@ async fn serve_conn(
                 sock.write_all(SSE_HEAD).await?;
                 let mut times = Vec::with_capacity(*tokens as usize);
                 let n: u64 = id[5..].parse().unwrap_or(0);
-                let offset = if *stagger {
-                    itl.mul_f64((n % 1000) as f64 / 1000.0)
+                let earliest = arrived + *ttft;
+                let first = if *stagger && !itl.is_zero() {
+                    let phase = itl.mul_f64((n % 1000) as f64 / 1000.0);
+                    let period = itl.as_nanos();
+                    let since = earliest.duration_since(epoch).as_nanos();
+                    let phase_ns = phase.as_nanos();
+                    // The earliest instant ≥ `earliest` at this response's phase of the period.
+                    let k = (since + period - phase_ns).div_ceil(period);
+                    let at = phase_ns + k * period - period;
+                    epoch + Duration::from_nanos(u64::try_from(at).unwrap_or(u64::MAX))
                 } else {
-                    Duration::ZERO
+                    earliest
                 };
-                let start = tokio::time::Instant::from_std(arrived) + offset;
+                let first = tokio::time::Instant::from_std(first);
                 for i in 0..*tokens {
-                    tokio::time::sleep_until(start + *ttft + *itl * i).await;
+                    tokio::time::sleep_until(first + *itl * i).await;
                     let data = format!(
                         "data: {{\"id\":\"{id}\",\"choices\":[{{\"index\":0,\"text\":\" tok{i}\",\"finish_reason\":null}}]}}\n\n"
                     );
@@ -314,12 +330,9 @@ async fn serve_conn(
     Ok(())
 }
 
-/// A multi-threaded tokio runtime for one test.
+/// The client's runtime, as the product builds it (one thread): the tests measure what users run.
 pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
+    inferscope_bench::run::client_runtime().unwrap()
 }
 
 /// Completions requests to the scripted server, with these time limits.
@@ -336,5 +349,29 @@ pub fn completions(
         temperature: 0.0,
         timeout,
         idle_timeout,
+    }
+}
+
+/// Pin the calling thread to the `k`-th CPU it may run on, modulo how many there are (best
+/// effort: where affinity cannot be read or set, the thread stays where it was). Without it the
+/// kernel may wake the client on the server's core and leave it there for milliseconds.
+pub fn pin_this_thread(k: usize) {
+    // SAFETY: cpu_set_t is plain data (a zeroed one is the empty set); both calls only read and
+    // write the set passed, for the calling thread (pid 0).
+    unsafe {
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, size, &mut allowed) != 0 {
+            return;
+        }
+        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &allowed))
+            .collect();
+        if cpus.is_empty() {
+            return;
+        }
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpus[k % cpus.len()], &mut one);
+        libc::sched_setaffinity(0, size, &one);
     }
 }
