@@ -168,8 +168,9 @@ impl Target {
         }
     }
 
-    /// Count every response's generated text with this tokenizer (kept in
-    /// [`RequestRecord::tokenizer_output_tokens`], used when the server reports no usage).
+    /// Keep every completed response's generated text for this tokenizer, which counts it after
+    /// the run into [`RequestRecord::tokenizer_output_tokens`] (used when the server reports no
+    /// usage).
     pub fn with_tokenizer(mut self, tokenizer: Arc<TokenCounter>) -> Self {
         self.tokenizer = Some(tokenizer);
         self
@@ -178,6 +179,11 @@ impl Target {
     /// The request settings.
     pub fn settings(&self) -> &RequestSettings {
         &self.settings
+    }
+
+    /// The tokenizer that counts generated text after the run, if any.
+    pub fn tokenizer(&self) -> Option<&Arc<TokenCounter>> {
+        self.tokenizer.as_ref()
     }
 
     /// Send one request and fill `rec` (status, chunks, usage, end, error). Never panics, never
@@ -207,17 +213,15 @@ impl Target {
             // The response ended at `[DONE]`, not when the chunked terminator was read.
             rec.end_us = l.end_us;
         }
-        if let (
-            Some(tok),
-            Some(GeneratedText {
-                text,
-                complete: true,
-            }),
-        ) = (&self.tokenizer, &text)
+        if let Some(GeneratedText {
+            text,
+            complete: true,
+        }) = text
             && matches!(r, Ok(Ok(())))
         {
-            // Counted after the end time is taken: tokenizing never adds to a latency.
-            rec.tokenizer_output_tokens = tok.count_generated(text);
+            // Counted after the run, not here: on the client's one thread, tokenizing a long
+            // answer would delay every other stream's chunks and so their timestamps.
+            rec.generated_text = Some(text);
         }
         match r {
             Ok(Ok(())) => {}

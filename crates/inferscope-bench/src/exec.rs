@@ -19,6 +19,7 @@ use crate::client::{Target, now_us};
 use crate::dataset::Dataset;
 use crate::record::{ErrorClass, RequestRecord};
 use crate::schedule::{Limits, Schedule, ScheduleError, Warmup};
+use crate::tokenizer::TokenCounter;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -312,6 +313,7 @@ pub async fn run(
             )
         })
         .collect();
+    let counter = target.tokenizer().cloned();
     let (abort_tx, abort_rx) = watch::channel(false);
     let (tx, mut rx) = mpsc::unbounded_channel();
     let cpu0 = CpuUsage::now();
@@ -406,13 +408,29 @@ pub async fn run(
         .ok()
         .and_then(|r| r.clone())
         .unwrap_or(StopReason::Requests);
+    let (elapsed, cpu) = (t0.elapsed(), CpuUsage::now().since(&cpu0));
+    if let Some(counter) = counter {
+        count_generated_after_run(&mut records, &counter);
+    }
     Ok(RunOutput {
         records,
         t0,
         stop,
-        elapsed: t0.elapsed(),
-        cpu: CpuUsage::now().since(&cpu0),
+        elapsed,
+        cpu,
     })
+}
+
+/// Count each record's kept generated text with the local tokenizer and drop the text. Done
+/// once the run is over (and outside its CPU figure): counting as each response ended ran on
+/// the client's one thread and delayed the chunks of every other stream, by milliseconds for a
+/// long answer.
+pub fn count_generated_after_run(records: &mut [RequestRecord], counter: &TokenCounter) {
+    for r in records {
+        if let Some(text) = r.generated_text.take() {
+            r.tokenizer_output_tokens = counter.count_generated(&text);
+        }
+    }
 }
 
 /// Start the senders, once per run: `concurrency` closed-loop tasks, or one open-loop task that

@@ -145,6 +145,13 @@ pub struct RequestRecord {
     /// without one, or when the text was over the counting cap.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer_output_tokens: Option<u64>,
+    /// The generated text of a completed response, kept (at most
+    /// [`MAX_COUNTED_TEXT`](crate::tokenizer::MAX_COUNTED_TEXT)) only while the run goes on and
+    /// only with `--tokenizer`: it is counted into `tokenizer_output_tokens` after the run (see
+    /// [`count_generated_after_run`](crate::exec::count_generated_after_run)) and dropped. Never
+    /// written to the result.
+    #[serde(skip)]
+    pub generated_text: Option<String>,
     /// Prompt tokens per the local tokenizer (the prompt text alone: a chat server adds its
     /// template's tokens to its own count).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -184,6 +191,7 @@ impl RequestRecord {
             input_tokens: None,
             usage_output_tokens: None,
             tokenizer_output_tokens: None,
+            generated_text: None,
             tokenizer_input_tokens: None,
             max_tokens: 0,
             prompt_len: 0,

@@ -145,6 +145,23 @@ pub fn execute(
     rt.block_on(execute_async(plan, machine, progress, &dataset))
 }
 
+/// Resolves to true at the first Ctrl-C (SIGINT) or SIGTERM (what `timeout`, systemd, Kubernetes
+/// and `tune` stopping a run send): either ends the run early with what was measured, marked
+/// interrupted. False when neither can be listened for.
+async fn interrupt_signal() -> bool {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            return tokio::select! {
+                r = tokio::signal::ctrl_c() => r.is_ok(),
+                t = term.recv() => t.is_some(),
+            };
+        }
+    }
+    tokio::signal::ctrl_c().await.is_ok()
+}
+
 /// The runtime every measurement runs on (bench, compare's runs, tune, the timing tests).
 ///
 /// One thread does everything: every wake-up (a chunk, a timer, a finished request) is then a
@@ -185,7 +202,7 @@ async fn execute_async(
     }
     let (int_tx, int_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
+        if interrupt_signal().await {
             let _ = int_tx.send(true);
         }
     });

@@ -1,5 +1,5 @@
-//! Ctrl-C during `inferscope bench`: sending stops, requests in flight are cancelled, and the
-//! result is still written, marked interrupted, with exit code 1 (docs/bench.md).
+//! Ctrl-C or SIGTERM during `inferscope bench`: sending stops, requests in flight are cancelled,
+//! and the result is still written, marked interrupted, with exit code 1 (docs/bench.md).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -69,6 +69,16 @@ fn serve(stream: TcpStream) {
 
 #[test]
 fn ctrl_c_writes_an_interrupted_result_and_exits_1() {
+    interrupted_by(libc::SIGINT, "Ctrl-C");
+}
+
+/// What `timeout`, systemd and Kubernetes send (and `tune` when it is stopped).
+#[test]
+fn sigterm_writes_an_interrupted_result_and_exits_1() {
+    interrupted_by(libc::SIGTERM, "SIGTERM");
+}
+
+fn interrupted_by(signal: libc::c_int, name: &str) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     std::thread::spawn(move || {
@@ -94,11 +104,11 @@ fn ctrl_c_writes_an_interrupted_result_and_exits_1() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Let the three streams start, then Ctrl-C.
+    // Let the three streams start, then the signal.
     std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: kill(2) on our own child.
     unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
+        libc::kill(child.id() as i32, signal);
     }
     let t = Instant::now();
     let status = loop {
@@ -107,7 +117,7 @@ fn ctrl_c_writes_an_interrupted_result_and_exits_1() {
         }
         assert!(
             t.elapsed() < Duration::from_secs(10),
-            "bench did not stop within 10 s of Ctrl-C"
+            "bench did not stop within 10 s of {name}"
         );
         std::thread::sleep(Duration::from_millis(20));
     };
