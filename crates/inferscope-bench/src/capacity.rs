@@ -88,6 +88,12 @@ pub enum SearchDone {
 }
 
 impl SearchSettings {
+    /// Whether a measured run passes: valid, and at least `target` of its finished requests met
+    /// the SLO (an unknown attainment never passes).
+    pub fn passes(&self, attainment: Option<f64>, valid: bool) -> bool {
+        valid && attainment.is_some_and(|a| a + 1e-12 >= self.target)
+    }
+
     /// Check the settings.
     pub fn validate(&self) -> Result<(), SearchError> {
         if !(self.target > 0.0 && self.target <= 1.0) {
@@ -145,9 +151,9 @@ impl CapacitySearch {
         })
     }
 
-    /// Decide whether a measured run passes.
+    /// Decide whether a measured run passes (see [`SearchSettings::passes`]).
     pub fn passes(&self, attainment: Option<f64>, valid: bool) -> bool {
-        valid && attainment.is_some_and(|a| a + 1e-12 >= self.settings.target)
+        self.settings.passes(attainment, valid)
     }
 
     /// Record a measured probe.
@@ -214,20 +220,22 @@ impl CapacitySearch {
     }
 }
 
-/// Run a whole search with a measuring function (`rate → (attainment, valid)`), for callers
-/// that measure synchronously. `measure` returning `None` stops the search (interrupted).
-pub fn search(
+/// Run a whole search with a measuring function, the one loop `bench --find-capacity` and `tune
+/// --objective capacity` use. `measure(rate)` runs one probe and returns `Ok(Some((attainment,
+/// valid)))`, `Ok(None)` when the user interrupted (the search ends there, "interrupted"), or
+/// its own error, which ends the search and is returned.
+pub fn search<E: From<SearchError>>(
     saturation_rate: f64,
     settings: SearchSettings,
-    mut measure: impl FnMut(f64) -> Option<(Option<f64>, bool)>,
-) -> Result<Capacity, SearchError> {
+    mut measure: impl FnMut(f64) -> Result<Option<(Option<f64>, bool)>, E>,
+) -> Result<Capacity, E> {
     let mut s = CapacitySearch::new(saturation_rate, settings)?;
     loop {
         let rate = match s.next_rate() {
             Ok(r) => r,
             Err(why) => return Ok(s.result(why.to_string())),
         };
-        match measure(rate) {
+        match measure(rate)? {
             Some((att, valid)) => s.record(rate, att, valid),
             None => return Ok(s.result("interrupted")),
         }
@@ -239,8 +247,10 @@ mod tests {
     use super::*;
 
     /// A server that meets the SLO exactly below `cap` requests/s.
-    fn step(cap: f64) -> impl FnMut(f64) -> Option<(Option<f64>, bool)> {
-        move |r| Some((Some(if r <= cap { 1.0 } else { 0.5 }), true))
+    type Measured = Result<Option<(Option<f64>, bool)>, SearchError>;
+
+    fn step(cap: f64) -> impl FnMut(f64) -> Measured {
+        move |r| Ok(Some((Some(if r <= cap { 1.0 } else { 0.5 }), true)))
     }
 
     #[test]
@@ -265,13 +275,27 @@ mod tests {
 
     #[test]
     fn nothing_passes_and_interruption() {
-        let c = search(10.0, SearchSettings::default(), |_| Some((Some(0.0), true))).unwrap();
+        let c = search(10.0, SearchSettings::default(), |_| -> Measured {
+            Ok(Some((Some(0.0), true)))
+        })
+        .unwrap();
         assert_eq!(c.requests_per_s, None);
         assert_eq!(c.probes.len(), 8);
         assert!(c.probes.iter().all(|p| !p.pass));
-        let c = search(10.0, SearchSettings::default(), |_| None).unwrap();
+        let c = search(10.0, SearchSettings::default(), |_| -> Measured {
+            Ok(None)
+        })
+        .unwrap();
         assert_eq!(c.stopped, "interrupted");
         assert!(c.probes.is_empty());
+        // A probe's own error ends the search and is returned as is.
+        let mut calls = 0;
+        let e = search(10.0, SearchSettings::default(), |_| -> Measured {
+            calls += 1;
+            Err(SearchError::NoProbes)
+        })
+        .unwrap_err();
+        assert_eq!((e, calls), (SearchError::NoProbes, 1));
     }
 
     #[test]

@@ -109,6 +109,9 @@ pub enum BenchError {
     /// The server lists no model and none was given.
     #[error("the server at {0} lists no model in /v1/models; pass --model")]
     NoModel(String),
+    /// A capacity search cannot start (its flags, or a saturation run that completed nothing).
+    #[error(transparent)]
+    Search(#[from] crate::capacity::SearchError),
 }
 
 /// The result plus the raw records (for `--trace`).

@@ -2,7 +2,7 @@
 //! capacity`): a closed-loop saturation run, then open-loop Poisson probes chosen by the pure
 //! [`inferscope_bench::capacity`] search. Each probe is one ordinary bench run.
 
-use inferscope_bench::capacity::{Capacity, CapacitySearch, SearchSettings};
+use inferscope_bench::capacity::{Capacity, SearchSettings, search};
 use inferscope_bench::exec::StopReason;
 use inferscope_bench::record::RequestRecord;
 use inferscope_bench::result::{BenchResult, MachineSummary};
@@ -42,18 +42,12 @@ pub fn find(
     }
     let sat = execute(plan, machine.clone(), progress.clone())?;
     let mut interrupted = sat.result.stop == StopReason::Interrupted;
-    let mut search = CapacitySearch::new(sat.result.stats.requests_per_s, settings)
-        .map_err(|e| BenchError::Input(e.to_string()))?;
     let mut probes = Vec::new();
     let mut best: Option<(usize, f64, Vec<RequestRecord>)> = None;
-    let stopped = loop {
+    let capacity = search(sat.result.stats.requests_per_s, settings, |rate| {
         if interrupted {
-            break "interrupted".to_string();
+            return Ok(None);
         }
-        let rate = match search.next_rate() {
-            Ok(r) => r,
-            Err(why) => break why.to_string(),
-        };
         let mut p = plan.clone();
         p.schedule = Schedule::Open {
             rate,
@@ -63,22 +57,22 @@ pub fn find(
         let o = execute(&p, machine.clone(), progress.clone())?;
         if o.result.stop == StopReason::Interrupted {
             interrupted = true;
-            continue;
+            return Ok(None);
         }
         let att = o.result.stats.goodput.map(|g| g.fraction);
         let valid = o.result.valid && !o.result.saturated;
-        search.record(rate, att, valid);
-        if search.passes(att, valid) && best.as_ref().is_none_or(|b| rate > b.1) {
+        if settings.passes(att, valid) && best.as_ref().is_none_or(|b| rate > b.1) {
             best = Some((probes.len(), rate, o.records));
         }
         probes.push(o.result);
-    };
+        Ok::<_, BenchError>(Some((att, valid)))
+    })?;
     let (best, best_records) = match best {
         Some((i, _, r)) => (Some(i), r),
         None => (None, Vec::new()),
     };
     Ok(CapacityRun {
-        capacity: search.result(stopped),
+        capacity,
         saturation: sat.result,
         probes,
         best_records,
