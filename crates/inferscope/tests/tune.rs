@@ -518,6 +518,19 @@ fn bad_tune_inputs() {
         stderr.contains("--set `np=1,1`: value `1` is listed twice"),
         "{stderr}"
     );
+    // a zero time limit per request would fail every request: refused by clap, naming the flag
+    for flag in ["--timeout", "--idle-timeout"] {
+        let (code, _, stderr) = inferscope(
+            &strings(&["tune", "--server", "s --port {port}", flag, "0s"]),
+            Duration::from_secs(30),
+        );
+        assert_eq!(code, 2);
+        assert!(
+            stderr.contains(&format!("invalid value '0s' for '{flag} <D>'"))
+                && stderr.contains("out of range (above 0, at most a year)"),
+            "{stderr}"
+        );
+    }
     // a journal from another tuning run is refused, naming the file
     let j = dir.path().join("j.jsonl");
     std::fs::write(

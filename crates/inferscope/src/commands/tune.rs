@@ -31,7 +31,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::duration_arg;
+use super::{duration_arg, positive_duration_arg};
 
 /// What to maximise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -151,8 +151,11 @@ pub struct TuneArgs {
     #[arg(long, value_name = "N", default_value_t = 128)]
     pub max_tokens: u32,
     /// Total time allowed per request.
-    #[arg(long, value_name = "D", default_value = "60s", value_parser = duration_arg)]
+    #[arg(long, value_name = "D", default_value = "60s", value_parser = positive_duration_arg)]
     pub timeout: Duration,
+    /// Longest silence allowed between bytes of a response (as `bench --idle-timeout`).
+    #[arg(long, value_name = "D", default_value = "30s", value_parser = positive_duration_arg)]
+    pub idle_timeout: Duration,
     /// Seed for prompts and arrivals (the same for every candidate).
     #[arg(long, value_name = "S", default_value_t = 0)]
     pub seed: u64,
@@ -590,7 +593,7 @@ fn fingerprint(a: &TuneArgs, objective: Objective) -> String {
     // objective (with capacity's target), and the planner's GPU. Not: the budget, repeats,
     // timeouts of starting and stopping, the output folder (a resume may change them).
     format!(
-        "server `{}` baseline `{}` sets [{}] workload {} {load} duration {:?} warmup {} objective {} slo {} seed {} gpus {:?} numa {:?} api {:?} model {:?} max_tokens {} timeout {:?} attainment {} max_probes {} plan_gpu {:?} plan_gpu_memory_gib {:?}",
+        "server `{}` baseline `{}` sets [{}] workload {} {load} duration {:?} warmup {} objective {} slo {} seed {} gpus {:?} numa {:?} api {:?} model {:?} max_tokens {} timeout {:?} idle_timeout {:?} attainment {} max_probes {} plan_gpu {:?} plan_gpu_memory_gib {:?}",
         a.server,
         a.baseline.as_deref().unwrap_or(""),
         sets.join(" "),
@@ -606,6 +609,7 @@ fn fingerprint(a: &TuneArgs, objective: Objective) -> String {
         a.model,
         a.max_tokens,
         a.timeout,
+        a.idle_timeout,
         a.attainment,
         a.max_probes,
         a.plan_gpu,
@@ -635,7 +639,7 @@ fn bench_plan(a: &TuneArgs) -> anyhow::Result<Plan> {
             ignore_eos: true,
             temperature: 0.0,
             timeout: a.timeout,
-            idle_timeout: a.timeout,
+            idle_timeout: a.idle_timeout,
         },
         schedule,
         sweep_steps: 0,
