@@ -172,15 +172,8 @@ pub fn find(arch: &ModelArch, model_name: &str, w: &Workload, gpus: &[CatalogGpu
                         continue;
                     }
                     evaluated += 1;
-                    let mut req = PlanRequest::new(
-                        a.clone(),
-                        model_name,
-                        GpuSpec {
-                            name: gpu.name.clone(),
-                            total_bytes: (gpu.torch_total_gib * GIB) as u64,
-                            count,
-                        },
-                    );
+                    let mut req =
+                        PlanRequest::new(a.clone(), model_name, GpuSpec::from_catalog(gpu, count));
                     req.tp = count;
                     req.use_catalog_gpu(Some(gpu));
                     req.max_model_len = Some(w.max_model_len);

@@ -24,6 +24,17 @@ pub struct GpuSpec {
     pub count: u32,
 }
 
+impl GpuSpec {
+    /// `count` GPUs of a catalog kind, with the memory PyTorch sees on one.
+    pub fn from_catalog(gpu: &crate::gpus::GpuSpec, count: u32) -> GpuSpec {
+        GpuSpec {
+            name: gpu.name.clone(),
+            total_bytes: (gpu.torch_total_gib * GIB) as u64,
+            count,
+        }
+    }
+}
+
 /// Everything a plan depends on. `None` = the engine's default for this version and GPU.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanRequest {

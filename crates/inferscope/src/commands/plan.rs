@@ -623,11 +623,7 @@ fn target_gpu(
         (Some(name), _) => {
             let g = gpus::lookup(name).map_err(anyhow::Error::msg)?;
             (
-                inferscope_plan::plan::GpuSpec {
-                    name: g.name.clone(),
-                    total_bytes: (g.torch_total_gib * GIB) as u64,
-                    count: args.gpus.unwrap_or(8),
-                },
+                inferscope_plan::plan::GpuSpec::from_catalog(g, args.gpus.unwrap_or(8)),
                 Vec::new(),
                 format!(
                     "{} (catalog; torch-visible {:.2} GiB, {})",
@@ -638,11 +634,7 @@ fn target_gpu(
         (None, Some(gib)) => {
             let g = gpus::custom(gib).map_err(anyhow::Error::msg)?;
             (
-                inferscope_plan::plan::GpuSpec {
-                    name: g.name.clone(),
-                    total_bytes: (gib * GIB) as u64,
-                    count: args.gpus.unwrap_or(8),
-                },
+                inferscope_plan::plan::GpuSpec::from_catalog(&g, args.gpus.unwrap_or(8)),
                 Vec::new(),
                 format!("--gpu-memory-gib {gib} (bandwidth and TFLOPS unknown)"),
             )
@@ -671,11 +663,7 @@ fn suggestions_for(
         .map(|all| {
             all.iter()
                 .filter(|g| g.torch_total_gib * GIB > gpu.total_bytes as f64)
-                .map(|g| inferscope_plan::plan::GpuSpec {
-                    name: g.name.clone(),
-                    total_bytes: (g.torch_total_gib * GIB) as u64,
-                    count: gpu.count,
-                })
+                .map(|g| inferscope_plan::plan::GpuSpec::from_catalog(g, gpu.count))
                 .collect()
         })
         .unwrap_or_default();
