@@ -103,6 +103,10 @@ pub struct StartupLog {
     pub engine_version: Option<String>,
     /// vLLM: the V1 engine (`Some(true)`), V0 (`Some(false)`), unknown.
     pub vllm_v1: Option<bool>,
+    /// vLLM: top-k/top-p sampling by FlashInfer (`Some(true)`: "Using FlashInfer for top-p &
+    /// top-k sampling"), by PyTorch (`Some(false)`: "Falling back to the PyTorch-native
+    /// implementation of top-p & top-k sampling"), or not said.
+    pub vllm_flashinfer_sampler: Option<bool>,
     /// Arguments `(name, value)` from `non-default args`, `ServerArgs(...)`, `Args { ... }` or a
     /// command line, names with `-` turned into `_`, values as printed (quotes removed).
     pub args: Vec<(String, String)>,
@@ -479,6 +483,11 @@ fn scan_engine(l: &mut Line, log: &mut StartupLog) {
         if log.vllm_v1.is_none() {
             log.vllm_v1 = Some(t.contains("V1 LLM engine"));
         }
+    }
+    if t.contains("Using FlashInfer for top-p & top-k sampling") {
+        log.vllm_flashinfer_sampler.get_or_insert(true);
+    } else if t.contains("PyTorch-native implementation of top-p & top-k sampling") {
+        log.vllm_flashinfer_sampler.get_or_insert(false);
     }
     if t.contains("EngineCore") || t.contains("Worker_TP") || t.contains("[gpu_model_runner.py") {
         engine(log, Engine::Vllm);
@@ -992,6 +1001,23 @@ mod tests {
         assert_eq!(
             log.figure("max_concurrency_request_tokens").unwrap().value,
             32768.0
+        );
+    }
+
+    /// vLLM 0.8.5–0.11 says once which top-k/top-p sampler it uses (topk_topp_sampler.py).
+    #[test]
+    fn vllm_sampler_lines() {
+        let with = p(
+            "(EngineCore_DP0 pid=1) INFO 04-30 10:00:00 [topk_topp_sampler.py:44] Using FlashInfer for top-p & top-k sampling.\n",
+        );
+        assert_eq!(with.vllm_flashinfer_sampler, Some(true));
+        let without = p(
+            "(EngineCore_DP0 pid=1) WARNING 04-30 10:00:00 [topk_topp_sampler.py:63] FlashInfer is not available. Falling back to the PyTorch-native implementation of top-p & top-k sampling. For the best performance, please install FlashInfer.\n",
+        );
+        assert_eq!(without.vllm_flashinfer_sampler, Some(false));
+        assert_eq!(
+            p("INFO vLLM API server version 0.11.0\n").vllm_flashinfer_sampler,
+            None
         );
     }
 

@@ -420,6 +420,7 @@ fn request(log: &StartupLog, r: &StartupReport, m: &Measured) -> Result<PlanRequ
     req.pp = pp;
     req.engine_version = log.engine_version.clone();
     req.v1 = log.vllm_v1;
+    req.flashinfer_sampler = log.vllm_flashinfer_sampler;
     req.max_model_len = arg_u(
         log,
         &["max_model_len", "context_length", "max_total_tokens"],

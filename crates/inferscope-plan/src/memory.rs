@@ -402,7 +402,8 @@ pub mod fitted {
     /// V0 ≤ 0.6.4: everything beyond weights and the derived activation (CUDA context growth,
     /// torch's cache), fitted on the calibration A6000 rows of vLLM 0.4.
     pub const V0_OVERHEAD_GIB: f64 = 0.984;
-    /// Bytes per logit of the dummy sampler run (fp32 logits, sorted copy, int64 indices).
+    /// Bytes per logit of the dummy sampler run without a full sort ([`super::SamplerPath::Fused`]:
+    /// the calibration rows are vLLM 0.19, whose top-k/top-p is a Triton kernel).
     pub const SAMPLER_BYTES_PER_LOGIT: f64 = 13.54;
     /// Fixed buffers of the V1 profile run.
     pub const V1_FIXED_GIB: f64 = 0.17;
@@ -463,6 +464,50 @@ pub fn non_torch_bytes(tp: u32, pp: u32, profiled: bool, link: Option<TpLink>) -
     (gib * GIB) as u64
 }
 
+/// How the dummy sampler run filters top-k/top-p, which sets its bytes per logit (the profile
+/// run asks for both: vLLM's `_dummy_sampler_run` passes `top_k = vocab − 1`, `top_p = 0.9`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SamplerPath {
+    /// No full sort: vLLM ≥ 0.17's Triton top-k/top-p kernel (≥ 8 rows), FlashInfer's sampler
+    /// where it is installed and on, and V0 (its sampler is inside the V0 fits). Bytes per
+    /// logit fitted: [`fitted::SAMPLER_BYTES_PER_LOGIT`].
+    Fused,
+    /// PyTorch sorts the whole `seqs × vocab` logits (vLLM V1 0.8.5–0.16 `apply_top_k_top_p`
+    /// by default): derived, [`torch_sort_bytes_per_logit`].
+    TorchSort,
+}
+
+/// Peak bytes per logit of V1's dummy sampler run when top-k/top-p sorts the logits with
+/// PyTorch (vLLM 0.8.5–0.16 `vllm/v1/sample/ops/topk_topp_sampler.py` `apply_top_k_top_p`),
+/// derived from what is alive at once, per logit:
+///
+/// * the model-dtype logits `_dummy_sampler_run` holds (`dtype_bytes`) and the fp32 copy
+///   `Sampler.forward` makes (4);
+/// * inside `logits.sort()`: its outputs (fp32 values 4, int64 indices 8) and the sort's own
+///   buffers (PyTorch `aten/src/ATen/native/cuda/SortStable.cu`): with ≥ 128 rows
+///   `segmented_sort_pairs`, int64 reverse indices (8) and cub `DeviceSegmentedRadixSort::
+///   SortPairs`'s alternate key and value buffers (4 + 8); with 2–127 rows
+///   `segmented_sort_pairs_by_full_sort`, two int2 index/segment arrays (16), a key output (4)
+///   and cub's alternates (4 + 8); one row sorts in place of its own small buffers;
+/// * after the sort: values and indices (12), the top-k mask (1), `probs_sort` (4, the cumsum
+///   writes into it), the top-p mask (1) and `scatter`'s new tensor (4).
+///
+/// The peak is the larger of the sort and the after-sort sets: 38 bytes for bf16 logits and
+/// 256 or more rows.
+pub fn torch_sort_bytes_per_logit(dtype_bytes: u64, seqs: u64) -> f64 {
+    let held = dtype_bytes as f64 + 4.0;
+    let outputs = 4.0 + 8.0;
+    let sort_buffers = match seqs {
+        0 | 1 => 0.0,
+        2..=127 => 16.0 + 4.0 + 12.0,
+        _ => 8.0 + 12.0,
+    };
+    let in_sort = held + outputs + sort_buffers;
+    let after_sort = held + outputs + 1.0 + 4.0 + 1.0 + 4.0;
+    in_sort.max(after_sort)
+}
+
 /// Inputs of the activation estimate.
 #[derive(Debug, Clone, Copy)]
 pub struct ProfileShape {
@@ -475,6 +520,8 @@ pub struct ProfileShape {
     pub v1: bool,
     /// Tensor-parallel size.
     pub tp: u32,
+    /// How the dummy sampler run sorts (the rule table's `sampler`).
+    pub sampler: SamplerPath,
 }
 
 /// The derived (not fitted) parts of the profile run's peak, bytes.
@@ -527,18 +574,23 @@ pub fn activation_terms(arch: &ModelArch, p: ProfileShape) -> ActivationTerms {
 /// Peak torch memory of the profiling run beyond the weights:
 ///
 /// ```text
-/// fixed + persistent + max(forward, SAMPLER_BYTES_PER_LOGIT × seqs × vocab) (+ vision encoder)
+/// fixed + persistent + max(forward, bytes per logit × seqs × vocab) (+ vision encoder)
 /// ```
 ///
 /// The forward pass ends before the sampler runs, so the peak is the larger of the two over
 /// what both keep (hidden states, MoE workspaces). The shape terms are derived
-/// ([`activation_terms`]); the sampler's bytes per logit and the fixed part are fitted
+/// ([`activation_terms`]); the sampler's bytes per logit are derived where PyTorch sorts the
+/// logits ([`SamplerPath::TorchSort`]) and fitted otherwise, and the fixed part is fitted
 /// ([`fitted`]). V0 without chunked prefill profiles a whole `max_model_len` sequence, so its
 /// forward term grows with the context; its fixed part is inside [`fitted::V0_OVERHEAD_GIB`].
 /// It does not shrink with TP: the logits are gathered on every rank.
 pub fn activation_bytes(arch: &ModelArch, p: ProfileShape) -> u64 {
     let a = activation_terms(arch, p);
-    let sampler = fitted::SAMPLER_BYTES_PER_LOGIT * a.logits;
+    let per_logit = match p.sampler {
+        SamplerPath::Fused => fitted::SAMPLER_BYTES_PER_LOGIT,
+        SamplerPath::TorchSort => torch_sort_bytes_per_logit(arch.dtype.bytes(), p.seqs),
+    };
+    let sampler = per_logit * a.logits;
     let vision = if a.vision {
         fitted::VISION_PROFILE_GIB * GIB
     } else {
@@ -683,4 +735,22 @@ pub fn kv_layout(
 /// Round to two decimals of GiB.
 pub fn gib2(bytes: f64) -> f64 {
     (bytes / GIB * 100.0).round() / 100.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn torch_sort_sampler_peak_per_logit() {
+        // bf16 logits, ≥ 128 rows: 2 + 4 held, 12 sort outputs, 8 + 12 sort buffers
+        assert_eq!(torch_sort_bytes_per_logit(2, 256), 38.0);
+        assert_eq!(torch_sort_bytes_per_logit(2, 1024), 38.0);
+        // 2–127 rows sort by a full sort with two index/segment arrays: 2 + 4 + 12 + 32
+        assert_eq!(torch_sort_bytes_per_logit(2, 64), 50.0);
+        // one row: the after-sort set is the peak (masks, probs_sort, scatter's output)
+        assert_eq!(torch_sort_bytes_per_logit(2, 1), 28.0);
+        // fp32 models hold fp32 logits
+        assert_eq!(torch_sort_bytes_per_logit(4, 256), 40.0);
+    }
 }

@@ -74,6 +74,9 @@ pub struct PlanRequest {
     pub engine_version: Option<String>,
     /// Force the V0 (`Some(false)`) or V1 (`Some(true)`) engine; default by version.
     pub v1: Option<bool>,
+    /// vLLM's sampler uses FlashInfer (`Some(true)`) or PyTorch (`Some(false)`) for top-k/top-p,
+    /// as a start-up log says; `None`: the release's default install (rule `sampler`).
+    pub flashinfer_sampler: Option<bool>,
     /// Offline `LLM()` class rather than the OpenAI server (changes V1 batch defaults).
     pub offline: bool,
     /// Concurrent sequences of `max_model_len` the user needs.
@@ -167,6 +170,7 @@ impl PlanRequest {
             engine: Engine::Vllm,
             engine_version: None,
             v1: None,
+            flashinfer_sampler: None,
             offline: false,
             concurrency: None,
             llama_cpp: LlamaCppSettings::default(),
@@ -503,6 +507,7 @@ struct StageInputs<'a> {
     profiled: bool,
     batched_tokens: u64,
     seqs: u64,
+    sampler: crate::memory::SamplerPath,
     graphs_in_budget: bool,
     v1: bool,
     usable: u64,
@@ -522,6 +527,7 @@ fn stages(req: &PlanRequest, i: &StageInputs) -> Stages {
         profiled,
         batched_tokens,
         seqs,
+        sampler,
         graphs_in_budget,
         v1,
         usable,
@@ -564,6 +570,7 @@ fn stages(req: &PlanRequest, i: &StageInputs) -> Stages {
                 seqs,
                 v1: profiled,
                 tp,
+                sampler,
             },
         );
         let range = stage_layers(arch.num_layers, stages, s);
@@ -798,6 +805,7 @@ fn release_rules(
         multimodal: arch.vision_params > 0,
         offline: req.offline,
         v1_forced: req.v1,
+        flashinfer_sampler: req.flashinfer_sampler,
         max_num_batched_tokens: req.max_num_batched_tokens,
         max_num_seqs: req.max_num_seqs,
         gpu_memory_utilization: req.gpu_memory_utilization,
@@ -805,6 +813,7 @@ fn release_rules(
         kv_fp8,
         dtype_fp32: arch.dtype == Dtype::F32,
         enforce_eager: req.enforce_eager,
+        dtype_bytes: arch.dtype.bytes(),
     })
 }
 
@@ -999,6 +1008,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
             profiled,
             batched_tokens,
             seqs,
+            sampler: rules.sampler,
             graphs_in_budget: rules.cuda_graph_in_budget,
             v1,
             usable,

@@ -7,7 +7,7 @@
 //! between two read ones gets the older one's rules; a rule first seen in a read release is
 //! applied from that release (the boundary is at most that precise). Pure: no I/O.
 
-use crate::memory::{EngineVersion, GIB};
+use crate::memory::{EngineVersion, GIB, SamplerPath, torch_sort_bytes_per_logit};
 use serde::{Deserialize, Serialize};
 
 /// Releases whose wheels were read for the rule table, oldest first.
@@ -94,6 +94,9 @@ pub struct VllmContext<'a> {
     pub offline: bool,
     /// V0/V1 forced by the caller (`VLLM_USE_V1`).
     pub v1_forced: Option<bool>,
+    /// The sampler's top-k/top-p is FlashInfer's (`Some(true)`) or PyTorch's (`Some(false)`),
+    /// as a start-up log says; `None`: the release's default.
+    pub flashinfer_sampler: Option<bool>,
     /// `--max-num-batched-tokens`.
     pub max_num_batched_tokens: Option<u64>,
     /// `--max-num-seqs`.
@@ -108,6 +111,8 @@ pub struct VllmContext<'a> {
     pub dtype_fp32: bool,
     /// `--enforce-eager`.
     pub enforce_eager: bool,
+    /// Bytes of one element in the model dtype (the logits `compute_logits` returns).
+    pub dtype_bytes: u64,
 }
 
 /// How non-torch memory enters the budget in a release.
@@ -145,6 +150,8 @@ pub struct VllmRules {
     pub block_size: u32,
     /// How non-torch memory is measured.
     pub non_torch: NonTorch,
+    /// How the dummy sampler run filters top-k/top-p.
+    pub sampler: SamplerPath,
     /// What applies, with sources.
     pub info: EngineRules,
 }
@@ -359,6 +366,50 @@ pub fn vllm(ctx: &VllmContext) -> VllmRules {
         },
     ));
 
+    // ---- the dummy sampler's top-k/top-p ----
+    let flashinfer = v1 && ctx.flashinfer_sampler == Some(true);
+    let sampler = if !v1 || at(0, 17, 0) || flashinfer {
+        SamplerPath::Fused
+    } else {
+        SamplerPath::TorchSort
+    };
+    let sort_bytes = torch_sort_bytes_per_logit(ctx.dtype_bytes, seqs);
+    rules.push(if flashinfer {
+        rule(
+            "sampler",
+            "FlashInfer's top-k/top-p (no full sort of the logits): fitted bytes per logit",
+            "as the log says (\"Using FlashInfer for top-p & top-k sampling\"): vllm/v1/sample/ops/topk_topp_sampler.py TopKTopPSampler.forward_cuda",
+        )
+    } else if !v1 {
+        rule(
+            "sampler",
+            "V0 sampler: inside the fitted V0 terms",
+            "0.4.2–0.10.2 vllm/model_executor/layers/sampler.py",
+        )
+    } else if at(0, 17, 0) {
+        rule(
+            "sampler",
+            "top-k/top-p by a Triton kernel (no full sort of the logits): fitted bytes per logit",
+            "0.17.0–0.34.0 vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p (HAS_TRITON and ≥ 8 rows: apply_top_k_top_p_triton)",
+        )
+    } else if at(0, 12, 0) {
+        rule(
+            "sampler",
+            format!(
+                "PyTorch sorts the logits ({sort_bytes} B per logit at the peak, derived); FlashInfer's sampler is opt-in (VLLM_USE_FLASHINFER_SAMPLER=1)"
+            ),
+            "0.12.0–0.16.0 vllm/v1/sample/ops/topk_topp_sampler.py TopKTopPSampler.__init__ (`if envs.VLLM_USE_FLASHINFER_SAMPLER`), apply_top_k_top_p (sort, softmax, cumsum, scatter); PyTorch aten/src/ATen/native/cuda/SortStable.cu",
+        )
+    } else {
+        rule(
+            "sampler",
+            format!(
+                "PyTorch sorts the logits ({sort_bytes} B per logit at the peak, derived): a pip install has no FlashInfer; where FlashInfer is installed (the vllm/vllm-openai image) its sampler runs and the peak is lower"
+            ),
+            "0.8.5–0.11.0 vllm/v1/sample/ops/topk_topp_sampler.py TopKTopPSampler.__init__ (FlashInfer only if importable), apply_top_k_top_p; wheel METADATA: flashinfer-python absent (0.8.5, 0.9.0) or an extra (0.10.2, 0.11.0); PyTorch aten/src/ATen/native/cuda/SortStable.cu",
+        )
+    });
+
     // ---- budget: utilization, non-torch, graphs ----
     let extensible = at(0, 34, 0) && ctx.gpu_memory_utilization.is_none();
     let default_util = if extensible {
@@ -474,6 +525,7 @@ pub fn vllm(ctx: &VllmContext) -> VllmRules {
         cuda_graph_in_budget,
         block_size,
         non_torch,
+        sampler,
         info: EngineRules {
             engine: "vllm".into(),
             requested_version: ctx.version.map(str::to_string),

@@ -182,6 +182,7 @@ pub fn warmup_activation(arch: &ModelArch, tokens: u64, tp: u32) -> u64 {
             seqs: 0,
             v1: true,
             tp,
+            sampler: crate::memory::SamplerPath::Fused,
         },
     );
     let logits = tokens

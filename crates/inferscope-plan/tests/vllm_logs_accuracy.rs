@@ -382,6 +382,8 @@ fn calibration_fit() {
                 seqs: 1024,
                 v1: true,
                 tp: req.tp,
+                // the calibration rows are vLLM 0.19 (Triton top-k/top-p) and V0
+                sampler: inferscope_plan::memory::SamplerPath::Fused,
             },
         );
         let y = act * GIB - t.persistent;

@@ -101,6 +101,25 @@ fn engine_version_selects_the_release_rules_with_sources() {
     );
 }
 
+/// The dummy sampler run's top-k/top-p: PyTorch sorts the whole `max_num_seqs × vocab` logits
+/// in V1 before 0.17 (derived bytes per logit), a Triton kernel does it without a sort from
+/// 0.17 (the fitted constant). Same model, GPU and batch: only the sampler term moves.
+#[test]
+fn the_sampler_rule_follows_the_release() {
+    let opts = ["--max-model-len", "8192", "--gpu-memory-utilization", "0.9"];
+    let sorted = plan_json("h100-sxm", Some("0.16.0"), &opts);
+    let fused = plan_json("h100-sxm", Some("0.17.0"), &opts);
+    assert!(rule(&sorted, "sampler").starts_with("PyTorch sorts the logits (38 B per logit"));
+    assert!(rule(&fused, "sampler").starts_with("top-k/top-p by a Triton kernel"));
+    assert!(rule(&plan_json("h100-sxm", Some("0.10.2"), &opts), "sampler").contains("pip install"));
+    assert!(rule(&plan_json("h100-sxm", Some("0.6.4"), &opts), "sampler").starts_with("V0"));
+    // 1024 rows (H100 default) × 128,256 logits: (38 − 13.54) B each ≈ 2.99 GiB more activation
+    let act = |v: &Value| v["per_gpu"]["activation_gib"].as_f64().unwrap();
+    let more = act(&sorted) - act(&fused);
+    let expected = 1024.0 * 128_256.0 * (38.0 - 13.54) / f64::from(1u32 << 30);
+    assert!((more - expected).abs() < 0.02, "{more} vs {expected}");
+}
+
 #[test]
 fn long_context_v0_uses_chunked_prefill_and_old_gpus_fall_back_to_v0() {
     // 0.6.4: max_model_len > 32768 turns chunked prefill on: 512 tokens, not a whole sequence
