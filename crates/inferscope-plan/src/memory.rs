@@ -470,11 +470,12 @@ pub fn non_torch_bytes(tp: u32, pp: u32, profiled: bool, link: Option<TpLink>) -
 #[serde(rename_all = "snake_case")]
 pub enum SamplerPath {
     /// No full sort: vLLM ≥ 0.17's Triton top-k/top-p kernel (≥ 8 rows), FlashInfer's sampler
-    /// where it is installed and on, and V0 (its sampler is inside the V0 fits). Bytes per
-    /// logit fitted: [`fitted::SAMPLER_BYTES_PER_LOGIT`].
+    /// where it is installed and on; also V0 ≤ 0.6.4, whose sampler is inside the fitted V0
+    /// overhead. Bytes per logit fitted: [`fitted::SAMPLER_BYTES_PER_LOGIT`].
     Fused,
-    /// PyTorch sorts the whole `seqs × vocab` logits (vLLM V1 0.8.5–0.16 `apply_top_k_top_p`
-    /// by default): derived, [`torch_sort_bytes_per_logit`].
+    /// PyTorch sorts the whole `seqs × vocab` logits (vLLM V1 0.8.5–0.16 `apply_top_k_top_p`,
+    /// V0 0.6.6–0.10.2 `_apply_top_k_top_p`, by default): derived,
+    /// [`torch_sort_bytes_per_logit`].
     TorchSort,
 }
 
@@ -496,6 +497,18 @@ pub enum SamplerPath {
 /// The peak is the larger of the sort and the after-sort sets: 38 bytes for bf16 logits and
 /// 256 or more rows.
 pub fn torch_sort_bytes_per_logit(dtype_bytes: u64, seqs: u64) -> f64 {
+    torch_sort_peak(dtype_bytes, seqs, true)
+}
+
+/// [`torch_sort_bytes_per_logit`] for V0's sampler (0.6.6–0.10.2
+/// `vllm/model_executor/layers/sampler.py` `_apply_top_k_top_p`): the same sort, but its
+/// `cumsum` makes a new tensor (4 more bytes after the sort), and the scatter fills an
+/// `empty_like` copy. The peak is still the sort for two rows or more.
+pub fn torch_sort_bytes_per_logit_v0(dtype_bytes: u64, seqs: u64) -> f64 {
+    torch_sort_peak(dtype_bytes, seqs, false)
+}
+
+fn torch_sort_peak(dtype_bytes: u64, seqs: u64, cumsum_in_place: bool) -> f64 {
     let held = dtype_bytes as f64 + 4.0;
     let outputs = 4.0 + 8.0;
     let sort_buffers = match seqs {
@@ -504,7 +517,8 @@ pub fn torch_sort_bytes_per_logit(dtype_bytes: u64, seqs: u64) -> f64 {
         _ => 8.0 + 12.0,
     };
     let in_sort = held + outputs + sort_buffers;
-    let after_sort = held + outputs + 1.0 + 4.0 + 1.0 + 4.0;
+    let cumsum = if cumsum_in_place { 0.0 } else { 4.0 };
+    let after_sort = held + outputs + 1.0 + 4.0 + cumsum + 1.0 + 4.0;
     in_sort.max(after_sort)
 }
 
@@ -522,6 +536,8 @@ pub struct ProfileShape {
     pub tp: u32,
     /// How the dummy sampler run sorts (the rule table's `sampler`).
     pub sampler: SamplerPath,
+    /// The V1 engine (V0's sampler differs a little, [`torch_sort_bytes_per_logit_v0`]).
+    pub v1_engine: bool,
 }
 
 /// The derived (not fitted) parts of the profile run's peak, bytes.
@@ -588,6 +604,9 @@ pub fn activation_bytes(arch: &ModelArch, p: ProfileShape) -> u64 {
     let a = activation_terms(arch, p);
     let per_logit = match p.sampler {
         SamplerPath::Fused => fitted::SAMPLER_BYTES_PER_LOGIT,
+        SamplerPath::TorchSort if !p.v1_engine => {
+            torch_sort_bytes_per_logit_v0(arch.dtype.bytes(), p.seqs)
+        }
         SamplerPath::TorchSort => torch_sort_bytes_per_logit(arch.dtype.bytes(), p.seqs),
     };
     let sampler = per_logit * a.logits;
@@ -752,5 +771,8 @@ mod tests {
         assert_eq!(torch_sort_bytes_per_logit(2, 1), 28.0);
         // fp32 models hold fp32 logits
         assert_eq!(torch_sort_bytes_per_logit(4, 256), 40.0);
+        // V0: the same sort; its cumsum is a new tensor, which matters only for one row
+        assert_eq!(torch_sort_bytes_per_logit_v0(2, 256), 38.0);
+        assert_eq!(torch_sort_bytes_per_logit_v0(2, 1), 32.0);
     }
 }

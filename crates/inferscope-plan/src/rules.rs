@@ -7,7 +7,9 @@
 //! between two read ones gets the older one's rules; a rule first seen in a read release is
 //! applied from that release (the boundary is at most that precise). Pure: no I/O.
 
-use crate::memory::{EngineVersion, GIB, SamplerPath, torch_sort_bytes_per_logit};
+use crate::memory::{
+    EngineVersion, GIB, SamplerPath, torch_sort_bytes_per_logit, torch_sort_bytes_per_logit_v0,
+};
 use serde::{Deserialize, Serialize};
 
 /// Releases whose wheels were read for the rule table, oldest first.
@@ -368,23 +370,36 @@ pub fn vllm(ctx: &VllmContext) -> VllmRules {
 
     // ---- the dummy sampler's top-k/top-p ----
     let flashinfer = v1 && ctx.flashinfer_sampler == Some(true);
-    let sampler = if !v1 || at(0, 17, 0) || flashinfer {
+    let v0_fitted = !v1 && !at(0, 6, 6);
+    let sampler = if v0_fitted || (v1 && at(0, 17, 0)) || flashinfer {
         SamplerPath::Fused
     } else {
         SamplerPath::TorchSort
     };
-    let sort_bytes = torch_sort_bytes_per_logit(ctx.dtype_bytes, seqs);
+    let sort_bytes = if v1 {
+        torch_sort_bytes_per_logit(ctx.dtype_bytes, seqs)
+    } else {
+        torch_sort_bytes_per_logit_v0(ctx.dtype_bytes, seqs)
+    };
     rules.push(if flashinfer {
         rule(
             "sampler",
             "FlashInfer's top-k/top-p (no full sort of the logits): fitted bytes per logit",
             "as the log says (\"Using FlashInfer for top-p & top-k sampling\"): vllm/v1/sample/ops/topk_topp_sampler.py TopKTopPSampler.forward_cuda",
         )
+    } else if v0_fitted {
+        rule(
+            "sampler",
+            "V0 sampler: inside the fitted V0 overhead (its calibration rows are 0.4)",
+            "0.4.2–0.6.4 vllm/model_executor/layers/sampler.py",
+        )
     } else if !v1 {
         rule(
             "sampler",
-            "V0 sampler: inside the fitted V0 terms",
-            "0.4.2–0.10.2 vllm/model_executor/layers/sampler.py",
+            format!(
+                "V0: PyTorch sorts the logits ({sort_bytes} B per logit at the peak, derived); FlashInfer only with VLLM_USE_FLASHINFER_SAMPLER=1"
+            ),
+            "0.6.6–0.10.2 vllm/worker/model_runner.py ModelRunner.profile_run (SamplingParams(top_p=0.99, top_k=vocab − 1)); vllm/model_executor/layers/sampler.py Sampler.forward, _apply_top_k_top_p; PyTorch aten/src/ATen/native/cuda/SortStable.cu",
         )
     } else if at(0, 17, 0) {
         rule(

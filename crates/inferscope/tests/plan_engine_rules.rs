@@ -112,7 +112,15 @@ fn the_sampler_rule_follows_the_release() {
     assert!(rule(&sorted, "sampler").starts_with("PyTorch sorts the logits (38 B per logit"));
     assert!(rule(&fused, "sampler").starts_with("top-k/top-p by a Triton kernel"));
     assert!(rule(&plan_json("h100-sxm", Some("0.10.2"), &opts), "sampler").contains("pip install"));
-    assert!(rule(&plan_json("h100-sxm", Some("0.6.4"), &opts), "sampler").starts_with("V0"));
+    assert!(
+        rule(&plan_json("h100-sxm", Some("0.6.4"), &opts), "sampler")
+            .starts_with("V0 sampler: inside the fitted V0 overhead")
+    );
+    // V0 from 0.6.6 (memory_profiling) sorts too: its dummy requests ask top_p 0.99, top_k vocab − 1
+    assert!(
+        rule(&plan_json("h100-sxm", Some("0.7.3"), &opts), "sampler")
+            .starts_with("V0: PyTorch sorts the logits (38 B per logit")
+    );
     // 1024 rows (H100 default) × 128,256 logits: (38 − 13.54) B each ≈ 2.99 GiB more activation
     let act = |v: &Value| v["per_gpu"]["activation_gib"].as_f64().unwrap();
     let more = act(&sorted) - act(&fused);
