@@ -3,7 +3,8 @@
 //!
 //! The rules were read from the released wheels (`pip download vllm==X --no-deps
 //! --only-binary :all:`), one per release where a rule changes: 0.4.2, 0.5.3, 0.6.4, 0.6.6,
-//! 0.7.0, 0.7.3, 0.8.5, 0.9.0, 0.10.2, 0.11.0, 0.19.0, 0.20.0 and 0.34.0 (newest). A release
+//! 0.7.0, 0.7.3, 0.8.5, 0.9.0, 0.10.2, 0.11.0, 0.12.0, 0.17.0, 0.19.0, 0.20.0 and 0.34.0
+//! (newest); for the sampler rule also 0.13.0–0.16.0 and 0.18.0. A release
 //! between two read ones gets the older one's rules; a rule first seen in a read release is
 //! applied from that release (the boundary is at most that precise). Pure: no I/O.
 
@@ -24,6 +25,8 @@ pub const RELEASES_READ: &[EngineVersion] = &[
     v(0, 9, 0),
     v(0, 10, 2),
     v(0, 11, 0),
+    v(0, 12, 0),
+    v(0, 17, 0),
     v(0, 19, 0),
     v(0, 20, 0),
     v(0, 34, 0),
