@@ -867,40 +867,16 @@ mod tests {
     fn set_specs() {
         let s: SetSpec = "np=1, 4".parse().unwrap();
         assert_eq!(s.values, vec!["1", "4"]);
-        assert!(
-            "np".parse::<SetSpec>()
-                .unwrap_err()
-                .to_string()
-                .contains("NAME=v1")
-        );
-        assert!(
-            "np=1,,2"
-                .parse::<SetSpec>()
-                .unwrap_err()
-                .to_string()
-                .contains("empty")
-        );
-        assert!(
-            "np=1,1"
-                .parse::<SetSpec>()
-                .unwrap_err()
-                .to_string()
-                .contains("twice")
-        );
-        assert!(
-            "port=1"
-                .parse::<SetSpec>()
-                .unwrap_err()
-                .to_string()
-                .contains("filled by tune")
-        );
-        assert!(
-            "a b=1"
-                .parse::<SetSpec>()
-                .unwrap_err()
-                .to_string()
-                .contains("letters")
-        );
+        for (bad, says) in [
+            ("np", "NAME=v1"),
+            ("np=1,,2", "empty"),
+            ("np=1,1", "twice"),
+            ("port=1", "filled by tune"),
+            ("a b=1", "letters"),
+        ] {
+            let e = bad.parse::<SetSpec>().unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -473,53 +473,49 @@ pub enum SamplerPath {
     /// where it is installed and on; also V0 ≤ 0.6.4, whose sampler is inside the fitted V0
     /// overhead. Bytes per logit fitted: [`fitted::SAMPLER_BYTES_PER_LOGIT`].
     Fused,
-    /// PyTorch sorts the whole `seqs × vocab` logits (vLLM V1 0.8.5–0.16 `apply_top_k_top_p`,
-    /// V0 0.6.6–0.10.2 `_apply_top_k_top_p`, by default): derived,
-    /// [`torch_sort_bytes_per_logit`].
+    /// PyTorch sorts the whole `seqs × vocab` logits: V1 0.8.5–0.16
+    /// `vllm/v1/sample/ops/topk_topp_sampler.py` `apply_top_k_top_p` (its `cumsum` writes into
+    /// `probs_sort`), by default. Derived, see [`SamplerPath::bytes_per_logit`].
     TorchSort,
+    /// The same sort in V0's sampler, 0.6.6–0.10.2 `vllm/model_executor/layers/sampler.py`
+    /// `_apply_top_k_top_p`: its `cumsum` makes a new tensor (4 more bytes after the sort).
+    TorchSortV0,
 }
 
-/// Peak bytes per logit of V1's dummy sampler run when top-k/top-p sorts the logits with
-/// PyTorch (vLLM 0.8.5–0.16 `vllm/v1/sample/ops/topk_topp_sampler.py` `apply_top_k_top_p`),
-/// derived from what is alive at once, per logit:
-///
-/// * the model-dtype logits `_dummy_sampler_run` holds (`dtype_bytes`) and the fp32 copy
-///   `Sampler.forward` makes (4);
-/// * inside `logits.sort()`: its outputs (fp32 values 4, int64 indices 8) and the sort's own
-///   buffers (PyTorch `aten/src/ATen/native/cuda/SortStable.cu`): with ≥ 128 rows
-///   `segmented_sort_pairs`, int64 reverse indices (8) and cub `DeviceSegmentedRadixSort::
-///   SortPairs`'s alternate key and value buffers (4 + 8); with 2–127 rows
-///   `segmented_sort_pairs_by_full_sort`, two int2 index/segment arrays (16), a key output (4)
-///   and cub's alternates (4 + 8); one row sorts in place of its own small buffers;
-/// * after the sort: values and indices (12), the top-k mask (1), `probs_sort` (4, the cumsum
-///   writes into it), the top-p mask (1) and `scatter`'s new tensor (4).
-///
-/// The peak is the larger of the sort and the after-sort sets: 38 bytes for bf16 logits and
-/// 256 or more rows.
-pub fn torch_sort_bytes_per_logit(dtype_bytes: u64, seqs: u64) -> f64 {
-    torch_sort_peak(dtype_bytes, seqs, true)
-}
-
-/// [`torch_sort_bytes_per_logit`] for V0's sampler (0.6.6–0.10.2
-/// `vllm/model_executor/layers/sampler.py` `_apply_top_k_top_p`): the same sort, but its
-/// `cumsum` makes a new tensor (4 more bytes after the sort), and the scatter fills an
-/// `empty_like` copy. The peak is still the sort for two rows or more.
-pub fn torch_sort_bytes_per_logit_v0(dtype_bytes: u64, seqs: u64) -> f64 {
-    torch_sort_peak(dtype_bytes, seqs, false)
-}
-
-fn torch_sort_peak(dtype_bytes: u64, seqs: u64, cumsum_in_place: bool) -> f64 {
-    let held = dtype_bytes as f64 + 4.0;
-    let outputs = 4.0 + 8.0;
-    let sort_buffers = match seqs {
-        0 | 1 => 0.0,
-        2..=127 => 16.0 + 4.0 + 12.0,
-        _ => 8.0 + 12.0,
-    };
-    let in_sort = held + outputs + sort_buffers;
-    let cumsum = if cumsum_in_place { 0.0 } else { 4.0 };
-    let after_sort = held + outputs + 1.0 + 4.0 + cumsum + 1.0 + 4.0;
-    in_sort.max(after_sort)
+impl SamplerPath {
+    /// Peak bytes per logit of the dummy sampler run. Fitted for [`SamplerPath::Fused`];
+    /// where PyTorch sorts, derived from what is alive at once, per logit:
+    ///
+    /// * the model-dtype logits `_dummy_sampler_run` holds (`dtype_bytes`) and the fp32 copy
+    ///   `Sampler.forward` makes (4);
+    /// * inside `logits.sort()`: its outputs (fp32 values 4, int64 indices 8) and the sort's
+    ///   own buffers (PyTorch `aten/src/ATen/native/cuda/SortStable.cu`): with ≥ 128 rows
+    ///   `segmented_sort_pairs`, int64 reverse indices (8) and cub `DeviceSegmentedRadixSort::
+    ///   SortPairs`'s alternate key and value buffers (4 + 8); with 2–127 rows
+    ///   `segmented_sort_pairs_by_full_sort`, two int2 index/segment arrays (16), a key output
+    ///   (4) and cub's alternates (4 + 8); one row sorts in place of its own small buffers;
+    /// * after the sort: values and indices (12), the top-k mask (1), `probs_sort` (4), V0's
+    ///   separate `cumsum` (4), the top-p mask (1) and the scattered result (4).
+    ///
+    /// The peak is the larger of the sort and the after-sort sets: 38 bytes for bf16 logits and
+    /// 256 or more rows.
+    pub fn bytes_per_logit(self, dtype_bytes: u64, seqs: u64) -> f64 {
+        let cumsum = match self {
+            SamplerPath::Fused => return fitted::SAMPLER_BYTES_PER_LOGIT,
+            SamplerPath::TorchSort => 0.0,
+            SamplerPath::TorchSortV0 => 4.0,
+        };
+        let held = dtype_bytes as f64 + 4.0;
+        let outputs = 4.0 + 8.0;
+        let sort_buffers = match seqs {
+            0 | 1 => 0.0,
+            2..=127 => 16.0 + 4.0 + 12.0,
+            _ => 8.0 + 12.0,
+        };
+        let in_sort = held + outputs + sort_buffers;
+        let after_sort = held + outputs + 1.0 + 4.0 + cumsum + 1.0 + 4.0;
+        in_sort.max(after_sort)
+    }
 }
 
 /// Inputs of the activation estimate.
@@ -536,8 +532,6 @@ pub struct ProfileShape {
     pub tp: u32,
     /// How the dummy sampler run sorts (the rule table's `sampler`).
     pub sampler: SamplerPath,
-    /// The V1 engine (V0's sampler differs a little, [`torch_sort_bytes_per_logit_v0`]).
-    pub v1_engine: bool,
 }
 
 /// The derived (not fitted) parts of the profile run's peak, bytes.
@@ -596,20 +590,13 @@ pub fn activation_terms(arch: &ModelArch, p: ProfileShape) -> ActivationTerms {
 /// The forward pass ends before the sampler runs, so the peak is the larger of the two over
 /// what both keep (hidden states, MoE workspaces). The shape terms are derived
 /// ([`activation_terms`]); the sampler's bytes per logit are derived where PyTorch sorts the
-/// logits ([`SamplerPath::TorchSort`]) and fitted otherwise, and the fixed part is fitted
+/// logits ([`SamplerPath::bytes_per_logit`]) and fitted otherwise, and the fixed part is fitted
 /// ([`fitted`]). V0 without chunked prefill profiles a whole `max_model_len` sequence, so its
 /// forward term grows with the context; its fixed part is inside [`fitted::V0_OVERHEAD_GIB`].
 /// It does not shrink with TP: the logits are gathered on every rank.
 pub fn activation_bytes(arch: &ModelArch, p: ProfileShape) -> u64 {
     let a = activation_terms(arch, p);
-    let per_logit = match p.sampler {
-        SamplerPath::Fused => fitted::SAMPLER_BYTES_PER_LOGIT,
-        SamplerPath::TorchSort if !p.v1_engine => {
-            torch_sort_bytes_per_logit_v0(arch.dtype.bytes(), p.seqs)
-        }
-        SamplerPath::TorchSort => torch_sort_bytes_per_logit(arch.dtype.bytes(), p.seqs),
-    };
-    let sampler = per_logit * a.logits;
+    let sampler = p.sampler.bytes_per_logit(arch.dtype.bytes(), p.seqs) * a.logits;
     let vision = if a.vision {
         fitted::VISION_PROFILE_GIB * GIB
     } else {
@@ -762,17 +749,23 @@ mod tests {
 
     #[test]
     fn torch_sort_sampler_peak_per_logit() {
+        let v1 = |dt, seqs| SamplerPath::TorchSort.bytes_per_logit(dt, seqs);
+        let v0 = |dt, seqs| SamplerPath::TorchSortV0.bytes_per_logit(dt, seqs);
         // bf16 logits, ≥ 128 rows: 2 + 4 held, 12 sort outputs, 8 + 12 sort buffers
-        assert_eq!(torch_sort_bytes_per_logit(2, 256), 38.0);
-        assert_eq!(torch_sort_bytes_per_logit(2, 1024), 38.0);
+        assert_eq!(v1(2, 256), 38.0);
+        assert_eq!(v1(2, 1024), 38.0);
         // 2–127 rows sort by a full sort with two index/segment arrays: 2 + 4 + 12 + 32
-        assert_eq!(torch_sort_bytes_per_logit(2, 64), 50.0);
+        assert_eq!(v1(2, 64), 50.0);
         // one row: the after-sort set is the peak (masks, probs_sort, scatter's output)
-        assert_eq!(torch_sort_bytes_per_logit(2, 1), 28.0);
+        assert_eq!(v1(2, 1), 28.0);
         // fp32 models hold fp32 logits
-        assert_eq!(torch_sort_bytes_per_logit(4, 256), 40.0);
+        assert_eq!(v1(4, 256), 40.0);
         // V0: the same sort; its cumsum is a new tensor, which matters only for one row
-        assert_eq!(torch_sort_bytes_per_logit_v0(2, 256), 38.0);
-        assert_eq!(torch_sort_bytes_per_logit_v0(2, 1), 32.0);
+        assert_eq!(v0(2, 256), 38.0);
+        assert_eq!(v0(2, 1), 32.0);
+        assert_eq!(
+            SamplerPath::Fused.bytes_per_logit(2, 256),
+            fitted::SAMPLER_BYTES_PER_LOGIT
+        );
     }
 }

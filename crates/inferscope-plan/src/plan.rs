@@ -571,7 +571,6 @@ fn stages(req: &PlanRequest, i: &StageInputs) -> Stages {
                 v1: profiled,
                 tp,
                 sampler,
-                v1_engine: v1,
             },
         );
         let range = stage_layers(arch.num_layers, stages, s);

@@ -8,9 +8,7 @@
 //! between two read ones gets the older one's rules; a rule first seen in a read release is
 //! applied from that release (the boundary is at most that precise). Pure: no I/O.
 
-use crate::memory::{
-    EngineVersion, GIB, SamplerPath, torch_sort_bytes_per_logit, torch_sort_bytes_per_logit_v0,
-};
+use crate::memory::{EngineVersion, GIB, SamplerPath};
 use serde::{Deserialize, Serialize};
 
 /// Releases whose wheels were read for the rule table, oldest first.
@@ -376,14 +374,12 @@ pub fn vllm(ctx: &VllmContext) -> VllmRules {
     let v0_fitted = !v1 && !at(0, 6, 6);
     let sampler = if v0_fitted || (v1 && at(0, 17, 0)) || flashinfer {
         SamplerPath::Fused
-    } else {
+    } else if v1 {
         SamplerPath::TorchSort
-    };
-    let sort_bytes = if v1 {
-        torch_sort_bytes_per_logit(ctx.dtype_bytes, seqs)
     } else {
-        torch_sort_bytes_per_logit_v0(ctx.dtype_bytes, seqs)
+        SamplerPath::TorchSortV0
     };
+    let sort_bytes = sampler.bytes_per_logit(ctx.dtype_bytes, seqs);
     rules.push(if flashinfer {
         rule(
             "sampler",

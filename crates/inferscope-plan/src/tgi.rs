@@ -183,7 +183,6 @@ pub fn warmup_activation(arch: &ModelArch, tokens: u64, tp: u32) -> u64 {
             v1: true,
             tp,
             sampler: crate::memory::SamplerPath::Fused,
-            v1_engine: true,
         },
     );
     let logits = tokens

@@ -384,7 +384,6 @@ fn calibration_fit() {
                 tp: req.tp,
                 // the calibration rows are vLLM 0.19 (Triton top-k/top-p) and V0
                 sampler: inferscope_plan::memory::SamplerPath::Fused,
-                v1_engine: true,
             },
         );
         let y = act * GIB - t.persistent;

@@ -118,8 +118,8 @@ fn pcie_tensor_parallel_charges_no_nvlink_buffers() {
 }
 
 /// vLLM 0.10.2's dummy sampler run sorts the 256 × 151,936 logits with PyTorch when FlashInfer
-/// is not installed (a pip install): the derived 38 B per logit (`memory::
-/// torch_sort_bytes_per_logit`) make the activation peak 1.69 GiB against 1.40 logged (the
+/// is not installed (a pip install): the derived 38 B per logit (`memory::SamplerPath::
+/// bytes_per_logit`) make the activation peak 1.69 GiB against 1.40 logged (the
 /// fitted no-sort constant gave 0.81). Where the log says FlashInfer samples (the same log
 /// with vLLM's line for it added, as the vllm/vllm-openai image prints it), the no-sort
 /// constant applies again.
