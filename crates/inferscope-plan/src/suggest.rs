@@ -220,8 +220,10 @@ pub fn suggest(req: &PlanRequest, gpus: &[GpuSpec]) -> Vec<Suggestion> {
         }
     }
 
-    // 5. the engine's share of the GPU
-    if !llama && req.gpu_memory_utilization.unwrap_or(0.9) < 0.95 {
+    // 5. the engine's share of the GPU, only above the share the plan used (a release's default
+    //    may already be higher than 0.95: 0.34's extensible KV cache takes 1.0)
+    let used = current.per_gpu.total_gib / current.per_gpu.gpu_total_gib.max(f64::MIN_POSITIVE);
+    if !llama && used < 0.95 - 1e-6 {
         let mut r = req.clone();
         r.gpu_memory_utilization = Some(0.95);
         let p = plan(&r);
@@ -252,5 +254,21 @@ pub fn suggest(req: &PlanRequest, gpus: &[GpuSpec]) -> Vec<Suggestion> {
             ));
         }
     }
+    // Every suggestion was re-planned: show only those that move the plan the way they claim.
+    out.retain(|s| helps(s, &current));
     out
+}
+
+/// The re-planned change fits where the current plan did not, or fits and serves more
+/// full-length requests at once (never fewer, never a fit lost).
+pub fn helps(s: &Suggestion, current: &Plan) -> bool {
+    if s.fits && !current.fits {
+        return true;
+    }
+    if current.fits && !s.fits {
+        return false;
+    }
+    // both fit, or neither does (then more concurrency is progress toward fitting)
+    s.max_concurrency > current.max_concurrency * (1.0 + 1e-9)
+        || (s.max_concurrency >= current.max_concurrency && s.kv_cache_tokens > current.kv_cache_tokens)
 }
