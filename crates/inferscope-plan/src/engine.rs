@@ -24,6 +24,18 @@ pub enum Engine {
     LlamaCpp,
 }
 
+impl Engine {
+    /// The engine's name as users write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Vllm => "vLLM",
+            Engine::Sglang => "SGLang",
+            Engine::Tgi => "text-generation-launcher (TGI)",
+            Engine::LlamaCpp => "llama-server",
+        }
+    }
+}
+
 /// Settings that change memory or speed, as the user gave them (`None` = engine default).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EngineSettings {
@@ -62,8 +74,11 @@ pub struct EngineSettings {
     pub llama_cpp: LlamaCppSettings,
     /// Flags understood but with no effect on the plan (host, port, API key...).
     pub no_memory_effect: Vec<String>,
-    /// Flags the planner does not know, with their values: listed, never dropped.
+    /// Flags the planner does not model, with their values: listed, never dropped.
     pub ignored: Vec<String>,
+    /// What the engine may make of the command differently (printed first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl EngineSettings {
@@ -86,6 +101,7 @@ impl EngineSettings {
             llama_cpp: LlamaCppSettings::default(),
             no_memory_effect: Vec::new(),
             ignored: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 }
@@ -206,7 +222,11 @@ enum Meaning {
 
 fn meaning(engine: Engine, flag: &str) -> Option<Meaning> {
     use Meaning::*;
-    let f = flag.replace('_', "-");
+    // vLLM and llama-server read `_` as `-` in `--` names; SGLang's argparse and TGI's clap do not.
+    let f = match engine {
+        Engine::Vllm | Engine::LlamaCpp => flag.replace('_', "-"),
+        Engine::Sglang | Engine::Tgi => flag.to_string(),
+    };
     Some(match (engine, f.as_str()) {
         (Engine::Vllm, "--tensor-parallel-size" | "-tp") => Tp,
         (Engine::Vllm, "--pipeline-parallel-size" | "-pp") => Pp,
@@ -327,8 +347,33 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
                 })
         };
         let next_value = args.get(i).filter(|a| !looks_like_flag(a));
-        let Some(m) = meaning(engine, &flag) else {
-            // Unknown: keep it, with what looks like its value.
+        // The engine's own parser first: a flag it refuses is an error here too; an
+        // abbreviation it accepts means the flag it stands for.
+        let checked = crate::flags::check(engine, &flag);
+        let resolved = match &checked {
+            crate::flags::FlagCheck::Known(canon) => meaning(engine, canon),
+            _ => None,
+        };
+        let m = meaning(engine, &flag).or(resolved);
+        if m.is_none() {
+            match checked {
+                crate::flags::FlagCheck::Unknown(near) => {
+                    return Err(err(format!(
+                        "{flag}: not an option of {} ({}){}",
+                        engine.name(),
+                        crate::flags::parser_of(engine),
+                        near.map_or(String::new(), |n| format!("; did you mean {n}?"))
+                    )));
+                }
+                crate::flags::FlagCheck::Ambiguous(hits) => s.warnings.push(format!(
+                    "{flag} abbreviates several options ({}); the engine's parser refuses an ambiguous abbreviation in releases where it is one",
+                    hits.join(", ")
+                )),
+                crate::flags::FlagCheck::Known(_) => {}
+            }
+        }
+        let Some(m) = m else {
+            // Known to the engine, not to the planner: keep it, with what looks like its value.
             match (inline, next_value) {
                 (Some(v), _) => s.ignored.push(format!("{flag}={v}")),
                 (None, Some(next)) => {
@@ -477,7 +522,7 @@ mod tests {
         let s = parse_command(&words(
             "vllm serve Qwen/Qwen2.5-72B-Instruct-AWQ --tensor-parallel-size 2 --max-model-len 32k \
              --gpu-memory-utilization=0.92 --kv-cache-dtype fp8 --enforce-eager --port 8000 \
-             --trust-remote-code --speculative-config {\"n\":1} --some-switch",
+             --trust-remote-code --speculative-config {\"n\":1} --disable-custom-all-reduce",
         ))
         .unwrap();
         assert_eq!(s.engine, Engine::Vllm);
@@ -490,7 +535,7 @@ mod tests {
         assert_eq!(s.no_memory_effect, ["--port 8000", "--trust-remote-code"]);
         assert_eq!(
             s.ignored,
-            ["--speculative-config {\"n\":1}", "--some-switch"]
+            ["--speculative-config {\"n\":1}", "--disable-custom-all-reduce"]
         );
     }
 

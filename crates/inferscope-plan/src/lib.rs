@@ -19,6 +19,7 @@ pub mod catalog;
 pub mod checkpoint;
 pub mod engine;
 pub mod find;
+pub mod flags;
 pub mod gguf_arch;
 pub mod gguf_quant;
 pub mod llama_cpp;

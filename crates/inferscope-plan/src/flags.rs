@@ -1,0 +1,174 @@
+//! Which flags each engine's own parser accepts, so a typo in a pasted command is the error the
+//! engine would give (exit 2, "did you mean --max-model-len?") instead of a plan made with the
+//! default. All four engines reject unknown options:
+//!
+//! - vLLM: `FlexibleArgumentParser` (vllm/utils/argparse_utils.py) is an argparse parser run
+//!   with `parse_args` ("unrecognized arguments"); it turns `_` into `-` in `--` names before
+//!   parsing, takes `--json-arg.key value`, `-O3`, and argparse's default `allow_abbrev=True`
+//!   (an unambiguous prefix of a long option is that option).
+//! - SGLang: `prepare_server_args` (sglang/srt/server_args.py) is a plain `argparse.ArgumentParser`
+//!   with `parse_args`: unknown options rejected, prefixes allowed, no `_` to `-` rewriting.
+//! - TGI: `text-generation-launcher` is a clap derive `Parser` (launcher/src/main.rs): unknown
+//!   arguments rejected, no prefixes.
+//! - llama-server: `common_params_parse` (common/arg.cpp) throws `error: invalid argument: X` for
+//!   an option not in its table; it turns `_` into `-` in `--` names; no prefixes.
+//!
+//! The lists (data/flags/*.txt) are the union over many releases, each file saying which, so a
+//! flag of any release is known.
+
+use crate::engine::Engine;
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
+/// What an engine's parser makes of one option word (the part before any `=`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlagCheck {
+    /// The engine knows it; the canonical spelling (an abbreviation resolved, `_` as `-`).
+    Known(String),
+    /// An abbreviation of several options (argparse refuses it in the release where that is
+    /// so; across releases the union cannot tell): the candidates.
+    Ambiguous(Vec<String>),
+    /// The engine refuses it; the closest known option, if one is close.
+    Unknown(Option<String>),
+}
+
+fn list(text: &'static str) -> BTreeSet<&'static str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+}
+
+fn known(engine: Engine) -> &'static BTreeSet<&'static str> {
+    static V: OnceLock<BTreeSet<&str>> = OnceLock::new();
+    static S: OnceLock<BTreeSet<&str>> = OnceLock::new();
+    static T: OnceLock<BTreeSet<&str>> = OnceLock::new();
+    static L: OnceLock<BTreeSet<&str>> = OnceLock::new();
+    match engine {
+        Engine::Vllm => V.get_or_init(|| list(include_str!("../data/flags/vllm.txt"))),
+        Engine::Sglang => S.get_or_init(|| list(include_str!("../data/flags/sglang.txt"))),
+        Engine::Tgi => T.get_or_init(|| list(include_str!("../data/flags/tgi.txt"))),
+        Engine::LlamaCpp => L.get_or_init(|| list(include_str!("../data/flags/llama_cpp.txt"))),
+    }
+}
+
+/// The engine's parser name and its words for a refused option, for the error.
+pub fn parser_of(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Vllm => "vLLM's argparse parser refuses unknown options (\"unrecognized arguments\")",
+        Engine::Sglang => {
+            "SGLang's argparse parser refuses unknown options (\"unrecognized arguments\")"
+        }
+        Engine::Tgi => "text-generation-launcher's clap parser refuses unknown arguments",
+        Engine::LlamaCpp => "llama-server refuses unknown options (\"error: invalid argument\")",
+    }
+}
+
+/// Check one option word (no `=value`) against the engine's parser.
+pub fn check(engine: Engine, word: &str) -> FlagCheck {
+    let set = known(engine);
+    let dashes_for_underscores = matches!(engine, Engine::Vllm | Engine::LlamaCpp);
+    let mut flag = word.to_string();
+    if engine == Engine::Vllm {
+        // `-O3`, `-O.level=3`: the optimization level; `--json-arg.key`: the JSON argument
+        if flag.starts_with("-O") && !flag.starts_with("--") {
+            return FlagCheck::Known("-O".into());
+        }
+        if let Some((base, _)) = flag.split_once('.') {
+            flag = base.to_string();
+        }
+    }
+    if dashes_for_underscores && flag.starts_with("--") {
+        flag = flag.replace('_', "-");
+    }
+    if set.contains(flag.as_str()) {
+        return FlagCheck::Known(flag);
+    }
+    // argparse's BooleanOptionalAction pairs `--x` with `--no-x` (vLLM's bool fields)
+    if engine == Engine::Vllm
+        && let Some(rest) = flag.strip_prefix("--no-")
+        && set.contains(format!("--{rest}").as_str())
+    {
+        return FlagCheck::Known(flag);
+    }
+    // argparse: an unambiguous prefix of a long option is that option
+    if matches!(engine, Engine::Vllm | Engine::Sglang) && flag.starts_with("--") && flag.len() > 2
+    {
+        let hits: Vec<String> = set
+            .range(flag.as_str()..)
+            .take_while(|k| k.starts_with(flag.as_str()))
+            .map(|k| k.to_string())
+            .collect();
+        match hits.len() {
+            0 => {}
+            1 => return FlagCheck::Known(hits.into_iter().next().unwrap_or_default()),
+            _ => return FlagCheck::Ambiguous(hits),
+        }
+    }
+    FlagCheck::Unknown(closest(set, &flag))
+}
+
+/// The known option nearest by edit distance, when near enough to be the one meant.
+fn closest(set: &BTreeSet<&'static str>, flag: &str) -> Option<String> {
+    let f = flag.replace('_', "-");
+    let (d, best) = set
+        .iter()
+        .map(|k| (distance(&f, k), *k))
+        .min_by_key(|(d, k)| (*d, k.len()))?;
+    (d <= (f.len() / 4).max(2)).then(|| best.to_string())
+}
+
+/// Levenshtein distance, with a swap of two neighbours counting one (the usual typo).
+fn distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for j in 0..=b.len() {
+        d[0][j] = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_parser_as_its_source_behaves() {
+        use FlagCheck::*;
+        let k = |s: &str| Known(s.to_string());
+        for (engine, word, want) in [
+            (Engine::Vllm, "--max-model-len", k("--max-model-len")),
+            (Engine::Vllm, "--max_model_len", k("--max-model-len")),
+            (Engine::Vllm, "--max-model", k("--max-model-len")),
+            (Engine::Vllm, "--no-enable-prefix-caching", k("--no-enable-prefix-caching")),
+            (Engine::Vllm, "--compilation-config.level", k("--compilation-config")),
+            (Engine::Vllm, "-O3", k("-O")),
+            (Engine::Vllm, "-tp", k("-tp")),
+            (Engine::Vllm, "--max-modle-len", Unknown(Some("--max-model-len".into()))),
+            (Engine::Sglang, "--tp-size", k("--tp-size")),
+            (Engine::Sglang, "--context-len", k("--context-length")),
+            (Engine::Sglang, "--context_length", Unknown(Some("--context-length".into()))),
+            (Engine::Tgi, "--max-total-tokens", k("--max-total-tokens")),
+            (Engine::Tgi, "--max-total", Unknown(None)),
+            (Engine::LlamaCpp, "--n_gpu_layers", k("--n-gpu-layers")),
+            (Engine::LlamaCpp, "-ngl", k("-ngl")),
+            (Engine::LlamaCpp, "--ctx-sise", Unknown(Some("--ctx-size".into()))),
+        ] {
+            assert_eq!(check(engine, word), want, "{engine:?} {word}");
+        }
+        assert!(matches!(check(Engine::Vllm, "--max"), Ambiguous(v) if v.len() > 3));
+    }
+}
