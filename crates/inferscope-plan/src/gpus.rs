@@ -108,6 +108,9 @@ pub struct GpuSpec {
     /// Names of fields whose value was not checked against a source.
     #[serde(default)]
     pub unverified: Vec<String>,
+    /// Where the part is sold when only in one region (China export variants); `None` = widely.
+    #[serde(default)]
+    pub region: Option<String>,
 }
 
 impl GpuSpec {
@@ -527,6 +530,7 @@ pub fn custom(total_gib: f64) -> Result<GpuSpec, GpuLookupError> {
             "described by --gpu-memory-gib only; vendor assumed NVIDIA; bandwidth, TFLOPS and links unknown",
         )),
         unverified: Vec::new(),
+        region: None,
     })
 }
 

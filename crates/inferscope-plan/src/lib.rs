@@ -25,6 +25,7 @@ pub mod gguf_quant;
 pub mod llama_cpp;
 pub mod memory;
 pub mod plan;
+pub mod prices;
 pub mod rules;
 pub mod sglang;
 pub mod suggest;

@@ -210,9 +210,20 @@ struct PlanCli {
     /// With --find: decode tokens/s each sequence must get (the engine's expected figure).
     #[arg(long, value_name = "TOKENS_PER_S", requires = "find")]
     min_tokens_per_s: Option<f64>,
-    /// Prompt tokens for the time-to-first-token bound (default min(1024, max_model_len)).
+    /// Prompt tokens for the time-to-first-token bound (default min(1024, max_model_len)); with
+    /// --find and --output-len, the context is their sum.
     #[arg(long, value_name = "TOKENS")]
     input_len: Option<u64>,
+    /// With --find and --input-len: output tokens per request (context = input + output).
+    #[arg(long, value_name = "TOKENS", requires = "find")]
+    output_len: Option<u64>,
+    /// With --find: rows to show (default 25 in the table, all in --json).
+    #[arg(long, value_name = "N", requires = "find")]
+    top: Option<usize>,
+    /// With --find: USD per GPU-hour per catalog GPU (CSV `GPU,USD`; docs/planner.md); ranks
+    /// by cost.
+    #[arg(long, value_name = "FILE", requires = "find")]
+    prices: Option<PathBuf>,
     /// Disk read speed for the model-load bound, GB/s (default 2).
     #[arg(long, value_name = "GBPS")]
     disk_gbps: Option<f64>,
@@ -257,6 +268,9 @@ impl PlanCli {
             input_len: self.input_len,
             disk_gbps: self.disk_gbps,
             engine: self.engine,
+            output_len: self.output_len,
+            top: self.top,
+            prices: self.prices,
             command: self.command,
         }
     }

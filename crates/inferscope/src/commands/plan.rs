@@ -57,6 +57,12 @@ pub struct PlanArgs {
     /// `--engine`: whose expected speed (vllm, sglang, tgi, trtllm, llama.cpp, mlc); default the
     /// pasted command's engine, else vllm.
     pub engine: Option<String>,
+    /// `--output-len` (with `--find` and `--input-len`: the context is their sum).
+    pub output_len: Option<u64>,
+    /// `--top N` (with `--find`): rows shown (default 25 in the table, all in JSON).
+    pub top: Option<usize>,
+    /// `--prices FILE` (with `--find`): USD per GPU-hour, ranks by cost.
+    pub prices: Option<PathBuf>,
     /// Words after `--`.
     pub command: Vec<String>,
 }
@@ -447,6 +453,12 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 .map_err(|e| anyhow::anyhow!("serving command: {e}"))?,
         )
     };
+    // What the engine may read differently from the plan comes first, not amid the figures.
+    if !args.json {
+        for w in settings.iter().flat_map(|s| &s.warnings) {
+            writeln!(out, "warning: {w}")?;
+        }
+    }
     let model_spec = args
         .model
         .clone()
@@ -575,6 +587,61 @@ fn speed_engine_of(
     })
 }
 
+/// The context `--find` plans every request for, and why: `--max-model-len`, the pasted
+/// command's, `--input-len` + `--output-len`, else the model's full context (what the engines
+/// reserve when no length is given; said first in the output, with the answer at 8k beside it).
+fn find_context(
+    args: &PlanArgs,
+    settings: Option<&EngineSettings>,
+    arch: &ModelArch,
+) -> anyhow::Result<(u64, String, bool)> {
+    if let Some(l) = args.flags.max_model_len {
+        return Ok((l, "--max-model-len".into(), false));
+    }
+    if let Some(l) = settings.and_then(|s| s.max_model_len) {
+        return Ok((l, "the serving command's context flag".into(), false));
+    }
+    match (args.input_len, args.output_len) {
+        (Some(i), Some(o)) => Ok((
+            i.saturating_add(o),
+            format!("--input-len {i} + --output-len {o}"),
+            false,
+        )),
+        (Some(_), None) | (None, Some(_)) => bail!(
+            "--find needs both --input-len and --output-len to size the context (or --max-model-len)"
+        ),
+        (None, None) => Ok((
+            arch.max_position_embeddings,
+            format!(
+                "the model's full context ({} tokens, max_position_embeddings) — what vLLM reserves when --max-model-len is not given; pass --max-model-len N or --input-len/--output-len for your requests",
+                arch.max_position_embeddings
+            ),
+            true,
+        )),
+    }
+}
+
+/// The catalog `--find` searches: `--gpu NAME` or `--gpu-memory-gib N` narrows it to one GPU.
+fn find_catalog(args: &PlanArgs) -> anyhow::Result<Vec<gpus::GpuSpec>> {
+    Ok(match (&args.gpu, args.gpu_memory_gib) {
+        (Some(name), _) => vec![gpus::lookup(name).map_err(anyhow::Error::msg)?.clone()],
+        (None, Some(gib)) => vec![gpus::custom(gib).map_err(anyhow::Error::msg)?],
+        (None, None) => gpus::all().map_err(anyhow::Error::msg)?.to_vec(),
+    })
+}
+
+/// `--prices FILE`, read and checked (a bad line is exit 2 naming the file and line).
+fn load_prices(path: &Path) -> anyhow::Result<inferscope_plan::prices::Prices> {
+    let text = read_bounded(path)?;
+    inferscope_plan::prices::parse(&text).map_err(|e| {
+        if e.line == 0 {
+            anyhow::anyhow!("{}: {}", path.display(), e.message)
+        } else {
+            anyhow::anyhow!("{}:{}: {}", path.display(), e.line, e.message)
+        }
+    })
+}
+
 /// `plan --find`: the catalog GPUs that serve the workload; exit 1 when none does.
 fn run_find(
     args: &PlanArgs,
@@ -584,26 +651,46 @@ fn run_find(
     speed_engine: SpeedEngine,
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
-    let max_model_len = args
-        .flags
-        .max_model_len
-        .or(settings.and_then(|s| s.max_model_len))
-        .unwrap_or(arch.max_position_embeddings);
+    let (max_model_len, context_basis, defaulted) = find_context(args, settings, arch)?;
+    if args.top == Some(0) {
+        bail!("--top 0: expected at least 1 row");
+    }
+    if args.gpus == Some(0) {
+        bail!("--gpus 0: expected at least 1 GPU");
+    }
+    let prices = args.prices.as_deref().map(load_prices).transpose()?;
     let w = Workload {
         max_model_len,
         concurrency: args.concurrency.unwrap_or(1),
         min_tokens_per_s_per_sequence: args.min_tokens_per_s,
         engine: speed_engine,
+        max_gpus: args.gpus,
+        context_basis,
     };
-    let catalog = gpus::all().map_err(anyhow::Error::msg)?;
-    let r = find::find(arch, model_spec, &w, catalog);
+    let catalog = find_catalog(args)?;
+    let mut r = find::find(arch, model_spec, &w, &catalog, prices.as_ref());
+    // With the full context by default, what the common 8k workload would need, beside it.
+    const SHORT: u64 = 8192;
+    let at_8k = (defaulted && max_model_len > SHORT).then(|| {
+        let w8 = Workload {
+            max_model_len: SHORT,
+            context_basis: String::new(),
+            ..w.clone()
+        };
+        find::find(arch, model_spec, &w8, &catalog, prices.as_ref())
+            .candidates
+            .into_iter()
+            .next()
+    });
+    let shown = args.top.unwrap_or(if args.json { usize::MAX } else { 25 });
+    r.candidates.truncate(shown);
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &r)?;
         writeln!(out)?;
     } else {
-        crate::render::plan::write_find(model_spec, &w, &r, out)?;
+        crate::render::plan::write_find(model_spec, &w, &r, at_8k.as_ref(), out)?;
     }
-    Ok(if r.candidates.is_empty() {
+    Ok(if r.candidates_total == 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

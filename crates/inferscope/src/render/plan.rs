@@ -2,7 +2,7 @@
 //! capacity it leaves, every assumption, what to change when it falls short, and a speed bound.
 
 use inferscope_plan::engine::EngineSettings;
-use inferscope_plan::find::{FindResult, Workload};
+use inferscope_plan::find::{Candidate, FindResult, Workload};
 use inferscope_plan::gguf_quant::GgufFileType;
 use inferscope_plan::speed::engines::SpeedEngine;
 use inferscope_plan::speed::estimate::{Scenario, Split, Weights, model_numbers};
@@ -369,27 +369,54 @@ fn write_outcome(
     Ok(())
 }
 
-/// Write `plan --find`.
+/// Write `plan --find`: the context it planned for first (and why), the rows shown of how many,
+/// cost when priced, a paste-ready command per row, regional parts marked, and for an empty
+/// answer the closest miss. `at_8k`: the best row at 8,192 tokens when the context defaulted to
+/// the model's full one.
 pub fn write_find(
     model: &str,
     w: &Workload,
     r: &FindResult,
+    at_8k: Option<&Option<Candidate>>,
     out: &mut dyn Write,
 ) -> io::Result<()> {
     writeln!(
         out,
-        "{model}: {} concurrent requests of {} tokens{} — {} configurations evaluated, {} meet it",
+        "Context: {} tokens per request — {}",
+        w.max_model_len, r.context_basis
+    )?;
+    if let Some(best) = at_8k {
+        match best {
+            Some(c) => writeln!(
+                out,
+                "  (at --max-model-len 8192 the first choice would be {} × {}, {} weights, KV {})",
+                c.count, c.gpu, c.weights, c.kv_cache_dtype
+            )?,
+            None => writeln!(out, "  (at --max-model-len 8192 nothing fits either)")?,
+        }
+    }
+    writeln!(
+        out,
+        "{model}: {} concurrent requests of {} tokens{} — {} configurations evaluated, {} meet it; showing {} of {}{}",
         w.concurrency,
         w.max_model_len,
         w.min_tokens_per_s_per_sequence
             .map_or(String::new(), |t| format!(", ≥ {t} tok/s each")),
         r.evaluated,
-        r.candidates.len()
+        r.candidates_total,
+        r.candidates.len(),
+        r.candidates_total,
+        if r.candidates.len() < r.candidates_total {
+            " (--top N for more)"
+        } else {
+            ""
+        }
     )?;
     writeln!(out)?;
+    let priced = r.ranked_by == "cost";
     writeln!(
         out,
-        "  {:<22} {:>4}  {:<7} {:<5} {:>10} {:>10} {:>9} {:>12} {:>12}",
+        "  {:<27} {:>4}  {:<7} {:<5} {:>10} {:>10} {:>9} {:>12} {:>12}{}",
         "GPU",
         "×",
         "weights",
@@ -398,14 +425,24 @@ pub fn write_find(
         "KV/GPU",
         "max conc",
         "expected t/s",
-        "roofline t/s"
+        "roofline t/s",
+        if priced {
+            format!(" {:>8} {:>8}", "$/hour", "$/Mtok")
+        } else {
+            String::new()
+        }
     )?;
-    const SHOWN: usize = 25;
-    for c in r.candidates.iter().take(SHOWN) {
+    let money = |v: Option<f64>| v.map_or("?".to_string(), |x| format!("{x:.2}"));
+    for c in &r.candidates {
+        let name = if c.region.is_some() {
+            format!("{} (regional)", c.gpu)
+        } else {
+            c.gpu.clone()
+        };
         writeln!(
             out,
-            "  {:<22} {:>4}  {:<7} {:<5} {:>10.2} {:>10.2} {:>9.2} {:>12} {:>12}",
-            c.gpu,
+            "  {:<27} {:>4}  {:<7} {:<5} {:>10.2} {:>10.2} {:>9.2} {:>12} {:>12}{}",
+            name,
             c.count,
             c.weights,
             c.kv_cache_dtype,
@@ -415,13 +452,49 @@ pub fn write_find(
             c.expected_tokens_per_s_per_sequence
                 .map_or("?".into(), |t| format!("{t:.0}")),
             c.roofline_tokens_per_s_per_sequence
-                .map_or("?".into(), |t| format!("{t:.0}"))
+                .map_or("?".into(), |t| format!("{t:.0}")),
+            if priced {
+                format!(
+                    " {:>8} {:>8}",
+                    money(c.usd_per_hour),
+                    money(c.usd_per_million_output_tokens)
+                )
+            } else {
+                String::new()
+            }
         )?;
+        if let Some(cmd) = &c.command {
+            writeln!(out, "      $ {cmd}")?;
+        }
+        if let Some(note) = &c.command_note {
+            writeln!(out, "        # {note}")?;
+        }
     }
     if r.candidates.is_empty() {
         writeln!(
             out,
-            "  nothing in the catalog meets this workload on up to 8 GPUs"
+            "  nothing in the catalog meets this workload on up to {} GPUs",
+            w.max_gpus.unwrap_or(8).min(8)
+        )?;
+        if let Some(m) = &r.closest_miss {
+            writeln!(
+                out,
+                "  closest: {} × {} ({} weights, KV {}) — {}",
+                m.count, m.gpu, m.weights, m.kv_cache_dtype, m.lacks
+            )?;
+        }
+    }
+    let regional: std::collections::BTreeSet<&str> = r
+        .candidates
+        .iter()
+        .filter(|c| c.region.is_some())
+        .map(|c| c.gpu.as_str())
+        .collect();
+    if !regional.is_empty() {
+        writeln!(
+            out,
+            "  (regional) = sold only in mainland China (export variants): {}",
+            regional.into_iter().collect::<Vec<_>>().join(", ")
         )?;
     }
     writeln!(out)?;
