@@ -535,7 +535,10 @@ mod tests {
         assert_eq!(s.no_memory_effect, ["--port 8000", "--trust-remote-code"]);
         assert_eq!(
             s.ignored,
-            ["--speculative-config {\"n\":1}", "--disable-custom-all-reduce"]
+            [
+                "--speculative-config {\"n\":1}",
+                "--disable-custom-all-reduce"
+            ]
         );
     }
 

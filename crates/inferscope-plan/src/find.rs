@@ -394,8 +394,13 @@ pub fn find(
                         consider_miss(miss(
                             min / got.max(1e-9),
                             match per_seq {
-                                Some(g) => format!("expected {g:.0} tokens/s per sequence; {min} required"),
-                                None => "decode speed unknown (the catalog lacks this GPU's bandwidth)".into(),
+                                Some(g) => {
+                                    format!("expected {g:.0} tokens/s per sequence; {min} required")
+                                }
+                                None => {
+                                    "decode speed unknown (the catalog lacks this GPU's bandwidth)"
+                                        .into()
+                                }
                             },
                         ));
                         continue;

@@ -55,7 +55,9 @@ fn known(engine: Engine) -> &'static BTreeSet<&'static str> {
 /// The engine's parser name and its words for a refused option, for the error.
 pub fn parser_of(engine: Engine) -> &'static str {
     match engine {
-        Engine::Vllm => "vLLM's argparse parser refuses unknown options (\"unrecognized arguments\")",
+        Engine::Vllm => {
+            "vLLM's argparse parser refuses unknown options (\"unrecognized arguments\")"
+        }
         Engine::Sglang => {
             "SGLang's argparse parser refuses unknown options (\"unrecognized arguments\")"
         }
@@ -92,8 +94,7 @@ pub fn check(engine: Engine, word: &str) -> FlagCheck {
         return FlagCheck::Known(flag);
     }
     // argparse: an unambiguous prefix of a long option is that option
-    if matches!(engine, Engine::Vllm | Engine::Sglang) && flag.starts_with("--") && flag.len() > 2
-    {
+    if matches!(engine, Engine::Vllm | Engine::Sglang) && flag.starts_with("--") && flag.len() > 2 {
         let hits: Vec<String> = set
             .range(flag.as_str()..)
             .take_while(|k| k.starts_with(flag.as_str()))
@@ -118,27 +119,28 @@ fn closest(set: &BTreeSet<&'static str>, flag: &str) -> Option<String> {
     (d <= (f.len() / 4).max(2)).then(|| best.to_string())
 }
 
-/// Levenshtein distance, with a swap of two neighbours counting one (the usual typo).
+/// Levenshtein distance, with a swap of two neighbours counting one (the usual typo); two rows
+/// kept at a time.
 fn distance(a: &str, b: &str) -> usize {
     let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for j in 0..=b.len() {
-        d[0][j] = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut v = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                v = v.min(d[i - 2][j - 2] + 1);
+    let at = |row: &[usize], k: usize| row.get(k).copied().unwrap_or(usize::MAX / 2);
+    let mut before: Vec<usize> = Vec::new();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = Vec::with_capacity(b.len() + 1);
+        cur.push(i + 1);
+        for (j, cb) in b.iter().enumerate() {
+            let mut v = (at(&prev, j + 1) + 1)
+                .min(at(&cur, j) + 1)
+                .min(at(&prev, j) + usize::from(ca != cb));
+            if i > 0 && j > 0 && a.get(i - 1) == Some(cb) && b.get(j - 1) == Some(ca) {
+                v = v.min(at(&before, j - 1) + 1);
             }
-            d[i][j] = v;
+            cur.push(v);
         }
+        before = std::mem::replace(&mut prev, cur);
     }
-    d[a.len()][b.len()]
+    prev.last().copied().unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -153,22 +155,45 @@ mod tests {
             (Engine::Vllm, "--max-model-len", k("--max-model-len")),
             (Engine::Vllm, "--max_model_len", k("--max-model-len")),
             (Engine::Vllm, "--max-model", k("--max-model-len")),
-            (Engine::Vllm, "--no-enable-prefix-caching", k("--no-enable-prefix-caching")),
-            (Engine::Vllm, "--compilation-config.level", k("--compilation-config")),
+            (
+                Engine::Vllm,
+                "--no-enable-prefix-caching",
+                k("--no-enable-prefix-caching"),
+            ),
+            (
+                Engine::Vllm,
+                "--compilation-config.level",
+                k("--compilation-config"),
+            ),
             (Engine::Vllm, "-O3", k("-O")),
             (Engine::Vllm, "-tp", k("-tp")),
-            (Engine::Vllm, "--max-modle-len", Unknown(Some("--max-model-len".into()))),
+            (
+                Engine::Vllm,
+                "--max-modle-len",
+                Unknown(Some("--max-model-len".into())),
+            ),
             (Engine::Sglang, "--tp-size", k("--tp-size")),
             (Engine::Sglang, "--context-len", k("--context-length")),
-            (Engine::Sglang, "--context_length", Unknown(Some("--context-length".into()))),
+            (
+                Engine::Sglang,
+                "--context_length",
+                Unknown(Some("--context-length".into())),
+            ),
             (Engine::Tgi, "--max-total-tokens", k("--max-total-tokens")),
             (Engine::Tgi, "--max-total", Unknown(None)),
             (Engine::LlamaCpp, "--n_gpu_layers", k("--n-gpu-layers")),
             (Engine::LlamaCpp, "-ngl", k("-ngl")),
-            (Engine::LlamaCpp, "--ctx-sise", Unknown(Some("--ctx-size".into()))),
+            (
+                Engine::LlamaCpp,
+                "--ctx-sise",
+                Unknown(Some("--ctx-size".into())),
+            ),
         ] {
             assert_eq!(check(engine, word), want, "{engine:?} {word}");
         }
         assert!(matches!(check(Engine::Vllm, "--max"), Ambiguous(v) if v.len() > 3));
+        assert_eq!(distance("--max-modle-len", "--max-model-len"), 1);
+        assert_eq!(distance("kitten", "sitting"), 3);
+        assert_eq!(distance("", "abc"), 3);
     }
 }

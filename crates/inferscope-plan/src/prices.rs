@@ -48,7 +48,11 @@ pub fn parse(text: &str) -> Result<Prices, PriceError> {
             .parse()
             .ok()
             .filter(|p: &f64| p.is_finite() && *p > 0.0)
-            .ok_or_else(|| fail(format!("{price:?}: expected a positive price in USD per GPU-hour")))?;
+            .ok_or_else(|| {
+                fail(format!(
+                    "{price:?}: expected a positive price in USD per GPU-hour"
+                ))
+            })?;
         let gpu = crate::gpus::lookup(name).map_err(|e| fail(e.to_string()))?;
         if out.usd_per_gpu_hour.insert(gpu.name.clone(), usd).is_some() {
             return Err(fail(format!("{} is priced twice", gpu.name)));

@@ -270,5 +270,6 @@ pub fn helps(s: &Suggestion, current: &Plan) -> bool {
     }
     // both fit, or neither does (then more concurrency is progress toward fitting)
     s.max_concurrency > current.max_concurrency * (1.0 + 1e-9)
-        || (s.max_concurrency >= current.max_concurrency && s.kv_cache_tokens > current.kv_cache_tokens)
+        || (s.max_concurrency >= current.max_concurrency
+            && s.kv_cache_tokens > current.kv_cache_tokens)
 }

@@ -30,7 +30,10 @@ fn words(cmd: &str) -> Vec<String> {
 }
 
 /// Commands and "non-default args" dicts found in the fixtures, with where they came from.
-fn fixtures() -> (Vec<(String, String)>, Vec<(String, String)>) {
+/// (where it came from, what) pairs.
+type Found = Vec<(String, String)>;
+
+fn fixtures() -> (Found, Found) {
     let (mut commands, mut dests) = (Vec::new(), Vec::new());
     let mut non_default = |from: &Path, line: &str| {
         let Some(dict) = line.split("non-default args: ").nth(1) else {
@@ -90,13 +93,14 @@ fn every_real_command_in_the_fixtures_passes_the_flag_check() {
         };
         match parse_command(&w[start..]) {
             Ok(_) => parsed += 1,
-            Err(e) => assert!(
-                !e.0.contains("not an option"),
-                "{from}: {cmd}\n  -> {e}"
-            ),
+            Err(e) => assert!(!e.0.contains("not an option"), "{from}: {cmd}\n  -> {e}"),
         }
     }
-    assert!(parsed >= 20, "only {parsed} of {} commands parsed", commands.len());
+    assert!(
+        parsed >= 20,
+        "only {parsed} of {} commands parsed",
+        commands.len()
+    );
     assert!(dests.len() >= 10, "{dests:?}");
     for (from, dest) in &dests {
         if dest == "model_tag" {
@@ -126,10 +130,16 @@ fn a_misspelt_flag_is_the_error_the_engine_gives() {
             "text-generation-launcher --model-id m --max-total-tokns 4096",
             "did you mean --max-total-tokens?",
         ),
-        ("llama-server -m m.gguf --ctx-sise 4096", "did you mean --ctx-size?"),
+        (
+            "llama-server -m m.gguf --ctx-sise 4096",
+            "did you mean --ctx-size?",
+        ),
     ] {
         let e = parse_command(&w(cmd)).unwrap_err();
-        assert!(e.0.contains("not an option of") && e.0.contains(want), "{cmd}: {e}");
+        assert!(
+            e.0.contains("not an option of") && e.0.contains(want),
+            "{cmd}: {e}"
+        );
     }
     // argparse's abbreviation is the flag it abbreviates, as vLLM would read it
     let s = parse_command(&w("vllm serve m --max-model 4096")).unwrap();

@@ -37,14 +37,20 @@ fn the_context_used_is_said_first_and_overridable() {
     let (_, v) = find_json(&["--top", "1"]);
     assert_eq!(v["context_tokens"], 131072);
     assert!(
-        v["context_basis"].as_str().unwrap().contains("full context"),
+        v["context_basis"]
+            .as_str()
+            .unwrap()
+            .contains("full context"),
         "{}",
         v["context_basis"]
     );
     let (_, out, _) = inferscope(&["plan", "--find", "--model", LLAMA70, "--top", "1"]);
     let first = out.lines().next().unwrap();
     assert!(first.starts_with("Context: 131072 tokens"), "{first}");
-    assert!(out.contains("at --max-model-len 8192 the first choice"), "{out}");
+    assert!(
+        out.contains("at --max-model-len 8192 the first choice"),
+        "{out}"
+    );
     // input + output
     let (_, v) = find_json(&["--input-len", "3000", "--output-len", "1000", "--top", "1"]);
     assert_eq!(v["context_tokens"], 4000);
@@ -60,7 +66,14 @@ fn top_n_says_how_many_of_how_many() {
     let total = v["candidates_total"].as_u64().unwrap();
     assert!(total > 3, "{total}");
     let (_, out, _) = inferscope(&[
-        "plan", "--find", "--model", LLAMA70, "--max-model-len", "8192", "--top", "3",
+        "plan",
+        "--find",
+        "--model",
+        LLAMA70,
+        "--max-model-len",
+        "8192",
+        "--top",
+        "3",
     ]);
     assert!(out.contains(&format!("showing 3 of {total}")), "{out}");
 }
@@ -69,7 +82,11 @@ fn top_n_says_how_many_of_how_many() {
 fn prices_rank_by_cost_and_bad_files_name_the_line() {
     let dir = tempfile::tempdir().unwrap();
     let prices = dir.path().join("p.csv");
-    std::fs::write(&prices, "gpu,usd_per_gpu_hour\nH100 SXM,3\nl40s,1\nH200,4\n").unwrap();
+    std::fs::write(
+        &prices,
+        "gpu,usd_per_gpu_hour\nH100 SXM,3\nl40s,1\nH200,4\n",
+    )
+    .unwrap();
     let (_, v) = find_json(&[
         "--max-model-len",
         "8192",
@@ -86,7 +103,10 @@ fn prices_rank_by_cost_and_bad_files_name_the_line() {
     assert!(priced.len() >= 3, "{priced:?}");
     // priced rows come first, cheapest per hour first
     assert!(rows(&v)[0]["usd_per_hour"].is_number());
-    let hours: Vec<f64> = priced.iter().map(|r| r["usd_per_hour"].as_f64().unwrap()).collect();
+    let hours: Vec<f64> = priced
+        .iter()
+        .map(|r| r["usd_per_hour"].as_f64().unwrap())
+        .collect();
     assert!(hours.windows(2).all(|w| w[0] <= w[1]), "{hours:?}");
     for r in &priced {
         let per_gpu = match r["gpu"].as_str().unwrap() {
@@ -120,9 +140,19 @@ fn each_row_command_is_accepted_by_plan_and_fits() {
     let mut checked = 0;
     for r in rows(&v).iter().filter(|r| r["weights"] != "int4").take(4) {
         let cmd = r["command"].as_str().unwrap();
-        assert!(cmd.starts_with(&format!("vllm serve {LLAMA70} --max-model-len 8192")), "{cmd}");
+        assert!(
+            cmd.starts_with(&format!("vllm serve {LLAMA70} --max-model-len 8192")),
+            "{cmd}"
+        );
         let gpus = r["count"].to_string();
-        let mut args = vec!["plan", "--json", "--gpu", r["gpu"].as_str().unwrap(), "--gpus", &gpus];
+        let mut args = vec![
+            "plan",
+            "--json",
+            "--gpu",
+            r["gpu"].as_str().unwrap(),
+            "--gpus",
+            &gpus,
+        ];
         args.push("--");
         args.extend(cmd.split(' '));
         let (code, out, err) = inferscope(&args);
@@ -142,9 +172,21 @@ fn nothing_fits_names_the_closest_miss() {
     let m = &v["closest_miss"];
     assert_eq!(m["gpu"], "L4");
     assert!(m["shortfall_ratio"].as_f64().unwrap() > 1.0, "{m}");
-    assert!(m["lacks"].as_str().unwrap().contains("× more memory"), "{m}");
+    assert!(
+        m["lacks"].as_str().unwrap().contains("× more memory"),
+        "{m}"
+    );
     let (_, out, _) = inferscope(&[
-        "plan", "--find", "--model", LLAMA70, "--gpu", "l4", "--gpus", "1", "--max-model-len", "8192",
+        "plan",
+        "--find",
+        "--model",
+        LLAMA70,
+        "--gpu",
+        "l4",
+        "--gpus",
+        "1",
+        "--max-model-len",
+        "8192",
     ]);
     assert!(out.contains("closest: 1 × L4"), "{out}");
 }
@@ -154,6 +196,13 @@ fn regional_parts_are_marked_not_hidden() {
     let (_, v) = find_json(&["--max-model-len", "8192", "--top", "1000"]);
     let h20: Vec<&serde_json::Value> = rows(&v).iter().filter(|r| r["gpu"] == "H20").collect();
     assert!(!h20.is_empty());
-    assert!(h20.iter().all(|r| r["region"].as_str().unwrap().contains("China")));
-    assert!(rows(&v).iter().any(|r| r["gpu"] == "H100 SXM" && r["region"].is_null()));
+    assert!(
+        h20.iter()
+            .all(|r| r["region"].as_str().unwrap().contains("China"))
+    );
+    assert!(
+        rows(&v)
+            .iter()
+            .any(|r| r["gpu"] == "H100 SXM" && r["region"].is_null())
+    );
 }

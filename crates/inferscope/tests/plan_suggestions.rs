@@ -7,7 +7,16 @@ use common::inferscope;
 
 /// The command: Llama-3.3-70B on four L40S, 32 users at 8k.
 fn l40s_70b(extra: &[&str]) -> serde_json::Value {
-    let mut args = vec!["plan", "--gpu", "l40s", "--gpus", "4", "--concurrency", "32", "--json"];
+    let mut args = vec![
+        "plan",
+        "--gpu",
+        "l40s",
+        "--gpus",
+        "4",
+        "--concurrency",
+        "32",
+        "--json",
+    ];
     args.extend_from_slice(extra);
     args.extend_from_slice(&[
         "--",
