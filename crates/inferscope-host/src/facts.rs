@@ -55,6 +55,21 @@ pub struct PlanFacts {
     pub numa_nodes: Vec<u32>,
     /// Assumptions the planner made.
     pub assumptions: Vec<String>,
+    /// The planner's changes, each re-planned and kept only when it helps (`plan --json`'s
+    /// `suggestions`); None when the plan file predates them.
+    pub suggestions: Option<Vec<PlanSuggestion>>,
+}
+
+/// One change `inferscope plan` re-planned and found to help.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PlanSuggestion {
+    /// The change, as flags or words (`--kv-cache-dtype fp8`).
+    pub change: String,
+    /// The changed plan fits.
+    pub fits: bool,
+    /// Its maximum concurrency.
+    pub max_concurrency: f64,
 }
 
 /// One running process, as `/proc/PID` and the driver show it.

@@ -52,7 +52,7 @@ pub mod validate;
 
 pub use cpuset::{CpuSet, ListError, NodeSet};
 pub use driver::*;
-pub use facts::{PlanFacts, PlanPerGpu, ProcessFacts};
+pub use facts::{PlanFacts, PlanPerGpu, PlanSuggestion, ProcessFacts};
 pub use ids::{CudaOrdinal, GpuUuid, IdError, NumaNodeId, NvmlIndex, PciBusId, PciClass, PciId};
 pub use reading::{Reading, Unknown, UnknownReason};
 pub use snapshot::*;

@@ -77,3 +77,25 @@ fn a_higher_utilisation_is_suggested_where_it_does_raise_concurrency() {
         .unwrap_or_else(|| panic!("{s:?}"));
     assert!(gmu.1 > now, "{gmu:?} vs {now}");
 }
+
+#[test]
+fn check_plan_repeats_the_planners_re_planned_changes_only() {
+    let v = l40s_70b(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    std::fs::write(&plan, serde_json::to_string(&v).unwrap()).unwrap();
+    let (_, out, err) = inferscope(&[
+        "check",
+        "--json",
+        "--only",
+        "PLAN002",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--root",
+        "fixtures/hosts/h100-sxm8-2s-switch-12nic/root",
+    ]);
+    let c: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let remedy = c["findings"][0]["remedy"].as_str().unwrap_or_default();
+    assert!(!remedy.contains("0.95"), "{remedy}");
+    assert!(remedy.contains("--kv-cache-dtype fp8"), "{remedy}");
+}

@@ -128,6 +128,7 @@ mod tests {
             gpus: Vec::new(),
             numa_nodes: Vec::new(),
             assumptions: Vec::new(),
+            suggestions: None,
         }
     }
 

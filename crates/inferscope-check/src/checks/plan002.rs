@@ -57,11 +57,33 @@ fn run(input: &CheckInput) -> Vec<Outcome> {
             "requested concurrency {n}{need_tokens}, but the {capacity}: only {:.2} of {n} full-length sequences fit at once",
             plan.max_concurrency
         ),
-        format!(
-            "More KV room per sequence: `--max-model-len` lower (if requests are shorter), `--kv-cache-dtype fp8` (about twice the tokens), `--gpu-memory-utilization` up to 0.95, or more GPUs (`--tensor-parallel-size`); or cap the load at what fits: `--max-num-seqs {}`. Re-run `inferscope plan` to confirm.",
-            plan.max_concurrency.floor().max(1.0)
-        ),
+        remedy(plan),
     )]
+}
+
+/// The planner's own re-planned changes when the plan file carries them (each kept by the
+/// planner only when it raises the concurrency), else the usual levers without a figure the
+/// plan did not check (a utilisation "up to 0.95" can be below the share the plan used).
+fn remedy(plan: &inferscope_host::PlanFacts) -> String {
+    let cap = format!(
+        "or cap the load at what fits: `--max-num-seqs {}`",
+        plan.max_concurrency.floor().max(1.0)
+    );
+    match &plan.suggestions {
+        Some(s) if !s.is_empty() => format!(
+            "Changes `inferscope plan` re-planned that raise it: {}; {cap}.",
+            s.iter()
+                .map(|c| format!("`{}` ({:.2} sequences)", c.change, c.max_concurrency))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Some(_) => format!(
+            "No single change `inferscope plan` tried raises it (shorter context, fp8 KV cache, more GPUs, quantized weights, a larger share of memory); {cap}."
+        ),
+        None => format!(
+            "More KV room per sequence: `--max-model-len` lower (if requests are shorter), `--kv-cache-dtype fp8` (about twice the tokens), or more GPUs (`--tensor-parallel-size`); {cap}. Re-run `inferscope plan`: its suggestions are re-planned (a higher `--gpu-memory-utilization` helps only above the share the plan used)."
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -102,6 +124,26 @@ mod tests {
             tensor_parallel_size: Some(2),
             ..PlanFacts::default()
         }
+    }
+
+    #[test]
+    fn the_remedy_is_the_planners_re_planned_changes_not_a_fixed_0_95() {
+        // issue 26: a plan made at utilisation 1.0 must not be told "up to 0.95"
+        let mut p = qwen72b_tp2(Some(8));
+        let out = run_plan(&p);
+        let remedy = |o: &[Outcome]| o[0].remedy.clone().unwrap_or_default();
+        assert!(!remedy(&out).contains("0.95"), "{}", remedy(&out));
+        p.suggestions = Some(vec![inferscope_host::PlanSuggestion {
+            change: "--kv-cache-dtype fp8".into(),
+            fits: true,
+            max_concurrency: 4.86,
+        }]);
+        let out = run_plan(&p);
+        assert!(
+            remedy(&out).contains("`--kv-cache-dtype fp8` (4.86 sequences)"),
+            "{}",
+            remedy(&out)
+        );
     }
 
     #[test]
