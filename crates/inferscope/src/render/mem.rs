@@ -253,6 +253,21 @@ pub fn write_startup(
         if let Some(d) = &r.diagnosis {
             writeln!(out, "Diagnosis: {d}")?;
         }
+        if let Some(b) = &r.budget
+            && let Some(s) = b.shortfall_gib
+        {
+            writeln!(
+                out,
+                "Shortfall: {}{s:.2} GiB per GPU (KV available {}, one request needs {})",
+                if b.shortfall_is_lower_bound {
+                    "at least "
+                } else {
+                    ""
+                },
+                opt_gib(b.kv_available_gib),
+                opt_gib(b.one_request_gib)
+            )?;
+        }
         if !r.fixes.is_empty() {
             writeln!(out, "Fixes (fits?, checked by):")?;
             for f in &r.fixes {
@@ -261,9 +276,12 @@ pub fn write_startup(
                     "  {:<36} {:<4} {:<8} {}",
                     f.change,
                     if f.fits { "yes" } else { "no" },
-                    f.verified_by,
+                    f.checked_by,
                     f.cost
                 )?;
+                if !f.why.is_empty() {
+                    writeln!(out, "  {:<36} why: {}", "", f.why)?;
+                }
             }
         }
     }
