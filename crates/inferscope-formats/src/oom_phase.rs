@@ -62,13 +62,18 @@ pub struct PhaseHit {
 const PHRASES: &[(Phase, &[&str])] = &[
     (
         Phase::SamplerWarmup,
-        &["warming up sampler with", "_dummy_sampler_run"],
+        &[
+            "warming up sampler with",
+            "_dummy_sampler_run",
+            "sampling_metadata=dummy_metadata",
+        ],
     ),
     (
         Phase::GraphCapture,
         &[
             "capture_model",
             "Capturing CUDA graph",
+            "Capturing cudagraphs",
             "Capture cuda graph failed",
             "capture_one_batch_size",
             "cuda_graph_runner",

@@ -253,8 +253,9 @@ pub fn diagnose(r: &OomReport) -> OomAnalysis {
     // The phase's own remedies go first: they name the knob of the term that grew.
     let (phase_term, explanation) = match &r.phase {
         Some(hit) => {
-            let (term, mut first) = crate::oom_phase::remedies(hit);
-            first.retain(|p| !remedies.iter().any(|x: &Remedy| x.id == p.id && x.action == p.action));
+            let (term, first) = crate::oom_phase::remedies(hit);
+            // The phase's wording of a remedy replaces the generic one with the same id.
+            remedies.retain(|x: &Remedy| !first.iter().any(|p| p.id == x.id));
             remedies.splice(0..0, first);
             (
                 Some(term),
