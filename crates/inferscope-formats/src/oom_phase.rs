@@ -101,7 +101,11 @@ const PHRASES: &[(Phase, &[&str])] = &[
     ),
     (
         Phase::Warmup,
-        &["Method Warmup encountered an error", "in warmup", ".warmup("],
+        &[
+            "Method Warmup encountered an error",
+            "in warmup",
+            ".warmup(",
+        ],
     ),
     (
         Phase::WeightLoading,
@@ -120,7 +124,9 @@ pub fn detect(text: &str) -> Option<PhaseHit> {
         if let Some(p) = phrases.iter().find(|p| text.contains(*p)) {
             let dummy_requests = if *phase == Phase::SamplerWarmup {
                 text.find("warming up sampler with").and_then(|i| {
-                    let rest = text.get(i + "warming up sampler with".len()..)?.trim_start();
+                    let rest = text
+                        .get(i + "warming up sampler with".len()..)?
+                        .trim_start();
                     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
                     digits.parse().ok()
                 })

@@ -1202,7 +1202,9 @@ fn args_command(log: &mut StartupLog, s: &str, program_first: bool) {
             .take_while(|w| is_assignment(w) || matches!(**w, "env" | "exec" | "sudo" | "nohup"))
             .count();
         words.drain(..skip);
-        let program = words.first().map_or("", |w| w.rsplit('/').next().unwrap_or(w));
+        let program = words
+            .first()
+            .map_or("", |w| w.rsplit('/').next().unwrap_or(w));
         let mut skip = usize::from(!words.is_empty());
         if program.starts_with("python") && words.get(1) == Some(&"-m") {
             skip = 3;

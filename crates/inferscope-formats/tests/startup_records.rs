@@ -66,11 +66,7 @@ fn two_llama_server_start_ups_do_not_double_the_kv_cache() {
 
 #[test]
 fn a_log_mixing_engines_is_split_not_merged() {
-    let text = format!(
-        "{}{}",
-        case("sgl-didier-qwq32b-4xl4-tp4"),
-        case(OK)
-    );
+    let text = format!("{}{}", case("sgl-didier-qwq32b-4xl4-tp4"), case(OK));
     let log = parse(text.as_bytes()).unwrap();
     assert_eq!(log.engine, Some(Engine::Vllm));
     assert_eq!(log.figure("kv_cache_tokens").unwrap().value, 100752.0);
@@ -104,7 +100,10 @@ fn an_exponent_is_part_of_the_number() {
 #[test]
 fn a_command_header_names_the_model_not_the_program() {
     for (line, model) in [
-        ("# command: vllm serve Qwen/Qwen3-8B --max-model-len 8192", "Qwen/Qwen3-8B"),
+        (
+            "# command: vllm serve Qwen/Qwen3-8B --max-model-len 8192",
+            "Qwen/Qwen3-8B",
+        ),
         (
             "# command: HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123 CUDA_VISIBLE_DEVICES=0 vllm serve /models/x --port 8000",
             "/models/x",

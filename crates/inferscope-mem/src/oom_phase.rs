@@ -40,7 +40,10 @@ pub fn remedies(hit: &PhaseHit) -> (String, Vec<Remedy>) {
                      {n} × 152,064 (Qwen) ≈ {} at 38 B",
                     hit.dummy_requests.map_or_else(
                         || "max_num_seqs × 5.8 MB".to_string(),
-                        |n| format!("{:.2} GiB", n as f64 * 152_064.0 * 38.0 / (1u64 << 30) as f64)
+                        |n| format!(
+                            "{:.2} GiB",
+                            n as f64 * 152_064.0 * 38.0 / (1u64 << 30) as f64
+                        )
                     )
                 ),
                 vec![

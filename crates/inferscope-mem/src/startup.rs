@@ -142,8 +142,8 @@ pub struct Prediction {
     pub problems: Vec<String>,
 }
 
-pub use crate::startup_fixes::{Budget, Fix};
 use crate::startup_fixes::{self as fx, LogFigures};
+pub use crate::startup_fixes::{Budget, Fix};
 
 /// `mem startup --json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -424,8 +424,11 @@ pub fn analyse(log: &StartupLog, hints: &Hints) -> StartupReport {
         let figs = log_figures(log, &report, &m, shape.as_ref());
         if let Some(d) = report.diagnosis.as_mut()
             && d.contains("does not say")
-            && let (Some(kv), Some((one, _)), Some(len)) =
-                (figs.kv_gib, figs.one_request_gib.as_ref(), figs.max_model_len)
+            && let (Some(kv), Some((one, _)), Some(len)) = (
+                figs.kv_gib,
+                figs.one_request_gib.as_ref(),
+                figs.max_model_len,
+            )
             && *one > kv
         {
             *d = format!(
@@ -505,6 +508,13 @@ fn request(
     // One request's KV does not depend on the card: a shape-only request may stand in for it.
     let total_gib = total_gib.or(shape_only.then_some(80.0));
     let Some(total_gib) = total_gib else {
+        if log.device.as_deref() == Some("cpu") {
+            return Err(
+                "vLLM's CPU backend: the planner models GPUs (pass --gpu NAME to see what one \
+                 would hold)"
+                    .to_string(),
+            );
+        }
         return Err(match &r.gpu_model {
             Some(g) => format!("GPU {g:?} is not in the catalog: pass --gpu NAME"),
             None => "the log does not name the GPU: pass --gpu NAME".to_string(),
@@ -715,8 +725,9 @@ fn log_figures(
     };
     LogFigures {
         engine,
-        // CUDA-graph memory is profiled into the KV budget from 0.20 (docs/mem.md).
-        graphs_in_budget: version.is_some_and(|v| v.at_least(0, 20)),
+        // CUDA-graph memory is profiled into the KV budget by default from 0.21 (gpu_worker.py
+        // determine_available_memory, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS).
+        graphs_in_budget: version.is_some_and(|v| v.at_least(0, 21)),
         kv_gib: m.kv_cache_gib,
         one_request_gib: one,
         max_model_len: max_len,
@@ -781,12 +792,7 @@ fn one_request_gib(req: &PlanRequest, p: &Plan) -> Option<f64> {
         .then(|| q.per_gpu.kv_cache_gib / q.max_concurrency)
 }
 
-fn replan(
-    ctx: &PlannerCtx,
-    change: String,
-    cost: String,
-    f: impl FnOnce(&mut PlanRequest),
-) -> Fix {
+fn replan(ctx: &PlannerCtx, change: String, cost: String, f: impl FnOnce(&mut PlanRequest)) -> Fix {
     let mut r = ctx.req.clone();
     f(&mut r);
     let p = plan(&r);

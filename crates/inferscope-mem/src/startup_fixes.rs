@@ -201,7 +201,9 @@ fn vllm(f: &LogFigures, b: &Budget) -> Vec<Fix> {
                          ({one:.2} GiB for {len}); KV per request grows with its length"
                     ),
                 )
-                .cost(format!("requests longer than {l} tokens are refused (was {len})"))
+                .cost(format!(
+                    "requests longer than {l} tokens are refused (was {len})"
+                ))
                 .kv(Some(kv)),
             );
         }
@@ -304,7 +306,10 @@ fn vllm(f: &LogFigures, b: &Budget) -> Vec<Fix> {
                     )
                 },
             )
-            .cost("half the KV bytes per token; check accuracy (fast on Hopper/Ada and newer)".to_string())
+            .cost(
+                "half the KV bytes per token; check accuracy (fast on Hopper/Ada and newer)"
+                    .to_string(),
+            )
             .kv(Some(kv)),
         );
     }
@@ -423,7 +428,11 @@ pub fn judge_planner_fix(
         _ => {
             fix.why = format!(
                 "re-planned: KV {base_kv:.2} → {fix_kv:.2} GiB per GPU{}",
-                if fix.fits { ", fits" } else { ", still does not fit" }
+                if fix.fits {
+                    ", fits"
+                } else {
+                    ", still does not fit"
+                }
             );
         }
     }

@@ -47,7 +47,10 @@ fn graph_capture_ooms_get_eager_first() {
         let a = analyse(f);
         assert_eq!(a.phase, Some("graph_capture"), "{f}");
         assert_eq!(a.remedies[0].id, "enforce_eager", "{f}");
-        assert!(a.explanation.starts_with("during CUDA-graph capture"), "{f}");
+        assert!(
+            a.explanation.starts_with("during CUDA-graph capture"),
+            "{f}"
+        );
     }
 }
 
@@ -70,7 +73,9 @@ fn memory_outside_the_allocator_in_the_old_format_is_first_this_process() {
     let a = analyse("legacy-8gb-runtimeerror-wrapped.txt");
     assert_ne!(a.minor_cause, Some("other_processes"), "{}", a.explanation);
     assert!(
-        a.notes.iter().any(|n| n.contains("most likely this process's own CUDA context")),
+        a.notes
+            .iter()
+            .any(|n| n.contains("most likely this process's own CUDA context")),
         "{:?}",
         a.notes
     );
@@ -80,7 +85,11 @@ fn memory_outside_the_allocator_in_the_old_format_is_first_this_process() {
 fn pytorch_2_1s_process_list_includes_this_process() {
     let a = analyse("tgi-torch21-capacty-process-is-self-40gb.txt");
     assert_ne!(a.diagnosis, Diagnosis::OtherProcesses, "{}", a.explanation);
-    assert!(a.notes.iter().any(|n| n.contains("process 862944 is probably")));
+    assert!(
+        a.notes
+            .iter()
+            .any(|n| n.contains("process 862944 is probably"))
+    );
     // Two listed processes: the one holding at least PyTorch's reserved is this one.
     let r = oom::parse(
         "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 222.00 MiB. GPU 0 has a total capacty of 39.39 GiB of which 217.94 MiB is free. Process 1 has 3.00 GiB memory in use. Process 862944 has 36.17 GiB memory in use. Of the allocated memory 34.10 GiB is allocated by PyTorch, and 1.57 GiB is reserved by PyTorch but unallocated.",
@@ -126,7 +135,9 @@ fn a_process_list_cut_at_256_says_so() {
     let a = diagnose(&oom::parse(&msg).unwrap());
     assert_eq!(a.other_processes.len(), 256);
     assert!(
-        a.notes.iter().any(|n| n.contains("300 processes") && n.contains("other 44")),
+        a.notes
+            .iter()
+            .any(|n| n.contains("300 processes") && n.contains("other 44")),
         "{:?}",
         a.notes
     );

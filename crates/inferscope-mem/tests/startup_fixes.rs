@@ -71,8 +71,10 @@ fn every_failed_start_up_gets_a_log_fix_that_closes_the_shortfall() {
     assert_eq!(n, 2, "the two failed start-ups in the fixtures");
 }
 
-const V011: &str = "(APIServer pid=1) INFO 10-31 15:06:00 [api_server.py:1839] vLLM API server version 0.11.0\n";
-const V021: &str = "(APIServer pid=1) INFO 10-31 15:06:00 [api_server.py:1839] vLLM API server version 0.21.0\n";
+const V011: &str =
+    "(APIServer pid=1) INFO 10-31 15:06:00 [api_server.py:1839] vLLM API server version 0.11.0\n";
+const V021: &str =
+    "(APIServer pid=1) INFO 10-31 15:06:00 [api_server.py:1839] vLLM API server version 0.21.0\n";
 
 fn need(len: u64, need: f64, avail: f64) -> String {
     format!(
@@ -122,30 +124,66 @@ fn table() -> Vec<(&'static str, String, String)> {
         ),
         (
             "--gpu-memory-utilization",
-            format!("{V011}{}{}", usage(79.19, 0.9, 65.97, 2.0, 0.0), need(131072, 4.50, 1.71)),
+            format!(
+                "{V011}{}{}",
+                usage(79.19, 0.9, 65.97, 2.0, 0.0),
+                need(131072, 4.50, 1.71)
+            ),
             // 30 GiB short on an 80 GiB card at 0.9: no fraction ≤ 1 closes it.
-            format!("{V011}{}{}", usage(79.19, 0.9, 65.97, 2.0, 0.0), need(131072, 31.71, 1.71)),
+            format!(
+                "{V011}{}{}",
+                usage(79.19, 0.9, 65.97, 2.0, 0.0),
+                need(131072, 31.71, 1.71)
+            ),
         ),
         (
             "--enforce-eager",
-            format!("{V021}{}{}", usage(79.19, 0.9, 65.97, 2.0, 3.5), need(131072, 4.50, 1.71)),
+            format!(
+                "{V021}{}{}",
+                usage(79.19, 0.9, 65.97, 2.0, 3.5),
+                need(131072, 4.50, 1.71)
+            ),
             // The same graphs, but 0.11 captures them after sizing the KV cache.
-            format!("{V011}{}{}", usage(79.19, 0.9, 65.97, 2.0, 3.5), need(131072, 4.50, 1.71)),
+            format!(
+                "{V011}{}{}",
+                usage(79.19, 0.9, 65.97, 2.0, 3.5),
+                need(131072, 4.50, 1.71)
+            ),
         ),
         (
             "--max-num-batched-tokens",
-            format!("{V011}{BATCHED}{}{}", usage(79.19, 0.9, 65.97, 6.0, 0.0), need(131072, 4.50, 1.71)),
-            format!("{V011}{BATCHED}{}{}", usage(79.19, 0.9, 65.97, 2.0, 0.0), need(131072, 4.50, 1.71)),
+            format!(
+                "{V011}{BATCHED}{}{}",
+                usage(79.19, 0.9, 65.97, 6.0, 0.0),
+                need(131072, 4.50, 1.71)
+            ),
+            format!(
+                "{V011}{BATCHED}{}{}",
+                usage(79.19, 0.9, 65.97, 2.0, 0.0),
+                need(131072, 4.50, 1.71)
+            ),
         ),
         (
             "--kv-cache-dtype",
             format!("{V011}{}", need(131072, 4.50, 3.00)),
-            format!("{V011}{}{}", usage(79.19, 0.9, 65.97, 2.0, 0.0), need(131072, 4.50, -2.14)),
+            format!(
+                "{V011}{}{}",
+                usage(79.19, 0.9, 65.97, 2.0, 0.0),
+                need(131072, 4.50, -2.14)
+            ),
         ),
         (
             "--tensor-parallel-size",
-            format!("{V011}{}{}", usage(79.19, 0.9, 65.97, 2.0, 0.0), need(131072, 4.50, 1.71)),
-            format!("{V011}{}{}", usage(79.19, 0.9, 4.00, 2.0, 0.0), need(131072, 31.71, 1.71)),
+            format!(
+                "{V011}{}{}",
+                usage(79.19, 0.9, 65.97, 2.0, 0.0),
+                need(131072, 4.50, 1.71)
+            ),
+            format!(
+                "{V011}{}{}",
+                usage(79.19, 0.9, 4.00, 2.0, 0.0),
+                need(131072, 31.71, 1.71)
+            ),
         ),
         ("--mem-fraction-static", sglang(12.25), sglang(0.0)),
         ("--max-batch-prefill-tokens", tgi(4096), tgi(1)),

@@ -52,6 +52,15 @@ pub fn write_oom(a: &OomAnalysis, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out)?;
     writeln!(out, "Diagnosis: {}", a.diagnosis.as_str())?;
     writeln!(out, "  {}", a.explanation)?;
+    if let Some(p) = a.phase {
+        writeln!(
+            out,
+            "  phase: {p}{}",
+            a.phase_term
+                .as_deref()
+                .map_or(String::new(), |t| format!("; {t}"))
+        )?;
+    }
     let weighed: Vec<String> = a
         .causes
         .iter()
@@ -169,6 +178,7 @@ pub fn write_startup(
         if r.failed { ": FAILED" } else { "" }
     )?;
     for (label, v) in [
+        ("device", r.device.clone()),
         ("model", r.model_id.clone()),
         ("GPU", r.gpu_model.clone()),
         ("GPUs", r.gpu_count.map(|c| c.to_string())),
