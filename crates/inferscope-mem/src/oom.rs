@@ -238,7 +238,6 @@ pub fn diagnose(r: &OomReport) -> OomAnalysis {
     let (diagnosis, explanation) = verdict(r, &f, &mut remedies);
     let causes = causes(r, &f);
     let (minor_cause, explanation) = minor_cause(diagnosis, &causes, explanation);
-    let mut remedies = remedies;
     let (wrapper, wrapper_tokens) = match &r.wrapper {
         Some(Wrapper::TgiPrefillTokens { tokens }) => {
             (Some("tgi_prefill_tokens".to_string()), Some(*tokens))
