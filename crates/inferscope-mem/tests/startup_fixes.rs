@@ -19,11 +19,16 @@ fn fixtures() -> std::path::PathBuf {
 }
 
 fn report(text: &str, model: Option<&str>) -> StartupReport {
+    report_on(text, model, None)
+}
+
+fn report_on(text: &str, model: Option<&str>, gpu: Option<&str>) -> StartupReport {
     let log = parse(text.as_bytes()).unwrap();
     analyse(
         &log,
         &Hints {
             model: model.map(str::to_string),
+            gpu: gpu.map(str::to_string),
             ..Hints::default()
         },
     )
@@ -214,8 +219,14 @@ fn each_fix_kind_fits_where_it_is_right_and_never_where_it_cannot_help() {
 /// negative budget positive; no fix is an impossible value.
 #[test]
 fn a_negative_budget_never_gets_fp8_or_an_impossible_value() {
-    for model in [None, Some("openai/gpt-oss-120b")] {
-        let r = report(&format!("{V011}{}", negative_kv(-2.14)), model);
+    // With the model and an H100 PCIe the planner predicts positive KV for this start-up: its
+    // fp8 re-plan must be judged on the measured −2.14 GiB, not on its own prediction.
+    for (model, gpu) in [
+        (None, None),
+        (Some("openai/gpt-oss-120b"), None),
+        (Some("openai/gpt-oss-120b"), Some("H100 PCIe")),
+    ] {
+        let r = report_on(&format!("{V011}{}", negative_kv(-2.14)), model, gpu);
         for f in &r.fixes {
             if f.change.starts_with("--kv-cache-dtype") || f.change.starts_with("--max-model-len") {
                 assert!(!f.fits, "{f:#?}");
@@ -229,4 +240,32 @@ fn a_negative_budget_never_gets_fp8_or_an_impossible_value() {
         assert_eq!(b.kv_available_gib, Some(-2.14));
         assert!(b.shortfall_gib.unwrap() >= 2.14);
     }
+}
+
+/// Contradictory figures (more KV available than one request needs, yet a failure) give no
+/// utilisation change at all, never a negative one (issue 33 item 10: `-4.87`).
+#[test]
+fn contradictory_figures_never_give_an_impossible_utilisation() {
+    let r = report(
+        &format!(
+            "{V011}{}{}",
+            usage(79.19, 0.9, 65.97, 2.0, 0.0),
+            need(131072, 2.00, 400.00)
+        ),
+        None,
+    );
+    assert!(r.failed);
+    for f in &r.fixes {
+        if let Some(v) = f.change.strip_prefix("--gpu-memory-utilization ") {
+            let v: f64 = v.parse().unwrap();
+            assert!(v > 0.0 && v <= 1.0, "{f:#?}");
+        }
+    }
+    assert!(
+        r.fixes
+            .iter()
+            .all(|f| !f.change.starts_with("--gpu-memory-utilization")),
+        "{:#?}",
+        r.fixes
+    );
 }
