@@ -31,6 +31,7 @@ pub mod nvidia_smi_q;
 pub mod nvidia_smi_topo;
 pub mod nvidia_smi_xml;
 pub mod oom;
+pub mod oom_phase;
 pub mod safetensors;
 pub mod startup_log;
 pub mod sysfs;

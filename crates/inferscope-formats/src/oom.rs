@@ -98,7 +98,17 @@ pub enum Wrapper {
     },
     /// vLLM: `No available memory for the cache blocks`.
     VllmNoCacheBlocks,
+    /// vLLM: `CUDA out of memory occurred when warming up sampler with N dummy requests`.
+    VllmSamplerWarmup {
+        /// The dummy requests (its `max_num_seqs`), when printed.
+        requests: Option<u64>,
+    },
+    /// `RuntimeError: CUDA error: out of memory` (or HIP): the driver's error, no figures.
+    DriverError,
 }
+
+/// Most `Process P has` clauses kept from one message.
+pub const MAX_PROCESSES: usize = 256;
 
 /// Everything one message says. Sizes are as reported: `None` when the message does not say.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -119,8 +129,10 @@ pub struct OomReport {
     pub allowed_bytes: Option<u64>,
     /// `this process has S memory in use` (PyTorch and non-PyTorch memory of this process).
     pub process_in_use_bytes: Option<u64>,
-    /// `Process P has S memory in use` clauses.
+    /// `Process P has S memory in use` clauses (at most [`MAX_PROCESSES`]).
     pub processes: Vec<ProcessUsage>,
+    /// `Process P has` clauses beyond [`MAX_PROCESSES`]: counted, not kept.
+    pub processes_not_kept: u64,
     /// Allocated by PyTorch (`already allocated`, or `is allocated by PyTorch`, which includes
     /// private pools).
     pub allocated_bytes: Option<u64>,
@@ -137,6 +149,8 @@ pub struct OomReport {
     pub alloc_conf_var: Option<String>,
     /// A framework wrapper around (or instead of) the allocator message.
     pub wrapper: Option<Wrapper>,
+    /// The start-up phase the message or its pasted context names.
+    pub phase: Option<crate::oom_phase::PhaseHit>,
     /// Who printed it, from the line's prefix (`vLLM worker rank=1 pid=194255`, `TGI router`).
     pub context: Vec<String>,
     /// How many OOM messages the text holds (servers echo the same one).
@@ -382,9 +396,12 @@ fn parse_one(msg: &str, r: &mut OomReport) {
             };
             if let Some(Ok((bytes, _))) = size_at(rest)
                 && let Ok(pid) = u32::try_from(pid)
-                && r.processes.len() < 256
             {
-                r.processes.push(ProcessUsage { pid, bytes });
+                if r.processes.len() < MAX_PROCESSES {
+                    r.processes.push(ProcessUsage { pid, bytes });
+                } else {
+                    r.processes_not_kept += 1;
+                }
             }
         }
     }
@@ -486,7 +503,23 @@ pub fn parse(text: &str) -> Result<OomReport, ParseError> {
         }
     } else if s.contains("No available memory for the cache blocks") {
         r.wrapper = Some(Wrapper::VllmNoCacheBlocks);
+    } else if s.contains("out of memory occurred when warming up sampler") {
+        let requests = s
+            .find("warming up sampler with")
+            .and_then(|p| uint_at(s[p + "warming up sampler with".len()..].trim_start()))
+            .map(|v| v.0);
+        r.wrapper = Some(Wrapper::VllmSamplerWarmup { requests });
+    } else if s.contains("CUDA error: out of memory") || s.contains("HIP error: out of memory") {
+        r.wrapper = Some(Wrapper::DriverError);
+        if r.backend.is_none() {
+            r.backend = Some(if s.contains("HIP error") {
+                Backend::Hip
+            } else {
+                Backend::Cuda
+            });
+        }
     }
+    r.phase = crate::oom_phase::detect(cut);
     if r.messages_found == 0 {
         if r.wrapper.is_none() {
             let first = cut.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
@@ -511,6 +544,14 @@ pub fn parse(text: &str) -> Result<OomReport, ParseError> {
 
 fn sanity_notes(r: &mut OomReport) {
     let gib = |b: u64| format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64);
+    if r.processes_not_kept > 0 {
+        r.notes.push(format!(
+            "the message lists {} processes; the first {MAX_PROCESSES} are kept and the other \
+             {} are left out of every sum (what other processes hold is at least the figure shown)",
+            r.processes.len() as u64 + r.processes_not_kept,
+            r.processes_not_kept
+        ));
+    }
     if let Some(total) = r.total_bytes {
         for (what, v) in [
             ("allocated", r.allocated_bytes),

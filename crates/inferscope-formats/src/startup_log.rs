@@ -112,6 +112,8 @@ pub struct StartupLog {
     pub args: Vec<(String, String)>,
     /// GPU model, when the log names it (nvidia-smi rows, llama.cpp's device list).
     pub gpu_model: Option<String>,
+    /// The device kind when it is not a GPU (`cpu`: vLLM's CPU backend), else `None`.
+    pub device: Option<String>,
     /// Every figure recognised, first (lowest rank) per key.
     pub figures: Vec<Figure>,
     /// Distinct ranks seen in line prefixes (bounded to 0..64).
@@ -126,6 +128,45 @@ pub struct StartupLog {
     pub long_lines: u64,
     /// The input ended without a newline (cut mid-line, or a paste without one).
     pub ends_mid_line: bool,
+    /// 1-based line this start-up begins on (1 unless the input holds earlier start-ups).
+    pub first_line: u64,
+    /// The start-ups before this one in the same input (a failed start then a restart, two
+    /// llama-server runs, another engine's log pasted above), oldest first, at most
+    /// [`MAX_EARLIER`]: each is its own record, never merged into this one.
+    pub earlier: Vec<StartupSummary>,
+    /// Earlier start-ups beyond [`MAX_EARLIER`] (counted, not kept).
+    pub earlier_dropped: u64,
+}
+
+/// Most earlier start-ups summarised (a log restarted in a loop stays bounded).
+pub const MAX_EARLIER: usize = 32;
+
+/// Why the input was split before a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// The engine printed its first start-up line again after figures (a restart).
+    Restart,
+    /// Another engine's lines follow (logs of two engines pasted together).
+    OtherEngine,
+}
+
+/// One earlier start-up of the same input, in brief.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartupSummary {
+    /// Its engine, when recognised.
+    pub engine: Option<Engine>,
+    /// Its version, as printed.
+    pub engine_version: Option<String>,
+    /// First and last line.
+    pub lines: (u64, u64),
+    /// It failed.
+    pub failed: bool,
+    /// The failure line and its number.
+    pub failure: Option<(u64, String)>,
+    /// Its KV cache in GiB per GPU, when printed.
+    pub kv_cache_gib: Option<f64>,
+    /// Why the next record was split from it.
+    pub split: Split,
 }
 
 impl StartupLog {
@@ -146,6 +187,97 @@ impl StartupLog {
     pub fn rank_count(&self) -> u32 {
         self.ranks_seen.count_ones()
     }
+
+    /// Whether the start-up has got past its arguments (memory figures or a failure): a start
+    /// line after this point begins another start-up.
+    fn progressed(&self) -> bool {
+        self.failed || self.figures.iter().any(|f| PROGRESS_KEYS.contains(&f.key))
+    }
+
+    fn summary(&self, last_line: u64, split: Split) -> StartupSummary {
+        StartupSummary {
+            engine: self.engine,
+            engine_version: self.engine_version.clone(),
+            lines: (self.first_line, last_line),
+            failed: self.failed,
+            failure: self.failure.clone(),
+            kv_cache_gib: self.figure("kv_cache").and_then(|f| f.gib),
+            split,
+        }
+    }
+}
+
+/// Figures printed only once a start-up is loading or sizing memory (not the argument echoes
+/// such as `Using max model len`, which come before the engine's own start line).
+const PROGRESS_KEYS: &[&str] = &[
+    "weights",
+    "kv_cache",
+    "kv_cache_tokens",
+    "k_size",
+    "gpu_blocks",
+    "cuda_graph",
+    "activation_peak",
+    "non_torch",
+    "avail_before_weights",
+    "avail_after_weights",
+    "free_at_start",
+    "n_ctx",
+    "n_slots",
+];
+
+/// The line an engine prints first in every start-up (so a second one is a restart).
+fn starts_run(t: &str) -> bool {
+    [
+        "vLLM API server version ",
+        "Initializing a V1 LLM engine (v",
+        "Initializing an LLM engine (v",
+        "non-default args: {",
+        "server_args=ServerArgs(",
+        "text_generation_launcher: Args {",
+        "llama_server: initializing",
+        "main: build = ",
+        "common_params_print_info: build ",
+        "# command: ",
+    ]
+    .iter()
+    .any(|p| t.contains(p))
+        || t.starts_with("build: ")
+}
+
+/// The engine a line can only come from (phrases no other engine prints).
+fn engine_of_line(t: &str) -> Option<Engine> {
+    if t.contains("vLLM API server version")
+        || t.contains("LLM engine (v")
+        || t.contains("EngineCore")
+        || t.contains("[gpu_model_runner.py")
+        || t.contains("non-default args: {")
+    {
+        Some(Engine::Vllm)
+    } else if t.contains("server_args=ServerArgs(")
+        || t.contains("Load weight begin.")
+        || t.contains("KV Cache is allocated.")
+    {
+        Some(Engine::Sglang)
+    } else if t.contains("text_generation_launcher") || t.contains("text_generation_router") {
+        Some(Engine::Tgi)
+    } else if t.contains("llama_context:")
+        || t.contains("llama_model_loader:")
+        || t.contains("llama_kv_cache")
+    {
+        Some(Engine::LlamaCpp)
+    } else {
+        None
+    }
+}
+
+/// Whether `text` begins a new record after `cur`, and why.
+fn split_before(text: &str, cur: &StartupLog) -> Option<Split> {
+    if let (Some(new), Some(old)) = (engine_of_line(text), cur.engine)
+        && new != old
+    {
+        return Some(Split::OtherEngine);
+    }
+    (starts_run(text) && cur.progressed()).then_some(Split::Restart)
 }
 
 /// Why the input is not a start-up log.
@@ -175,9 +307,15 @@ pub enum StartupLogError {
     },
 }
 
-/// Parse a start-up log from `r`, streaming.
+/// Parse a start-up log from `r`, streaming. Each start-up in the input is its own record: the
+/// last one is returned, the ones before it are summarised in [`StartupLog::earlier`].
 pub fn parse(mut r: impl BufRead) -> Result<StartupLog, StartupLogError> {
-    let mut log = StartupLog::default();
+    let mut log = StartupLog {
+        first_line: 1,
+        ..StartupLog::default()
+    };
+    let mut earlier: Vec<StartupSummary> = Vec::new();
+    let mut earlier_dropped = 0u64;
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     // Lines of a multi-line message (vLLM 0.6.x profiling) that carry no prefix inherit the rank
     // of the line before.
@@ -207,6 +345,20 @@ pub fn parse(mut r: impl BufRead) -> Result<StartupLog, StartupLogError> {
             lossy
         };
         let text = text.trim_end_matches(['\r', '\n']);
+        if let Some(split) = split_before(text, &log) {
+            if earlier.len() >= MAX_EARLIER {
+                earlier.remove(0);
+                earlier_dropped += 1;
+            }
+            earlier.push(log.summary(log.lines - 1, split));
+            log = StartupLog {
+                first_line: log.lines,
+                lines: log.lines,
+                long_lines: log.long_lines,
+                ..StartupLog::default()
+            };
+            last_rank = None;
+        }
         if !complete {
             log.ends_mid_line = true;
         }
@@ -224,9 +376,11 @@ pub fn parse(mut r: impl BufRead) -> Result<StartupLog, StartupLogError> {
         };
         scan(&mut l, &mut log);
     }
-    if log.engine.is_none() && log.figures.is_empty() {
+    if log.engine.is_none() && log.figures.is_empty() && earlier.is_empty() {
         return Err(StartupLogError::NotAStartupLog { lines: log.lines });
     }
+    log.earlier = earlier;
+    log.earlier_dropped = earlier_dropped;
     Ok(log)
 }
 
@@ -335,6 +489,8 @@ impl Line<'_> {
                             .is_some_and(|r| r.starts_with(|d: char| d.is_ascii_digit()))))
             })
             .map_or(rest.len(), |(j, _)| j);
+        // An exponent (`1e12`, `2.5E-3`) belongs to the number: stopping at the `e` would read 1.
+        let end = end + exponent_len(rest.get(end..).unwrap_or(""));
         if end == rest.len() && !self.complete {
             return None;
         }
@@ -342,6 +498,21 @@ impl Line<'_> {
         let v: f64 = digits.trim_end_matches('.').parse().ok()?;
         v.is_finite().then_some((v, rest.get(end..).unwrap_or("")))
     }
+}
+
+/// Length of an exponent (`e12`, `E-3`, `e+5`) at the start of `s`, 0 when there is none.
+fn exponent_len(s: &str) -> usize {
+    let b = s.as_bytes();
+    if !matches!(b.first(), Some(b'e' | b'E')) {
+        return 0;
+    }
+    let sign = usize::from(matches!(b.get(1), Some(b'+' | b'-')));
+    let digits = b
+        .iter()
+        .skip(1 + sign)
+        .take_while(|c| c.is_ascii_digit())
+        .count();
+    if digits == 0 { 0 } else { 1 + sign + digits }
 }
 
 /// A memory unit as printed right after a number.
@@ -427,7 +598,8 @@ fn fail(log: &mut StartupLog, l: &Line) {
     log.failed = true;
     if log.failure.is_none() {
         let t: String = l.text.trim().chars().take(400).collect();
-        log.failure = Some((l.no, t));
+        // The failure line is quoted in reports users paste: no secret in it.
+        log.failure = Some((l.no, inferscope_host::redact::scrub(&t).into_owned()));
     }
 }
 
@@ -537,6 +709,10 @@ fn scan_arguments(l: &mut Line, log: &mut StartupLog) {
     }
     if let Some(i) = t.find("# command: ") {
         args_command(log, t.get(i + "# command: ".len()..).unwrap_or(""), true);
+        if t.contains("vllm serve ") {
+            engine(log, Engine::Vllm);
+        }
+        return;
     }
     // A command quoted in a report: `vllm serve MODEL --flag value`.
     for (pat, e) in [
@@ -560,6 +736,16 @@ fn scan_gpu(l: &mut Line, log: &mut StartupLog) {
             && let Some(name) = t.get(i..).and_then(|r| r.split("  ").next())
         {
             log.gpu_model = Some(name.trim().to_string());
+        }
+        // vLLM's and SGLang's fused-MoE config lookups name the device:
+        // `…/configs/E=128,N=192,device_name=NVIDIA_GeForce_RTX_3090.json`.
+        if let Some(i) = t.find("device_name=")
+            && let Some(name) = t
+                .get(i + "device_name=".len()..)
+                .and_then(|r| r.split(['.', ',', ']', '\'', '"', ' ']).next())
+            && name.len() > 2
+        {
+            log.gpu_model = Some(name.replace('_', " "));
         }
         // llama.cpp / ggml: `Device 0: NVIDIA GeForce RTX 4090, compute capability 8.9`
         if let Some(i) = t.find("Device 0: ")
@@ -623,6 +809,7 @@ fn scan_vllm(l: &mut Line, log: &mut StartupLog) {
     }
     set_mem(log, l, "kv_cache", "Available KV cache memory:");
     set_count(log, l, "kv_cache_tokens", "GPU KV cache size:", "tokens");
+    scan_vllm_cpu(l, log);
     if t.contains("Maximum concurrency for") {
         set_count(
             log,
@@ -637,10 +824,22 @@ fn scan_vllm(l: &mut Line, log: &mut StartupLog) {
     set_count(log, l, "gpu_blocks", "# CUDA blocks:", "blocks");
     set_count(log, l, "gpu_blocks", "num_gpu_blocks is:", "blocks");
     set_count(log, l, "cpu_blocks", "# CPU blocks:", "blocks");
-    if t.contains("Graph capturing finished in") {
-        set_mem(log, l, "cuda_graph", "took");
+    // The "took" after the phrase: a prefix or an earlier clause may hold another one.
+    if let Some(i) = t.find("Graph capturing finished in") {
+        let sub = Line {
+            text: t.get(i..).unwrap_or(""),
+            ..*l
+        };
+        set_mem(log, &sub, "cuda_graph", "took");
     }
     set_count(log, l, "max_model_len", "Using max model len", "tokens");
+    set_count(
+        log,
+        l,
+        "chunked_prefill_tokens",
+        "Chunked prefill is enabled with max_num_batched_tokens=",
+        "tokens",
+    );
     if let Some(j) = t.find("Free memory on device (") {
         engine(log, Engine::Vllm);
         // `(F/T GiB)`: the unit follows T only.
@@ -688,6 +887,45 @@ fn scan_vllm(l: &mut Line, log: &mut StartupLog) {
         }
     }
     scan_vllm_failures(l, log);
+}
+
+/// One line's vLLM CPU-backend figures (`vllm/v1/worker/cpu_worker.py`
+/// `determine_available_memory`, 0.32: "Explicitly set (K/T) GiB for KV cache on node N." or
+/// "Auto set (K/T) GiB for KV cache on node N, with R GiB requested memory for the worker. C GiB
+/// memory was consumed by non-kv usages."; `vllm/v1/core/kv_cache_utils.py`
+/// `update_kv_cache_capacity`: "CPU KV cache size: N tokens, Maximum concurrency for …").
+fn scan_vllm_cpu(l: &mut Line, log: &mut StartupLog) {
+    let t = l.text;
+    if t.contains("CPU KV cache size:") {
+        engine(log, Engine::Vllm);
+        log.device.get_or_insert_with(|| "cpu".to_string());
+        set_count(log, l, "kv_cache_tokens", "CPU KV cache size:", "tokens");
+    }
+    for pat in ["Explicitly set (", "Auto set ("] {
+        if let Some(i) = t.find(pat)
+            && t.contains("GiB for KV cache")
+        {
+            engine(log, Engine::Vllm);
+            log.device.get_or_insert_with(|| "cpu".to_string());
+            let sub = Line {
+                text: t.get(i + pat.len()..).unwrap_or(""),
+                ..*l
+            };
+            if let Some((kv, rest)) = sub.num_after("")
+                && let Some(rest) = rest.strip_prefix('/')
+                && let Some((total, unit)) = (Line { text: rest, ..*l }).num_after("")
+                && unit.trim_start().starts_with(") GiB")
+            {
+                set(log, l, "kv_cache", kv, "GiB", Some(kv));
+                set(log, l, "cpu_node_memory", total, "GiB", Some(total));
+            }
+            set_mem(log, l, "non_torch", "requested memory for the worker.");
+        }
+    }
+    if t.contains("on kv cache allocation is less than requested memory for kv") {
+        engine(log, Engine::Vllm);
+        fail(log, l);
+    }
 }
 
 /// One line's vLLM failure messages (the figures they quote become the failure's evidence).
@@ -931,34 +1169,58 @@ fn args_python(log: &mut StartupLog, s: &str, sep: char) {
         if let Some(inner) = v.strip_prefix("Some(").and_then(|x| x.strip_suffix(')')) {
             v = inner;
         }
-        let v = v.trim_matches(['\'', '"']).to_string();
-        if !log.args.iter().any(|(x, _)| *x == k) {
-            log.args.push((k, v));
-        }
+        let v = v.trim_matches(['\'', '"']);
+        push_arg(log, k, v);
     }
 }
 
-/// A command line (`vllm serve M --max-model-len 8192`, `llama-server -m x.gguf -c 8192`).
+/// Keep argument `k` (first wins), its value redacted by the snapshot's rules
+/// ([`inferscope_host::redact`]): `--api-key`, `hf_token` and credentials in URLs never reach a
+/// report.
+fn push_arg(log: &mut StartupLog, k: String, v: &str) {
+    if log.args.len() < MAX_ARGS && !log.args.iter().any(|(x, _)| *x == k) {
+        let v = inferscope_host::redact::env_value(&k, v).into_owned();
+        log.args.push((k, v));
+    }
+}
+
+/// A command line (`vllm serve M --max-model-len 8192`, `HF_TOKEN=x vllm serve M`,
+/// `python -m vllm.entrypoints.openai.api_server --model M`, `llama-server -m x.gguf -c 8192`).
+/// With `program_first` the words start with environment assignments and the program (and its
+/// `serve` subcommand or `-m module`), which are skipped; the first positional word after them is
+/// the model.
 fn args_command(log: &mut StartupLog, s: &str, program_first: bool) {
-    let words: Vec<&str> = s
+    let mut words: Vec<&str> = s
         .split_whitespace()
-        .skip(usize::from(program_first))
         .map(|w| w.trim_end_matches(['`', ')', '\'', '"', ',']))
+        .filter(|w| !w.is_empty())
         .collect();
+    if program_first {
+        // `HF_TOKEN=x CUDA_VISIBLE_DEVICES=0 env exec vllm serve M`.
+        let skip = words
+            .iter()
+            .take_while(|w| is_assignment(w) || matches!(**w, "env" | "exec" | "sudo" | "nohup"))
+            .count();
+        words.drain(..skip);
+        let program = words
+            .first()
+            .map_or("", |w| w.rsplit('/').next().unwrap_or(w));
+        let mut skip = usize::from(!words.is_empty());
+        if program.starts_with("python") && words.get(1) == Some(&"-m") {
+            skip = 3;
+        }
+        if words.get(skip) == Some(&"serve") {
+            skip += 1;
+        }
+        words.drain(..skip.min(words.len()));
+    }
     // The first positional word is the model (`vllm serve MODEL`).
-    if let Some(m) = words
-        .first()
-        .filter(|w| !w.starts_with('-') && !w.is_empty())
-        && !log.args.iter().any(|(k, _)| k == "model")
-    {
-        log.args.push(("model".to_string(), (*m).to_string()));
+    if let Some(m) = words.first().filter(|w| !w.starts_with('-')) {
+        push_arg(log, "model".to_string(), m);
     }
     let mut i = 0;
     while let Some(w) = words.get(i) {
         i += 1;
-        if log.args.len() >= MAX_ARGS {
-            return;
-        }
         let Some(flag) = w.strip_prefix("--").or_else(|| w.strip_prefix('-')) else {
             continue;
         };
@@ -972,11 +1234,17 @@ fn args_command(log: &mut StartupLog, s: &str, program_first: bool) {
                 _ => (flag.to_string(), "true".to_string()),
             },
         };
-        let k = k.replace('-', "_");
-        if !log.args.iter().any(|(x, _)| *x == k) {
-            log.args.push((k, v));
-        }
+        push_arg(log, k.replace('-', "_"), &v);
     }
+}
+
+/// `NAME=value` (an environment assignment before a command).
+fn is_assignment(w: &str) -> bool {
+    w.split_once('=').is_some_and(|(k, _)| {
+        !k.is_empty()
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !k.starts_with(|c: char| c.is_ascii_digit())
+    })
 }
 
 #[cfg(test)]

@@ -23,6 +23,8 @@
 #![warn(missing_docs)]
 
 pub mod oom;
+pub mod oom_phase;
 pub mod snapshot;
 pub mod startup;
+pub mod startup_fixes;
 pub mod watch;

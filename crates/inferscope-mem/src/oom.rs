@@ -34,6 +34,28 @@ const GIB: u64 = 1 << 30;
 /// most that much (docs/mem.md).
 pub const MATERIAL_POOL_SHARE: f64 = 0.05;
 
+/// Most memory outside PyTorch's allocator that is taken to be the failing process's own (CUDA
+/// context, cuBLAS/cuDNN workspaces, NCCL buffers: typically 0.3–1.5 GiB) when the message does
+/// not separate it from other processes' (PyTorch < 2.1's parenthesised message).
+pub const SELF_NON_TORCH_MAX: u64 = 3 * GIB / 2;
+
+/// What the driver is asked for when PyTorch's caching allocator serves a request of `req`
+/// bytes from a new segment (c10/cuda/CUDACachingAllocator.cpp `get_allocation_size`: up to
+/// 1 MiB from a 2 MiB segment, up to 10 MiB from a 20 MiB segment, larger requests rounded up
+/// to 2 MiB), plus one 2 MiB page the driver maps memory in: free memory below this is not
+/// enough, whatever it says beside the request.
+pub fn driver_ask(req: u64) -> u64 {
+    const MIB: u64 = 1 << 20;
+    let seg = if req <= MIB {
+        2 * MIB
+    } else if req < 10 * MIB {
+        20 * MIB
+    } else {
+        req.div_ceil(2 * MIB).saturating_mul(2 * MIB)
+    };
+    seg.saturating_add(2 * MIB)
+}
+
 /// Below this share of the card a cause is not mentioned as the minor one.
 pub const MINOR_CAUSE_SHARE: f64 = 0.005;
 
@@ -148,6 +170,13 @@ pub struct OomAnalysis {
     /// The largest cause other than the verdict's that holds at least 0.5 % of the card (or, for
     /// the reserved-unallocated pool, covers the request).
     pub minor_cause: Option<&'static str>,
+    /// The start-up phase the message or its pasted context names (`profile_run`,
+    /// `sampler_warmup`, `kv_cache_allocation`, `graph_capture`, `warmup`, `weight_loading`).
+    pub phase: Option<&'static str>,
+    /// The phrase that named it.
+    pub phase_evidence: Option<&'static str>,
+    /// The term that grew in that phase and what it scales with.
+    pub phase_term: Option<String>,
     /// Why, in one or two sentences with the numbers.
     pub explanation: String,
     /// What would help, most specific first.
@@ -214,7 +243,29 @@ pub fn diagnose(r: &OomReport) -> OomAnalysis {
             (Some("tgi_prefill_tokens".to_string()), Some(*tokens))
         }
         Some(Wrapper::VllmNoCacheBlocks) => (Some("vllm_no_cache_blocks".to_string()), None),
+        Some(Wrapper::VllmSamplerWarmup { requests }) => {
+            (Some("vllm_sampler_warmup".to_string()), *requests)
+        }
+        Some(Wrapper::DriverError) => (Some("driver_error".to_string()), None),
         None => (None, None),
+    };
+    // The phase's own remedies go first: they name the knob of the term that grew.
+    let (phase_term, explanation) = match &r.phase {
+        Some(hit) => {
+            let (term, first) = crate::oom_phase::remedies(hit);
+            // The phase's wording of a remedy replaces the generic one with the same id.
+            remedies.retain(|x: &Remedy| !first.iter().any(|p| p.id == x.id));
+            remedies.splice(0..0, first);
+            (
+                Some(term),
+                format!(
+                    "during {} (\"{}\" in the text): {explanation}",
+                    crate::oom_phase::describe(hit.phase),
+                    hit.evidence
+                ),
+            )
+        }
+        None => (None, explanation),
     };
     OomAnalysis {
         backend: r.backend.map(Backend::as_str),
@@ -250,6 +301,9 @@ pub fn diagnose(r: &OomReport) -> OomAnalysis {
         diagnosis,
         causes,
         minor_cause,
+        phase: r.phase.as_ref().map(|h| h.phase.as_str()),
+        phase_evidence: r.phase.as_ref().map(|h| h.evidence),
+        phase_term,
         explanation,
         remedies,
         notes,
@@ -285,16 +339,35 @@ impl Figures {
                 });
         // A lone `Process P has` clause with no `this process has` clause, holding at least what
         // PyTorch reserved, is this process seen from inside a container (host pid).
+        // PyTorch 2.1's list (the message with "total capacty") includes this process, too: with
+        // no "this process has" clause, the listed process holding at least what PyTorch
+        // reserved (the closest such) is this one.
         let mut likely_self: Option<ProcessUsage> = None;
         if r.process_in_use_bytes.is_none()
-            && let [only] = r.processes.as_slice()
-            && reserved.is_some_and(|res| only.bytes >= res)
+            && let Some(res) = reserved
+            && let Some(me) = r
+                .processes
+                .iter()
+                .filter(|p| p.bytes >= res)
+                .min_by_key(|p| p.bytes - res)
         {
-            likely_self = Some(*only);
+            likely_self = Some(*me);
             notes.push(format!(
-                "process {} is probably the failing process itself, seen by its host pid (the \
-                 message has no \"this process has\" clause and it holds all PyTorch reserved)",
-                only.pid
+                "process {} is probably the failing process itself (its host pid, or PyTorch \
+                 2.1's list, which includes this process): the message has no \"this process \
+                 has\" clause and it holds all PyTorch reserved",
+                me.pid
+            ));
+        }
+        if let Some(t) = r.total_bytes
+            && let Some(p) = r.processes.iter().find(|p| p.bytes > t)
+        {
+            notes.push(format!(
+                "process {} is listed with {}, more than the card's {}: an inconsistent figure, \
+                 so no share of the card is given for it",
+                p.pid,
+                gib(p.bytes),
+                gib(t)
             ));
         }
         let this_process = r
@@ -310,11 +383,28 @@ impl Figures {
             .iter()
             .filter(|p| Some(**p) != likely_self)
             .fold(0u64, |a, p| a.saturating_add(p.bytes));
+        // Without a "this process has" figure, memory outside the allocator is first this
+        // process's own CUDA context and libraries: only the excess over that is someone else's.
+        let self_non_torch = r.process_in_use_bytes.is_none() && likely_self.is_none();
         let others = if others_listed > 0 {
             Some(others_listed)
+        } else if self_non_torch {
+            not_this.map(|n| n.saturating_sub(SELF_NON_TORCH_MAX))
         } else {
             not_this
         };
+        if self_non_torch
+            && others_listed == 0
+            && let Some(n) = not_this.filter(|n| *n > 0)
+        {
+            notes.push(format!(
+                "{} is outside PyTorch's allocator; up to {} of it is most likely this \
+                 process's own CUDA context, cuBLAS/cuDNN workspaces and NCCL buffers (the \
+                 message does not separate them) unless nvidia-smi shows other processes",
+                gib(n),
+                gib(n.min(SELF_NON_TORCH_MAX))
+            ));
+        }
         Figures {
             reserved,
             reserved_unallocated,
@@ -342,6 +432,21 @@ fn verdict(r: &OomReport, f: &Figures, remedies: &mut Vec<Remedy>) -> (Diagnosis
             "the message does not say how much was requested and how much was free".into(),
         );
     };
+    if req == 0 || r.total_bytes == Some(0) {
+        remedies.push(remedy(
+            "paste_underlying_error",
+            "paste the whole message as the program printed it: these figures are zero",
+        ));
+        return (
+            Diagnosis::NotEnoughInformation,
+            format!(
+                "the message's sizes are zero (requested {}, capacity {}): no allocation of \
+                 zero bytes fails for lack of memory, so the figures are not the real ones",
+                gib(req),
+                r.total_bytes.map_or_else(|| "not printed".to_string(), gib)
+            ),
+        );
+    }
     if let Some(v) = fraction_limit(r, f, req, free, remedies) {
         return v;
     }
@@ -369,6 +474,26 @@ fn wrapper_verdict(w: &Wrapper, remedies: &mut Vec<Remedy>) -> (Diagnosis, Strin
                 "TGI's warmup could not run a {tokens}-token prefill; the underlying \
                  CUDA error (with the allocator's figures) is earlier in the shard's log"
             )
+        }
+        Wrapper::VllmSamplerWarmup { requests } => {
+            remedies.push(remedy(
+                "lower_max_num_seqs",
+                format!(
+                    "lower vLLM --max-num-seqs{}: the sampler warm-up holds max_num_seqs × \
+                     vocabulary logits at once",
+                    requests.map_or(String::new(), |n| format!(" below {n}"))
+                ),
+            ));
+            format!(
+                "vLLM's sampler warm-up ran out of memory with {} dummy requests; the \
+                 allocator's figures are not in the text",
+                requests.map_or_else(|| "its".to_string(), |n| n.to_string())
+            )
+        }
+        Wrapper::DriverError => {
+            "the CUDA driver itself refused an allocation (`CUDA error: out of memory`): no \
+             allocator figures, so only the phase (if the pasted lines name one) says where"
+                .to_string()
         }
         Wrapper::VllmNoCacheBlocks => {
             remedies.push(remedy(
@@ -474,7 +599,9 @@ fn fragmentation(
             ),
         ));
     }
-    if free >= req {
+    // Free barely above the request is a full device: the allocator asks the driver for more
+    // than the request (segment sizes, 2 MiB pages), so the cause is whatever holds the memory.
+    if free >= driver_ask(req) {
         remedies.push(remedy(
             "expandable_segments",
             format!(
@@ -595,8 +722,10 @@ fn exhaustion(
 /// What holds the card, largest first; unknown last (unknown is not zero, but cannot be ranked).
 fn causes(r: &OomReport, f: &Figures) -> Vec<CauseWeight> {
     let (others, reserved_unallocated) = (f.others, f.reserved_unallocated);
+    // A holder larger than the card is an inconsistent figure (a cut size, another unit), not a
+    // share: left unknown rather than printed as 3 billion %.
     let share = |b: Option<u64>| match (b, r.total_bytes) {
-        (Some(b), Some(t)) if t > 0 => Some(b as f64 / t as f64),
+        (Some(b), Some(t)) if t > 0 && b <= t => Some(b as f64 / t as f64),
         _ => None,
     };
     let mut causes = vec![

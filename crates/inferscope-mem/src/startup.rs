@@ -6,7 +6,7 @@
 //! `measured.kv_cache_gib`, `measured.kv_cache_tokens` and `fixes` (`[{change, fits}]`) are a
 //! contract (issue 17); `measured` has the record shape of `fixtures/tools/vllm-logs/cases.jsonl`.
 
-use inferscope_formats::startup_log::{Engine as LogEngine, StartupLog};
+use inferscope_formats::startup_log::{Engine as LogEngine, Split, StartupLog};
 use inferscope_plan::engine::Engine;
 use inferscope_plan::memory::GIB;
 use inferscope_plan::{GpuSpec, Plan, PlanRequest, catalog, gpus, plan};
@@ -21,6 +21,30 @@ pub struct Hints {
     pub gpu: Option<String>,
     /// GPUs in use.
     pub gpu_count: Option<u32>,
+    /// The model already read (a local folder the binary resolved like `plan` does): its name
+    /// and architecture. Used instead of a catalog lookup.
+    pub model_arch: Option<(String, inferscope_plan::ModelArch)>,
+}
+
+/// An earlier start-up in the same input, in brief.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EarlierStartup {
+    /// Its engine.
+    pub engine: &'static str,
+    /// Its version.
+    pub engine_version: Option<String>,
+    /// First line.
+    pub first_line: u64,
+    /// Last line.
+    pub last_line: u64,
+    /// It failed.
+    pub failed: bool,
+    /// Why.
+    pub failure: Option<String>,
+    /// Its KV cache per GPU.
+    pub kv_cache_gib: Option<f64>,
+    /// `restart` or `other_engine` (why the next one is a separate record).
+    pub followed_by: &'static str,
 }
 
 /// The figures the engine printed, normalised to GiB per GPU (record shape of the start-up
@@ -118,22 +142,8 @@ pub struct Prediction {
     pub problems: Vec<String>,
 }
 
-/// One fix, re-planned.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Fix {
-    /// The flag change (`--max-model-len 65536`).
-    pub change: String,
-    /// Whether it fits.
-    pub fits: bool,
-    /// KV per GPU with the change (null when not computed).
-    pub kv_cache_gib: Option<f64>,
-    /// KV tokens with the change.
-    pub kv_cache_tokens: Option<u64>,
-    /// What it costs.
-    pub cost: String,
-    /// `planner`, or `engine` (the engine's own figure or formula on the log's numbers).
-    pub verified_by: &'static str,
-}
+use crate::startup_fixes::{self as fx, LogFigures};
+pub use crate::startup_fixes::{Budget, Fix};
 
 /// `mem startup --json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -170,8 +180,16 @@ pub struct StartupReport {
     pub prediction_unavailable: Option<String>,
     /// For a failed start-up: why.
     pub diagnosis: Option<String>,
-    /// For a failed start-up: fixes, re-planned.
+    /// For a failed start-up: the measured budget the fixes close.
+    pub budget: Option<Budget>,
+    /// For a failed start-up: fixes, log-derived first, each with `checked_by` and `why`.
     pub fixes: Vec<Fix>,
+    /// The device when it is not a GPU (`cpu`: vLLM's CPU backend).
+    pub device: Option<String>,
+    /// This report is on the last start-up in the input; the ones before it.
+    pub earlier_startups: Vec<EarlierStartup>,
+    /// First line of the start-up reported.
+    pub first_line: u64,
     /// Oddities.
     pub notes: Vec<String>,
     /// Lines read.
@@ -294,7 +312,56 @@ pub fn analyse(log: &StartupLog, hints: &Hints) -> StartupReport {
         .model
         .clone()
         .or_else(|| arg_s(log, &["model", "model_path", "model_id", "model_tag"]));
-    let gpu_model = hints.gpu.clone().or_else(|| log.gpu_model.clone());
+    // The log's device name mapped to the catalog (`NVIDIA H100 80GB HBM3` → H100 SXM); `--gpu`
+    // overrides.
+    let gpu_model = hints.gpu.clone().or_else(|| {
+        log.gpu_model.as_deref().map(|g| match gpus::lookup(g) {
+            Ok(spec) => spec.name.clone(),
+            Err(_) => g.to_string(),
+        })
+    });
+    let earlier: Vec<EarlierStartup> = log
+        .earlier
+        .iter()
+        .map(|e| EarlierStartup {
+            engine: e.engine.map_or("unknown", LogEngine::as_str),
+            engine_version: e.engine_version.clone(),
+            first_line: e.lines.0,
+            last_line: e.lines.1,
+            failed: e.failed,
+            failure: e.failure.as_ref().map(|(_, t)| t.clone()),
+            kv_cache_gib: e.kv_cache_gib.map(r2),
+            followed_by: match e.split {
+                Split::Restart => "restart",
+                Split::OtherEngine => "other_engine",
+            },
+        })
+        .collect();
+    if !earlier.is_empty() {
+        let mixed = earlier.iter().any(|e| e.followed_by == "other_engine");
+        notes.push(format!(
+            "the input holds {} start-ups{}; this report is the last one (from line {}); \
+             earlier: {}",
+            earlier.len() as u64 + log.earlier_dropped + 1,
+            if mixed {
+                " of different engines (split, not merged)"
+            } else {
+                ""
+            },
+            log.first_line,
+            earlier
+                .iter()
+                .map(|e| format!(
+                    "{} lines {}–{} {}",
+                    e.engine,
+                    e.first_line,
+                    e.last_line,
+                    if e.failed { "failed" } else { "did not fail" }
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     let printed = log
         .figures
         .iter()
@@ -325,13 +392,17 @@ pub fn analyse(log: &StartupLog, hints: &Hints) -> StartupReport {
         prediction: None,
         prediction_unavailable: None,
         diagnosis: None,
+        budget: None,
         fixes: Vec::new(),
+        device: log.device.clone(),
+        earlier_startups: earlier,
+        first_line: log.first_line,
         notes,
         lines_read: log.lines,
     };
 
     // The planner request, from the log's own inputs.
-    let req = request(log, &report, &m);
+    let req = request(log, &report, &m, hints, false);
     let base = match req {
         Ok(req) => {
             let p = plan(&req);
@@ -345,12 +416,33 @@ pub fn analyse(log: &StartupLog, hints: &Hints) -> StartupReport {
     };
     if log.failed {
         report.diagnosis = Some(diagnose(log, &m));
-        report.fixes = engine_fixes(log, &m);
+        // Without a GPU the model still gives one request's KV (a shape-only request).
+        let shape = match &base {
+            Some((r, _)) => Some(r.clone()),
+            None => request(log, &report, &m, hints, true).ok(),
+        };
+        let figs = log_figures(log, &report, &m, shape.as_ref());
+        if let Some(d) = report.diagnosis.as_mut()
+            && d.contains("does not say")
+            && let (Some(kv), Some((one, _)), Some(len)) = (
+                figs.kv_gib,
+                figs.one_request_gib.as_ref(),
+                figs.max_model_len,
+            )
+            && *one > kv
+        {
+            *d = format!(
+                "one request of max_model_len {len} tokens needs {one:.2} GiB of KV cache; only \
+                 {kv:.2} GiB was left after weights, activations and non-torch memory"
+            );
+        }
+        let budget = fx::budget(&figs);
+        let mut fixes = fx::log_fixes(&figs, &budget);
         if let Some((req, p)) = &base {
             if p.fits {
                 report.notes.push(
                     "the planner predicts this configuration fits, so it does not reproduce the \
-                     failure: its fixes below are less certain than the engine's own figures"
+                     failure: its fixes are judged on the log's figures instead"
                         .to_string(),
                 );
             }
@@ -363,13 +455,30 @@ pub fn analyse(log: &StartupLog, hints: &Hints) -> StartupReport {
                     p.problems.join("; ")
                 ));
             }
-            report.fixes.extend(planner_fixes(req, p));
+            for f in planner_fixes(req, p, figs.kv_gib) {
+                // The log's own figure for a flag wins over the planner's.
+                let flag = f.change.split_whitespace().next().unwrap_or("");
+                if !fixes
+                    .iter()
+                    .any(|x| x.change.split_whitespace().next() == Some(flag))
+                {
+                    fixes.push(f);
+                }
+            }
         }
+        report.budget = Some(budget);
+        report.fixes = fixes;
     }
     report
 }
 
-fn request(log: &StartupLog, r: &StartupReport, m: &Measured) -> Result<PlanRequest, String> {
+fn request(
+    log: &StartupLog,
+    r: &StartupReport,
+    m: &Measured,
+    hints: &Hints,
+    shape_only: bool,
+) -> Result<PlanRequest, String> {
     if log.engine == Some(LogEngine::LlamaCpp) {
         return Err(
             "llama.cpp plans need the GGUF file: run `inferscope plan -- llama-server -m FILE …` \
@@ -377,12 +486,18 @@ fn request(log: &StartupLog, r: &StartupReport, m: &Measured) -> Result<PlanRequ
                 .to_string(),
         );
     }
-    let Some(model) = r.model_id.as_deref() else {
-        return Err("the log does not name the model: pass --model ID".to_string());
+    let resolved = match (&hints.model_arch, r.model_id.as_deref()) {
+        (Some(read), _) => Some(read.clone()),
+        (None, Some(model)) => resolve_model(model),
+        (None, None) => {
+            return Err("the log does not name the model: pass --model ID".to_string());
+        }
     };
-    let Some((model_name, arch)) = resolve_model(model) else {
+    let Some((model_name, arch)) = resolved else {
         return Err(format!(
-            "model {model:?} is not in the planner's catalog: pass --model with a catalog id"
+            "model {:?} is not in the planner's catalog and is not a local folder here: pass \
+             --model with a catalog id or the model's folder",
+            r.model_id.as_deref().unwrap_or("")
         ));
     };
     // The torch-visible total: the log's when printed, else the catalog GPU's.
@@ -390,7 +505,16 @@ fn request(log: &StartupLog, r: &StartupReport, m: &Measured) -> Result<PlanRequ
     let total_gib = m
         .total_gpu_memory_gib
         .or(catalog_gpu.map(|g| g.torch_total_bytes() as f64 / GIB));
+    // One request's KV does not depend on the card: a shape-only request may stand in for it.
+    let total_gib = total_gib.or(shape_only.then_some(80.0));
     let Some(total_gib) = total_gib else {
+        if log.device.as_deref() == Some("cpu") {
+            return Err(
+                "vLLM's CPU backend: the planner models GPUs (pass --gpu NAME to see what one \
+                 would hold)"
+                    .to_string(),
+            );
+        }
         return Err(match &r.gpu_model {
             Some(g) => format!("GPU {g:?} is not in the catalog: pass --gpu NAME"),
             None => "the log does not name the GPU: pass --gpu NAME".to_string(),
@@ -545,95 +669,160 @@ fn diagnose(log: &StartupLog, m: &Measured) -> String {
     }
 }
 
-/// Fixes from the engine's own figures (its estimate, or its budget formula on the log's numbers).
-fn engine_fixes(log: &StartupLog, m: &Measured) -> Vec<Fix> {
-    let mut out = Vec::new();
-    let est = count(log, "estimated_max_model_len").or(m.kv_capacity_tokens_in_error);
-    if let (Some(e), Some(len)) = (est, m.max_model_len)
-        && e > 0
-        && e < len
-    {
-        out.push(Fix {
-            change: format!("--max-model-len {e}"),
-            fits: true,
-            kv_cache_gib: m.kv_cache_gib,
-            kv_cache_tokens: Some(e),
-            cost: format!("requests longer than {e} tokens are refused (was {len})"),
-            verified_by: "engine",
+/// The figures the log-only fixes need, normalised per GPU.
+fn log_figures(
+    log: &StartupLog,
+    r: &StartupReport,
+    m: &Measured,
+    req: Option<&PlanRequest>,
+) -> LogFigures {
+    let engine = r.engine;
+    let version = log
+        .engine_version
+        .as_deref()
+        .and_then(inferscope_plan::EngineVersion::parse);
+    let util = log
+        .figure("gpu_memory_utilization")
+        .map(|f| f.value)
+        .or(arg_f(log, &["gpu_memory_utilization"]))
+        .filter(|u| *u > 0.0 && *u <= 1.0)
+        .unwrap_or(0.9);
+    let planned = req.map(|r| (r, plan(r)));
+    let max_len = arg_u(log, &["max_model_len"])
+        .or(m.max_model_len)
+        .or(planned.as_ref().and_then(|(_, p)| p.max_model_len));
+    // One request's KV: the engine's own figure, else the model's layout (the planner's KV over
+    // its concurrency, which is vLLM's `max_memory_usage_bytes` for this length).
+    let one = gib(log, "kv_cache_needed")
+        .map(|g| (g, "the engine's error message".to_string()))
+        .or_else(|| {
+            let (req, p) = planned.as_ref()?;
+            one_request_gib(req, p).map(|g| {
+                (
+                    g,
+                    format!(
+                        "{}'s KV layout for {} tokens",
+                        req.model_name,
+                        p.max_model_len.unwrap_or(0)
+                    ),
+                )
+            })
         });
+    let catalog_total = r
+        .gpu_model
+        .as_deref()
+        .and_then(|g| gpus::lookup(g).ok())
+        .map(|g| g.torch_total_bytes() as f64 / GIB);
+    let total = m
+        .total_gpu_memory_gib
+        .map(|t| (t, "log"))
+        .or(catalog_total.map(|t| (t, "catalog")));
+    let sglang_free = match (m.avail_after_weights_gib, m.weights_gib) {
+        (Some(after), Some(w)) if engine == "sglang" => {
+            Some((m.avail_before_weights_gib.unwrap_or(after + w), after))
+        }
+        _ => None,
+    };
+    LogFigures {
+        engine,
+        // CUDA-graph memory is profiled into the KV budget by default from 0.21 (gpu_worker.py
+        // determine_available_memory, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS).
+        graphs_in_budget: version.is_some_and(|v| v.at_least(0, 21)),
+        kv_gib: m.kv_cache_gib,
+        one_request_gib: one,
+        max_model_len: max_len,
+        estimated_max_model_len: count(log, "estimated_max_model_len")
+            .or(m.kv_capacity_tokens_in_error)
+            .filter(|e| *e > 0)
+            .or_else(|| {
+                let (req, _) = planned.as_ref()?;
+                longest_len_that_fits(req, m.kv_cache_gib?, max_len?)
+            }),
+        total_gib: total,
+        free_at_start_gib: gib(log, "free_at_start"),
+        utilization: util,
+        weights_gib: m.weights_gib,
+        activation_gib: m.activation_peak_gib,
+        cuda_graph_gib: m.cuda_graph_gib,
+        batched_tokens: arg_u(log, &["max_num_batched_tokens"])
+            .or(count(log, "chunked_prefill_tokens")),
+        kv_fp8: arg_s(log, &["kv_cache_dtype"]).is_some_and(|d| d.starts_with("fp8")),
+        tp: r.tp_size.unwrap_or(1).max(1),
+        sglang_free,
+        tgi_prefill_tokens: count(log, "prefill_tokens_in_error"),
     }
-    // vLLM budget = total × utilisation: raise it by what the KV cache lacks.
-    if let (Some(need), Some(avail), Some(total)) = (
-        gib(log, "kv_cache_needed"),
-        m.kv_cache_gib,
-        m.total_gpu_memory_gib,
-    ) && total > 0.0
-    {
-        let u = log
-            .figure("gpu_memory_utilization")
-            .map(|f| f.value)
-            .or(arg_f(log, &["gpu_memory_utilization"]))
-            .unwrap_or(0.9);
-        let new = ((u + (need - avail) / total) * 100.0).ceil() / 100.0;
-        out.push(Fix {
-            change: format!("--gpu-memory-utilization {new:.2}"),
-            fits: new <= 0.99,
-            kv_cache_gib: Some(r2(need)),
-            kv_cache_tokens: None,
-            cost: format!(
-                "{:.2} GiB less headroom for other processes and fragmentation",
-                (new - u) * total
-            ),
-            verified_by: "engine",
-        });
+}
+
+/// The longest `max_model_len` (a multiple of 256) whose one request fits in `kv` GiB, by the
+/// model's KV layout (sliding-window layers make it non-linear in the length).
+fn longest_len_that_fits(req: &PlanRequest, kv: f64, len: u64) -> Option<u64> {
+    let one_at = |l: u64| {
+        let mut r = req.clone();
+        r.max_model_len = Some(l);
+        let p = plan(&r);
+        one_request_gib(&r, &p)
+    };
+    if kv <= 0.0 || len < 512 {
+        return None;
     }
-    // SGLang (model_runner.profile_max_num_token): KV = avail_after_weights − total × (1 − f),
-    // total = free before weights (here: after + weights when the begin line is missing).
-    if log.engine == Some(LogEngine::Sglang)
-        && let (Some(after), Some(w)) = (m.avail_after_weights_gib, m.weights_gib)
-    {
-        let total = m.avail_before_weights_gib.unwrap_or(after + w);
-        if total > 0.0 {
-            let min = 1.0 - after / total;
-            // Two points above the minimum leave 2 % of the card for KV.
-            let f = ((min + 0.02) * 100.0).ceil() / 100.0;
-            out.push(Fix {
-                change: format!("--mem-fraction-static {f:.2}"),
-                fits: f < 1.0,
-                kv_cache_gib: Some(r2(after - total * (1.0 - f))),
-                kv_cache_tokens: None,
-                cost: format!(
-                    "minimum viable is {min:.4}; leaves {:.2} GiB per GPU for activations and \
-                     CUDA graphs",
-                    total * (1.0 - f)
-                ),
-                verified_by: "engine",
-            });
+    let (mut lo, mut hi) = (0u64, len / 256);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if one_at(mid * 256).is_some_and(|g| g <= kv) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
         }
     }
-    out
+    (lo > 0).then_some(lo * 256)
 }
 
-fn replan(
-    req: &PlanRequest,
-    change: String,
-    cost: String,
-    f: impl FnOnce(&mut PlanRequest),
-) -> Fix {
-    let mut r = req.clone();
+/// One request's KV for a plan, GiB per GPU: the planner's KV over its max concurrency (the
+/// number of `max_model_len` requests vLLM says fit). With no KV left the same request is
+/// re-planned on a card four times larger, which changes the KV, not one request's size.
+fn one_request_gib(req: &PlanRequest, p: &Plan) -> Option<f64> {
+    if p.per_gpu.kv_cache_gib > 0.0 && p.max_concurrency > 0.0 {
+        return Some(p.per_gpu.kv_cache_gib / p.max_concurrency);
+    }
+    let mut big = req.clone();
+    big.gpu.total_bytes = big.gpu.total_bytes.saturating_mul(4);
+    big.free_bytes_at_start = None;
+    let q = plan(&big);
+    (q.per_gpu.kv_cache_gib > 0.0 && q.max_concurrency > 0.0)
+        .then(|| q.per_gpu.kv_cache_gib / q.max_concurrency)
+}
+
+fn replan(ctx: &PlannerCtx, change: String, cost: String, f: impl FnOnce(&mut PlanRequest)) -> Fix {
+    let mut r = ctx.req.clone();
     f(&mut r);
     let p = plan(&r);
-    Fix {
-        change,
-        fits: p.fits,
-        kv_cache_gib: Some(p.per_gpu.kv_cache_gib),
-        kv_cache_tokens: Some(p.kv_cache_tokens),
-        cost,
-        verified_by: "planner",
-    }
+    let mut fix = Fix::new(change, p.fits, fx::PLANNER, String::new());
+    fix.kv_cache_gib = Some(p.per_gpu.kv_cache_gib);
+    fix.kv_cache_tokens = Some(p.kv_cache_tokens);
+    fix.cost = cost;
+    fx::judge_planner_fix(
+        fix,
+        ctx.measured_kv,
+        ctx.base.per_gpu.kv_cache_gib,
+        p.per_gpu.kv_cache_gib,
+        one_request_gib(&r, &p),
+        true,
+        ctx.base.fits,
+    )
 }
 
-fn planner_fixes(req: &PlanRequest, base: &Plan) -> Vec<Fix> {
+struct PlannerCtx<'a> {
+    req: &'a PlanRequest,
+    base: &'a Plan,
+    measured_kv: Option<f64>,
+}
+
+fn planner_fixes(req: &PlanRequest, base: &Plan, measured_kv: Option<f64>) -> Vec<Fix> {
+    let ctx = PlannerCtx {
+        req,
+        base,
+        measured_kv,
+    };
     let mut out = Vec::new();
     let util_flag = match req.engine {
         Engine::Sglang => "--mem-fraction-static",
@@ -659,7 +848,7 @@ fn planner_fixes(req: &PlanRequest, base: &Plan) -> Vec<Fix> {
         if lo > 0 && lo * 1024 < len {
             let l = lo * 1024;
             out.push(replan(
-                req,
+                &ctx,
                 format!("--max-model-len {l}"),
                 format!("requests longer than {l} tokens are refused (was {len})"),
                 |r| r.max_model_len = Some(l),
@@ -675,7 +864,7 @@ fn planner_fixes(req: &PlanRequest, base: &Plan) -> Vec<Fix> {
         if plan(&r).fits {
             let v = f64::from(u) / 100.0;
             out.push(replan(
-                req,
+                &ctx,
                 format!("{util_flag} {v:.2}"),
                 format!(
                     "{:.2} GiB less headroom per GPU for other processes",
@@ -693,7 +882,7 @@ fn planner_fixes(req: &PlanRequest, base: &Plan) -> Vec<Fix> {
         .is_some_and(|d| d.starts_with("fp8"))
     {
         out.push(replan(
-            req,
+            &ctx,
             "--kv-cache-dtype fp8".to_string(),
             "half the KV bytes per token; check accuracy (fast on Hopper/Ada and newer)"
                 .to_string(),
@@ -703,7 +892,7 @@ fn planner_fixes(req: &PlanRequest, base: &Plan) -> Vec<Fix> {
     for tp in [req.tp * 2, req.tp * 4] {
         if tp <= 8 {
             out.push(replan(
-                req,
+                &ctx,
                 format!("--tensor-parallel-size {tp}"),
                 format!("{tp} GPUs instead of {}", req.tp),
                 |r| {
@@ -715,7 +904,7 @@ fn planner_fixes(req: &PlanRequest, base: &Plan) -> Vec<Fix> {
     }
     if let Some(s) = req.max_num_seqs.filter(|s| *s > 1) {
         out.push(replan(
-            req,
+            &ctx,
             format!("--max-num-seqs {}", s / 2),
             "half the concurrent sequences".to_string(),
             |r| r.max_num_seqs = Some(s / 2),
@@ -723,7 +912,7 @@ fn planner_fixes(req: &PlanRequest, base: &Plan) -> Vec<Fix> {
     }
     if let Some(b) = req.max_num_batched_tokens.filter(|b| *b > 512) {
         out.push(replan(
-            req,
+            &ctx,
             format!("--max-num-batched-tokens {}", b / 2),
             "smaller prefill chunks: longer time to first token under load".to_string(),
             |r| r.max_num_batched_tokens = Some(b / 2),

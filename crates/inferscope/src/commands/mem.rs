@@ -128,6 +128,7 @@ pub fn run(cmd: MemCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 model,
                 gpu,
                 gpu_count: gpus,
+                model_arch: None,
             },
             out,
         ),
@@ -203,7 +204,21 @@ pub fn startup(
         Ok(l) => l,
         Err(e) => bail!("{name}: {e}"),
     };
-    let report = inferscope_mem::startup::analyse(&log, hints);
+    // A local model folder (given or named by the log) is read like `plan` reads it.
+    let mut hints = hints.clone();
+    let named = hints.model.clone().or_else(|| {
+        ["model", "model_path", "model_id", "model_tag"]
+            .iter()
+            .find_map(|k| log.arg(k).map(str::to_string))
+    });
+    if hints.model_arch.is_none()
+        && let Some(dir) = named.filter(|m| Path::new(m).is_dir())
+    {
+        let model = crate::commands::plan::resolve_model(&dir, None)
+            .with_context(|| format!("{name}: cannot read the model folder {dir}"))?;
+        hints.model_arch = Some((dir, model.arch));
+    }
+    let report = inferscope_mem::startup::analyse(&log, &hints);
     if json {
         serde_json::to_writer_pretty(&mut *out, &report)?;
         writeln!(out)?;

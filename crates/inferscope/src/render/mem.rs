@@ -52,6 +52,15 @@ pub fn write_oom(a: &OomAnalysis, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out)?;
     writeln!(out, "Diagnosis: {}", a.diagnosis.as_str())?;
     writeln!(out, "  {}", a.explanation)?;
+    if let Some(p) = a.phase {
+        writeln!(
+            out,
+            "  phase: {p}{}",
+            a.phase_term
+                .as_deref()
+                .map_or(String::new(), |t| format!("; {t}"))
+        )?;
+    }
     let weighed: Vec<String> = a
         .causes
         .iter()
@@ -169,6 +178,7 @@ pub fn write_startup(
         if r.failed { ": FAILED" } else { "" }
     )?;
     for (label, v) in [
+        ("device", r.device.clone()),
         ("model", r.model_id.clone()),
         ("GPU", r.gpu_model.clone()),
         ("GPUs", r.gpu_count.map(|c| c.to_string())),
@@ -253,6 +263,21 @@ pub fn write_startup(
         if let Some(d) = &r.diagnosis {
             writeln!(out, "Diagnosis: {d}")?;
         }
+        if let Some(b) = &r.budget
+            && let Some(s) = b.shortfall_gib
+        {
+            writeln!(
+                out,
+                "Shortfall: {}{s:.2} GiB per GPU (KV available {}, one request needs {})",
+                if b.shortfall_is_lower_bound {
+                    "at least "
+                } else {
+                    ""
+                },
+                opt_gib(b.kv_available_gib),
+                opt_gib(b.one_request_gib)
+            )?;
+        }
         if !r.fixes.is_empty() {
             writeln!(out, "Fixes (fits?, checked by):")?;
             for f in &r.fixes {
@@ -261,9 +286,12 @@ pub fn write_startup(
                     "  {:<36} {:<4} {:<8} {}",
                     f.change,
                     if f.fits { "yes" } else { "no" },
-                    f.verified_by,
+                    f.checked_by,
                     f.cost
                 )?;
+                if !f.why.is_empty() {
+                    writeln!(out, "  {:<36} why: {}", "", f.why)?;
+                }
             }
         }
     }

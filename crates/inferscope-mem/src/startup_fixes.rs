@@ -1,0 +1,440 @@
+//! Fixes for a failed start-up computed from the figures the log printed, with each engine's own
+//! budget formula (issue 28): the shortfall first, then every knob with the value that closes it,
+//! each marked with how it was checked (`log`, `planner`, `estimate`) and why.
+//!
+//! A fix is judged on the measured start-up. The planner's re-plans are kept only where the
+//! planner agrees with the log; where it disagrees by more than the fix's effect, the fix is
+//! re-judged on the log's figures (its effect applied to what was measured) and says so.
+//!
+//! Formulas and their sources (docs/mem.md has the table):
+//! * vLLM V1 `gpu_worker.py` `determine_available_memory`: KV = total × utilisation − (weights +
+//!   activation peak + non-torch [+ CUDA graphs once graph memory is profiled]);
+//!   `kv_cache_utils.py` `check_enough_kv_cache_memory`: KV must hold one `max_model_len` request
+//!   (`max_memory_usage_bytes`). V0 `worker.py` `determine_num_available_blocks` is the same sum.
+//! * SGLang `model_runner.py` `profile_max_num_token`: KV = free after weights − free before
+//!   weights × (1 − mem_fraction_static).
+//! * TGI `flash_causal_lm.py` `warmup`: a prefill of `max_batch_prefill_tokens` must run in what
+//!   the weights leave.
+
+use serde::Serialize;
+
+/// How a fix was checked.
+pub const LOG: &str = "log";
+/// Re-planned with the model.
+pub const PLANNER: &str = "planner";
+/// A proportional estimate from the log's figures (not the engine's exact formula).
+pub const ESTIMATE: &str = "estimate";
+
+/// The budget of a failed start-up as the log measured it, per GPU, GiB.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Budget {
+    /// KV memory the engine found (negative: the rest of the budget already overran it).
+    pub kv_available_gib: Option<f64>,
+    /// KV one `max_model_len` request needs (the engine's figure, or the model's layout).
+    pub one_request_gib: Option<f64>,
+    /// Where that figure comes from.
+    pub one_request_source: Option<String>,
+    /// What is missing: one request − available (or −available when one request is unknown,
+    /// then a lower bound).
+    pub shortfall_gib: Option<f64>,
+    /// The shortfall is a lower bound (one request's KV unknown).
+    pub shortfall_is_lower_bound: bool,
+    /// Total memory the utilisation fraction multiplies (the log's, else the catalog GPU's).
+    pub total_gib: Option<f64>,
+    /// `log` or `catalog`.
+    pub total_source: Option<&'static str>,
+    /// The utilisation fraction in force (printed, passed, or the engine default).
+    pub utilization: Option<f64>,
+}
+
+/// Inputs of the log-only fixes, gathered by `startup::analyse`.
+#[derive(Debug, Clone, Default)]
+pub struct LogFigures {
+    /// `vllm`, `sglang`, `tgi`, `llama.cpp`.
+    pub engine: &'static str,
+    /// vLLM release counts CUDA-graph memory in the KV budget (graph profiling on).
+    pub graphs_in_budget: bool,
+    /// Measured KV (may be negative).
+    pub kv_gib: Option<f64>,
+    /// KV one request needs.
+    pub one_request_gib: Option<(f64, String)>,
+    /// max_model_len in force.
+    pub max_model_len: Option<u64>,
+    /// The engine's own estimate of the longest request that fits.
+    pub estimated_max_model_len: Option<u64>,
+    /// Total memory and its source.
+    pub total_gib: Option<(f64, &'static str)>,
+    /// Free memory at start-up (vLLM V1's check).
+    pub free_at_start_gib: Option<f64>,
+    /// Utilisation in force.
+    pub utilization: f64,
+    /// Weights per GPU.
+    pub weights_gib: Option<f64>,
+    /// Activation peak.
+    pub activation_gib: Option<f64>,
+    /// CUDA graphs.
+    pub cuda_graph_gib: Option<f64>,
+    /// `--max-num-batched-tokens` in force.
+    pub batched_tokens: Option<u64>,
+    /// KV dtype is already 8-bit.
+    pub kv_fp8: bool,
+    /// Tensor parallel size.
+    pub tp: u32,
+    /// SGLang: free before and after weights.
+    pub sglang_free: Option<(f64, f64)>,
+    /// TGI: the prefill that did not fit.
+    pub tgi_prefill_tokens: Option<u64>,
+}
+
+/// One fix: the JSON contract `fixes[{change, fits}]` plus `checked_by` and `why`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Fix {
+    /// The flag change (`--max-model-len 65536`).
+    pub change: String,
+    /// It closes the measured shortfall (never true for a fix that cannot help).
+    pub fits: bool,
+    /// KV per GPU with the change (null when not computed).
+    pub kv_cache_gib: Option<f64>,
+    /// KV tokens with the change.
+    pub kv_cache_tokens: Option<u64>,
+    /// What it costs.
+    pub cost: String,
+    /// `log`, `planner` or `estimate`.
+    pub checked_by: &'static str,
+    /// The arithmetic behind `fits`.
+    pub why: String,
+    /// Kept for scripts written against issue 17: `engine` for `log`/`estimate`, else `planner`.
+    pub verified_by: &'static str,
+}
+
+impl Fix {
+    /// A fix checked by `checked_by`.
+    pub fn new(change: String, fits: bool, checked_by: &'static str, why: String) -> Fix {
+        Fix {
+            change,
+            fits,
+            kv_cache_gib: None,
+            kv_cache_tokens: None,
+            cost: String::new(),
+            checked_by,
+            why,
+            verified_by: if checked_by == PLANNER {
+                "planner"
+            } else {
+                "engine"
+            },
+        }
+    }
+
+    fn cost(mut self, cost: String) -> Fix {
+        self.cost = cost;
+        self
+    }
+
+    fn kv(mut self, gib: Option<f64>) -> Fix {
+        self.kv_cache_gib = gib.map(r2);
+        self
+    }
+}
+
+fn r2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}
+
+/// The budget the fixes close.
+pub fn budget(f: &LogFigures) -> Budget {
+    let one = f.one_request_gib.as_ref().map(|(g, _)| *g);
+    let (shortfall, lower) = match (f.kv_gib, one) {
+        (Some(kv), Some(one)) => (Some(one - kv), false),
+        (Some(kv), None) if kv <= 0.0 => (Some(-kv), true),
+        _ => (None, false),
+    };
+    Budget {
+        kv_available_gib: f.kv_gib,
+        one_request_gib: one.map(r2),
+        one_request_source: f.one_request_gib.as_ref().map(|(_, s)| s.clone()),
+        shortfall_gib: shortfall.map(r2),
+        shortfall_is_lower_bound: lower,
+        total_gib: f.total_gib.map(|t| t.0),
+        total_source: f.total_gib.map(|t| t.1),
+        utilization: (f.engine == "vllm").then_some(f.utilization),
+    }
+}
+
+/// Fixes from the log's figures alone, for the engines whose log gives the budget.
+pub fn log_fixes(f: &LogFigures, b: &Budget) -> Vec<Fix> {
+    match f.engine {
+        "vllm" => vllm(f, b),
+        "sglang" => sglang(f),
+        "tgi" => tgi(f),
+        _ => Vec::new(),
+    }
+}
+
+fn vllm(f: &LogFigures, b: &Budget) -> Vec<Fix> {
+    let mut out = Vec::new();
+    let Some(short) = b.shortfall_gib.filter(|s| *s > 0.0) else {
+        return out;
+    };
+    let kv = f.kv_gib.unwrap_or(0.0);
+    let bound = if b.shortfall_is_lower_bound {
+        " (at least: one request's KV is not known without the model)"
+    } else {
+        ""
+    };
+    // --max-model-len: only when some KV is left; the engine's own estimate when printed.
+    if let (Some(len), Some(one)) = (f.max_model_len, b.one_request_gib)
+        && kv > 0.0
+        && one > 0.0
+    {
+        let l = f
+            .estimated_max_model_len
+            .unwrap_or_else(|| ((len as f64 * kv / one) as u64) / 16 * 16);
+        if l > 0 && l < len {
+            out.push(
+                Fix::new(
+                    format!("--max-model-len {l}"),
+                    true,
+                    LOG,
+                    format!(
+                        "{kv:.2} GiB of KV holds {l} of the {len} tokens one request needs \
+                         ({one:.2} GiB for {len}); KV per request grows with its length"
+                    ),
+                )
+                .cost(format!(
+                    "requests longer than {l} tokens are refused (was {len})"
+                ))
+                .kv(Some(kv)),
+            );
+        }
+    }
+    // --gpu-memory-utilization: the budget is total × u, so u grows by shortfall / total.
+    if let Some((total, src)) = f.total_gib.filter(|t| t.0 > 0.0) {
+        let u = f.utilization;
+        let new = ((u + short / total) * 100.0).ceil() / 100.0;
+        if new > u && new <= 1.0 {
+            let free_ok = f.free_at_start_gib.is_none_or(|free| new * total <= free);
+            let fits = new <= 0.99 && free_ok && !b.shortfall_is_lower_bound;
+            let mut why = format!(
+                "budget {u:.2} × {total:.2} GiB ({src}) is short by {short:.2} GiB{bound}: \
+                 {u:.2} + {short:.2}/{total:.2} = {new:.2}"
+            );
+            if !free_ok {
+                why.push_str(&format!(
+                    "; only {:.2} GiB was free at start-up, so vLLM refuses it",
+                    f.free_at_start_gib.unwrap_or(0.0)
+                ));
+            } else if new > 0.99 {
+                why.push_str("; above 0.99 nothing is left for the CUDA context and other users");
+            }
+            out.push(
+                Fix::new(
+                    format!("--gpu-memory-utilization {new:.2}"),
+                    fits,
+                    if src == "log" { LOG } else { ESTIMATE },
+                    why,
+                )
+                .cost(format!(
+                    "{:.2} GiB less headroom for other processes and fragmentation",
+                    (new - u) * total
+                ))
+                .kv(Some(kv + (new - u) * total)),
+            );
+        }
+    }
+    // --enforce-eager: frees the graph memory only where it is counted in the budget.
+    if f.graphs_in_budget
+        && let Some(g) = f.cuda_graph_gib.filter(|g| *g > 0.0)
+    {
+        let fits = g >= short && !b.shortfall_is_lower_bound;
+        out.push(
+            Fix::new(
+                "--enforce-eager".to_string(),
+                fits,
+                LOG,
+                format!(
+                    "this release counts {g:.2} GiB of CUDA-graph memory in the budget; dropping \
+                     it {} the {short:.2} GiB shortfall",
+                    if fits { "covers" } else { "does not cover" }
+                ),
+            )
+            .cost("no CUDA graphs: slower decode at small batch sizes".to_string())
+            .kv(Some(kv + g)),
+        );
+    }
+    // --max-num-batched-tokens: the profile run's activation grows with the batched tokens.
+    if let (Some(act), Some(bt)) = (f.activation_gib.filter(|a| *a > 0.0), f.batched_tokens)
+        && short < act
+    {
+        let new = ((bt as f64 * (1.0 - short / act)).floor() as u64) / 256 * 256;
+        if new >= 256 && new < bt {
+            out.push(
+                Fix::new(
+                    format!("--max-num-batched-tokens {new}"),
+                    !b.shortfall_is_lower_bound,
+                    ESTIMATE,
+                    format!(
+                        "activation peak {act:.2} GiB at {bt} batched tokens, taken as \
+                         proportional: {new} tokens free ≈ {:.2} GiB ≥ {short:.2} GiB",
+                        act * (1.0 - new as f64 / bt as f64)
+                    ),
+                )
+                .cost("smaller prefill chunks: longer time to first token under load".to_string())
+                .kv(Some(kv + act * (1.0 - new as f64 / bt as f64))),
+            );
+        }
+    }
+    // --kv-cache-dtype fp8 halves one request's KV; it cannot make a negative budget positive.
+    if !f.kv_fp8
+        && let Some(one) = b.one_request_gib
+    {
+        let fits = kv > 0.0 && one / 2.0 <= kv;
+        out.push(
+            Fix::new(
+                "--kv-cache-dtype fp8".to_string(),
+                fits,
+                LOG,
+                if kv <= 0.0 {
+                    format!(
+                        "cannot help: {kv:.2} GiB is left for KV, and halving the bytes per \
+                         token does not make it positive"
+                    )
+                } else {
+                    format!(
+                        "one request needs {:.2} GiB in fp8 against {kv:.2} GiB available",
+                        one / 2.0
+                    )
+                },
+            )
+            .cost(
+                "half the KV bytes per token; check accuracy (fast on Hopper/Ada and newer)"
+                    .to_string(),
+            )
+            .kv(Some(kv)),
+        );
+    }
+    // --tensor-parallel-size ×2 halves each GPU's weights.
+    if let Some(w) = f.weights_gib.filter(|w| *w > 0.0)
+        && f.tp * 2 <= 8
+    {
+        let tp = f.tp * 2;
+        let fits = w / 2.0 >= short && !b.shortfall_is_lower_bound;
+        out.push(
+            Fix::new(
+                format!("--tensor-parallel-size {tp}"),
+                fits,
+                ESTIMATE,
+                format!(
+                    "weights {w:.2} GiB per GPU halve: ≈ {:.2} GiB freed against {short:.2} GiB \
+                     short (less the second GPU's NCCL buffers)",
+                    w / 2.0
+                ),
+            )
+            .cost(format!("{tp} GPUs instead of {}", f.tp))
+            .kv(Some(kv + w / 2.0)),
+        );
+    }
+    out
+}
+
+/// SGLang `profile_max_num_token`: KV = after − total × (1 − f), total = free before weights.
+fn sglang(f: &LogFigures) -> Vec<Fix> {
+    let Some((total, after)) = f.sglang_free.filter(|(t, _)| *t > 0.0) else {
+        return Vec::new();
+    };
+    let min = 1.0 - after / total;
+    // Two points above the minimum leave 2 % of the card for KV.
+    let frac = ((min + 0.02) * 100.0).ceil() / 100.0;
+    if frac >= 1.0 || frac <= 0.0 {
+        return Vec::new();
+    }
+    vec![
+        Fix::new(
+            format!("--mem-fraction-static {frac:.2}"),
+            true,
+            LOG,
+            format!(
+                "KV = {after:.2} − {total:.2} × (1 − f) > 0 needs f > {min:.4}; {frac:.2} leaves \
+                 {:.2} GiB for KV",
+                after - total * (1.0 - frac)
+            ),
+        )
+        .cost(format!(
+            "minimum viable is {min:.4}; leaves {:.2} GiB per GPU for activations and CUDA graphs",
+            total * (1.0 - frac)
+        ))
+        .kv(Some(after - total * (1.0 - frac))),
+    ]
+}
+
+/// TGI's warm-up prefill did not fit: halve it (TGI's own advice; the memory it needs is not
+/// printed, so the halving is an estimate).
+fn tgi(f: &LogFigures) -> Vec<Fix> {
+    let Some(n) = f.tgi_prefill_tokens.filter(|n| *n >= 2) else {
+        return Vec::new();
+    };
+    vec![
+        Fix::new(
+            format!("--max-batch-prefill-tokens {}", n / 2),
+            true,
+            ESTIMATE,
+            format!(
+                "the warm-up could not run a {n}-token prefill; its activation memory grows \
+                 with the tokens, so half of them needs about half"
+            ),
+        )
+        .cost("smaller prefill batches: longer time to first token under load".to_string()),
+    ]
+}
+
+/// Re-judge a planner fix on the measured start-up: `base_kv`/`fix_kv` are the planner's KV
+/// before and with the change, `fix_one` one request's KV with the change. When the planner's
+/// base KV differs from the measured KV by more than the fix's effect, the planner cannot tell
+/// whether the fix helps: apply its effect to the measured KV instead and mark it `log`.
+pub fn judge_planner_fix(
+    mut fix: Fix,
+    measured_kv: Option<f64>,
+    base_kv: f64,
+    fix_kv: f64,
+    fix_one: Option<f64>,
+    log_failed: bool,
+    plan_fits: bool,
+) -> Fix {
+    let effect = fix_kv - base_kv;
+    match measured_kv {
+        Some(m) if (base_kv - m).abs() > effect.abs() || (log_failed && plan_fits) => {
+            let after = m + effect;
+            let fits = fix_one.is_some_and(|one| after > 0.0 && after >= one);
+            fix.fits = fits;
+            fix.checked_by = LOG;
+            fix.verified_by = "engine";
+            fix.why = format!(
+                "the planner's KV ({base_kv:.2} GiB) differs from the log's ({m:.2} GiB) by more \
+                 than this change's effect ({effect:+.2} GiB): judged on the log, {m:.2} {effect:+.2} \
+                 = {after:.2} GiB{}",
+                match fix_one {
+                    Some(one) => format!(" against {one:.2} GiB for one request"),
+                    None => " (one request's KV unknown)".to_string(),
+                }
+            );
+            fix.kv_cache_gib = Some(r2(after));
+        }
+        None if log_failed && plan_fits => {
+            fix.fits = false;
+            fix.why = "the planner predicts the failed configuration fits, so its re-plan cannot \
+                       show this change helps"
+                .to_string();
+        }
+        _ => {
+            fix.why = format!(
+                "re-planned: KV {base_kv:.2} → {fix_kv:.2} GiB per GPU{}",
+                if fix.fits {
+                    ", fits"
+                } else {
+                    ", still does not fit"
+                }
+            );
+        }
+    }
+    fix
+}
