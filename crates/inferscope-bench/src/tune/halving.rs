@@ -233,7 +233,8 @@ pub fn contender(
         {
             return Some((z, zv, tv, n));
         }
-        (states.get(z)?.runs().is_some() && beats(own(z), own(top))).then(|| (z, own(z), own(top), 0))
+        (states.get(z)?.runs().is_some() && beats(own(z), own(top)))
+            .then(|| (z, own(z), own(top), 0))
     })
 }
 
@@ -246,9 +247,11 @@ pub fn noise(states: &[State], counted: &[usize], floor: f64) -> f64 {
         .zip(counted)
         .filter_map(|(s, &n)| {
             let v: Vec<f64> = s.runs()?.iter().take(n).flatten().copied().collect();
-            let (lo, hi) = v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
-                (lo.min(x), hi.max(x))
-            });
+            let (lo, hi) = v
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+                    (lo.min(x), hi.max(x))
+                });
             let m = mean_objective(&s.runs()?.iter().take(n).copied().collect::<Vec<_>>())?;
             (v.len() >= 2 && m > 0.0).then(|| (hi - lo) / m)
         })
@@ -343,8 +346,14 @@ mod tests {
     /// top must never be contradicted by another measured candidate.
     #[test]
     fn every_budget_cut_keeps_the_measured_order() {
-        let speeds = [[100.0, 200.0, 300.0], [300.0, 100.0, 200.0], [200.0, 300.0, 100.0],
-            [100.0, 300.0, 200.0], [300.0, 200.0, 100.0], [200.0, 100.0, 300.0]];
+        let speeds = [
+            [100.0, 200.0, 300.0],
+            [300.0, 100.0, 200.0],
+            [200.0, 300.0, 100.0],
+            [100.0, 300.0, 200.0],
+            [300.0, 200.0, 100.0],
+            [200.0, 100.0, 300.0],
+        ];
         for truth in speeds {
             // the whole schedule first, to know every cut point
             let mut st = vec![Pending, Pending, Pending];

@@ -42,7 +42,9 @@ static SECRETS: std::sync::OnceLock<Secrets> = std::sync::OnceLock::new();
 
 /// `text` with the run's secrets replaced.
 fn hide(text: &str) -> String {
-    SECRETS.get().map_or_else(|| text.to_string(), |s| s.hide(text))
+    SECRETS
+        .get()
+        .map_or_else(|| text.to_string(), |s| s.hide(text))
 }
 
 /// A JSON value with the run's secrets replaced in every string.
@@ -803,7 +805,11 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     run_tune(a, out).map_err(|e| {
         let full = format!("{e:#}");
         let shown = hide(&full);
-        if shown == full { e } else { anyhow::anyhow!(shown) }
+        if shown == full {
+            e
+        } else {
+            anyhow::anyhow!(shown)
+        }
     })
 }
 
@@ -1100,7 +1106,7 @@ fn budget_warning(
     let left = budget - started.elapsed().as_secs_f64();
     (need > left).then(|| {
         format!(
-            "the --budget ({}s) is too small to run all {} candidates once (about {:.0}s each, {:.0}s in all): only the candidates that run are ranked; the others are listed as not tried",
+            "the --budget ({}s) may be too small to run all {} candidates once (estimated {:.0}s each before any run, {:.0}s in all): only the candidates that run are ranked; the others are listed as not tried",
             budget,
             h.todo.len(),
             guess,
@@ -1229,7 +1235,9 @@ fn left_out(cands: &mut [Cand], out_of_budget: bool, repeats: u32, baseline: usi
         let cut: Vec<String> = cands
             .iter()
             .enumerate()
-            .filter(|(i, _)| matches!(states.get(*i), Some(State::Measured(r)) if r.len() >= h.round))
+            .filter(
+                |(i, _)| matches!(states.get(*i), Some(State::Measured(r)) if r.len() >= h.round),
+            )
             .map(|(_, c)| format!("`{}`", c.label))
             .collect();
         if !cut.is_empty() {
@@ -1413,7 +1421,11 @@ fn build_report(
         // characters escaped, so a newline in a --set value cannot start a command line.
         let body = format!(
             "#!/bin/sh\n# inferscope tune {}: {}\nexec {}\n",
-            if inconclusive { "top-ranked (inconclusive)" } else { "winner" },
+            if inconclusive {
+                "top-ranked (inconclusive)"
+            } else {
+                "winner"
+            },
             comment_safe(&w.label),
             w.run_command.as_deref().unwrap_or(&w.command)
         );
@@ -1719,9 +1731,7 @@ fn verdict(
     };
     let runs_of = |i: usize| cands.get(i).map_or(0, |c| c.runs.len());
     let desc = if runs_of(w) > common || runs_of(baseline) > common {
-        format!(
-            "{desc} (on their first {common} run(s), the complete rounds they have in common)"
-        )
+        format!("{desc} (on their first {common} run(s), the complete rounds they have in common)")
     } else {
         desc
     };
@@ -1778,7 +1788,16 @@ fn write_text(r: &Report, a: &TuneArgs, out: &mut dyn Write) -> std::io::Result<
             c.rank,
             c.label,
             c.status,
-            c.objective_runs.len(),
+            // runs ranked on, and in brackets those of a cut round
+            if c.objective_runs.len() > c.ranked_runs {
+                format!(
+                    "{}(+{})",
+                    c.ranked_runs,
+                    c.objective_runs.len() - c.ranked_runs
+                )
+            } else {
+                c.ranked_runs.to_string()
+            },
             f(c.objective),
             // uncounted tokens are "-", not 0
             f(s.and_then(|s| compare::stats_value(s, "throughput"))),

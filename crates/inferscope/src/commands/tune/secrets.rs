@@ -188,6 +188,9 @@ mod tests {
         );
         assert_eq!(shown_line("srv --port {port}"), "srv --port {port}");
         let j = s.hide_json(serde_json::json!({"a": ["x pw-1234"], "pw-1234": 1}));
-        assert_eq!(j, serde_json::json!({"a": ["x <redacted>"], "<redacted>": 1}));
+        assert_eq!(
+            j,
+            serde_json::json!({"a": ["x <redacted>"], "<redacted>": 1})
+        );
     }
 }
