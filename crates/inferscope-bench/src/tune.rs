@@ -13,11 +13,11 @@
 //!   `{{` and `}}` are literal braces.
 //! * **Grid order**: the first `--set` varies slowest, so the first candidate takes every
 //!   `--set`'s first value; it is the baseline unless `--baseline` is given.
-//! * **Successive halving**: round 1 screens every candidate once; each later round keeps the
-//!   better half (rounded up) of the previous round's candidates, plus the baseline, and gives
-//!   each one more run, until the leader and the baseline have `repeats` runs. Every round
-//!   restarts each server, so runs of different candidates interleave in time and slow drifts
-//!   of a shared machine hit all of them alike.
+//! * **Successive halving** ([`halving`]): round 1 screens every candidate once; each later
+//!   round keeps the better half (rounded up) of the previous round's candidates, plus the
+//!   baseline, leaders first; ranking counts complete rounds only and compares candidates on
+//!   the runs they have in common. Every round restarts each server, so runs of different
+//!   candidates interleave in time and slow drifts of a shared machine hit all of them alike.
 //! * **Journal**: one JSON object per line; the first is a header with a fingerprint of
 //!   everything that makes runs comparable (command template, sets, workload, objective). A
 //!   journal with another fingerprint is refused rather than mixed. Runs are keyed by the
@@ -25,8 +25,14 @@
 //!   missing.
 
 use crate::result::BenchResult;
+pub use halving::{
+    Halving, State, common_means, contender, counted_runs, halving, mean_objective, next_round,
+    noise, ranking,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+pub mod halving;
 
 /// A candidate's settings: `--set` name → value, as given.
 pub type Settings = BTreeMap<String, String>;
@@ -450,109 +456,6 @@ pub fn label(settings: &Settings, sets: &[SetSpec]) -> String {
     }
 }
 
-/// What one candidate has so far, for scheduling.
-#[derive(Debug, Clone, PartialEq)]
-pub enum State {
-    /// Not tried yet.
-    Pending,
-    /// Planned as not fitting, or left out: never run.
-    Skipped,
-    /// Failed to start or to serve.
-    Failed,
-    /// The objective value of each measured run (higher is better); `None` for a run whose
-    /// objective is unknown (counts as a run, ranks last).
-    Measured(Vec<Option<f64>>),
-}
-
-/// Mean objective over a candidate's runs with a value.
-pub fn mean_objective(runs: &[Option<f64>]) -> Option<f64> {
-    let v: Vec<f64> = runs.iter().flatten().copied().collect();
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-}
-
-fn rank_key(runs: &[Option<f64>]) -> f64 {
-    mean_objective(runs).unwrap_or(f64::NEG_INFINITY)
-}
-
-/// The candidates to run in the next round (in candidate order), or empty when done.
-/// `baseline` is the index of the baseline candidate; `repeats` the runs the finalists get.
-pub fn next_round(states: &[State], baseline: usize, repeats: u32) -> Vec<usize> {
-    let pending: Vec<usize> = (0..states.len())
-        .filter(|&i| states.get(i) == Some(&State::Pending))
-        .collect();
-    if !pending.is_empty() {
-        return pending;
-    }
-    let runs = |i: usize| match states.get(i) {
-        Some(State::Measured(r)) => Some(r),
-        _ => None,
-    };
-    let most = (0..states.len())
-        .filter_map(|i| runs(i).map(Vec::len))
-        .max()
-        .unwrap_or(0);
-    if most == 0 {
-        return Vec::new();
-    }
-    // The previous round's field: candidates with the most runs.
-    let mut field: Vec<usize> = (0..states.len())
-        .filter(|&i| runs(i).is_some_and(|r| r.len() == most))
-        .collect();
-    field.sort_by(|&a, &b| {
-        let (ka, kb) = (
-            runs(a).map_or(f64::NEG_INFINITY, |r| rank_key(r)),
-            runs(b).map_or(f64::NEG_INFINITY, |r| rank_key(r)),
-        );
-        kb.total_cmp(&ka).then(a.cmp(&b))
-    });
-    // The baseline is always kept (it is what the winner is judged against), so the halving is
-    // over the others.
-    field.retain(|&i| i != baseline);
-    let keep = field.len().div_ceil(2);
-    let mut next: Vec<usize> = field.into_iter().take(keep).collect();
-    if runs(baseline).is_some() && !next.contains(&baseline) {
-        next.push(baseline);
-    }
-    next.retain(|&i| runs(i).is_some_and(|r| (r.len() as u32) < repeats));
-    next.sort_unstable();
-    next
-}
-
-/// Candidate indices ranked: measured ones by the round they reached (their number of runs,
-/// most first), then by mean objective (best first); then failed, then skipped or never run.
-///
-/// The round comes first because successive halving already chose between them on equal
-/// evidence: a candidate dropped after two runs can show a higher two-run mean than the leader's
-/// mean over all its repeats (one lucky run), and ranking it first would crown the candidate with
-/// the least evidence and judge it on two runs (measured: a 2-run 2824 tok/s outranked the 6-run
-/// leader's 2806 on the same grid).
-pub fn ranking(states: &[State]) -> Vec<usize> {
-    let mut idx: Vec<usize> = (0..states.len()).collect();
-    let class = |s: Option<&State>| match s {
-        Some(State::Measured(_)) => 0,
-        Some(State::Failed) => 1,
-        _ => 2,
-    };
-    idx.sort_by(|&a, &b| {
-        let (sa, sb) = (states.get(a), states.get(b));
-        class(sa).cmp(&class(sb)).then_with(|| {
-            let rounds = |s: Option<&State>| match s {
-                Some(State::Measured(r)) => r.len(),
-                _ => 0,
-            };
-            let k = |s: Option<&State>| match s {
-                Some(State::Measured(r)) => rank_key(r),
-                _ => f64::NEG_INFINITY,
-            };
-            rounds(sb)
-                .cmp(&rounds(sa))
-                .then_with(|| k(sb).total_cmp(&k(sa)))
-                .then(a.cmp(&b))
-        })
-    });
-    idx
-}
-
 /// Which points are on the Pareto front of (throughput ↑, latency ↓): none other is at least as
 /// good on both and better on one. Points with an unknown value are never on it.
 pub fn pareto_front(points: &[(Option<f64>, Option<f64>)]) -> Vec<bool> {
@@ -897,62 +800,6 @@ mod tests {
         assert!(grid(&big).unwrap_err().to_string().contains("4096"));
         assert_eq!(grid(&[]).unwrap(), vec![Settings::new()]);
         assert_eq!(label(&Settings::new(), &[]), "default");
-    }
-
-    #[test]
-    fn halving_screens_then_narrows_to_leader_and_baseline() {
-        use State::*;
-        let mut st = vec![Pending, Pending, Pending, Pending, Skipped];
-        assert_eq!(next_round(&st, 0, 3), vec![0, 1, 2, 3]);
-        st = vec![
-            Measured(vec![Some(10.0)]),
-            Measured(vec![Some(30.0)]),
-            Failed,
-            Measured(vec![Some(20.0)]),
-            Skipped,
-        ];
-        // the others {1,3}: keep the better half (1) + baseline 0
-        assert_eq!(next_round(&st, 0, 3), vec![0, 1]);
-        st[0] = Measured(vec![Some(10.0), Some(11.0)]);
-        st[1] = Measured(vec![Some(30.0), Some(29.0)]);
-        assert_eq!(next_round(&st, 0, 3), vec![0, 1]);
-        // four measured: 2 of the 3 others go on
-        let four = vec![
-            Measured(vec![Some(1.0)]),
-            Measured(vec![Some(2.0)]),
-            Measured(vec![Some(4.0)]),
-            Measured(vec![Some(3.0)]),
-        ];
-        assert_eq!(next_round(&four, 0, 3), vec![0, 2, 3]);
-        st[0] = Measured(vec![Some(10.0), Some(11.0), Some(12.0)]);
-        st[1] = Measured(vec![Some(30.0), Some(29.0), Some(31.0)]);
-        assert_eq!(next_round(&st, 0, 3), Vec::<usize>::new());
-        // the finalists (3 runs) before the one dropped after its first run, whatever the means
-        assert_eq!(ranking(&st), vec![1, 0, 3, 2, 4]);
-        // a candidate dropped after 2 runs with a lucky mean stays below the 6-run leader
-        let lucky = vec![
-            Measured(vec![Some(1.0); 6]),
-            Measured(vec![
-                Some(2.0),
-                Some(2.0),
-                Some(2.0),
-                Some(2.0),
-                Some(2.0),
-                Some(2.5),
-            ]),
-            Measured(vec![Some(9.0), Some(9.0)]),
-        ];
-        assert_eq!(ranking(&lucky), vec![1, 0, 2]);
-        // the baseline leading: the best other still gets its repeats to be judged
-        let st = vec![Measured(vec![Some(9.0)]), Measured(vec![Some(1.0)])];
-        assert_eq!(next_round(&st, 0, 2), vec![0, 1]);
-        // only the baseline measured
-        assert_eq!(
-            next_round(&[Measured(vec![Some(1.0)]), Failed], 0, 2),
-            vec![0]
-        );
-        // nothing measured
-        assert!(next_round(&[Failed, Skipped], 0, 3).is_empty());
     }
 
     #[test]

@@ -363,6 +363,10 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 }
 
 fn main() -> ExitCode {
+    // `tune`'s keeper (hidden): started by tune itself, never by a user.
+    if let Some(code) = commands::tune::keeper::main_if_keeper() {
+        return code;
+    }
     let cli = Cli::parse();
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());

@@ -699,9 +699,22 @@ fn tune_budget_says_what_was_not_tried() {
         assert_eq!(c["status"], "skipped");
     }
     assert_eq!(r["not_tried"].as_array().unwrap().len(), skipped.len());
+    // said before starting (issue 27): the budget cannot run every candidate once
+    assert!(
+        r["warnings"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("the --budget (16s) may be too small to run all 6 candidates once"),
+        "{r:#}"
+    );
+    assert!(
+        stderr.contains("too small to run all 6 candidates once"),
+        "{stderr}"
+    );
     // The budget bounds the run (plus one run's overshoot at most, and start-up of the binary).
     assert!(took < Duration::from_secs(16 + 8), "took {took:?}");
-    // Bound through `run`: the recorded pid is the server itself (run execs), and it is gone.
+    // Bound through `run`: the recorded pid is the keeper's (its process group: `run` execs the
+    // server in it), and it is gone.
     for c in cands {
         for pid in c["server_pids"].as_array().unwrap() {
             assert_gone(pid.as_u64().unwrap());
@@ -862,5 +875,368 @@ fn tune_baseline_command_and_resume() {
     for c in r2["candidates"].as_array().unwrap() {
         assert_eq!(c["objective_runs"].as_array().unwrap().len(), 2, "{c:#}");
         assert!(c["server_pids"].as_array().unwrap().is_empty());
+    }
+}
+
+/// Issue 27 done-when (`bars`-style): two scripted servers of known speed, 24 and 4 ms per token
+/// (8 tokens held for 192 and 32 ms; 4 slots at concurrency 4: ~167 vs ~1000 output tokens/s),
+/// and a broken one, with a budget that ends round 2 after its first run. The slower is the
+/// baseline (the issue's `--set itl=24,4`). Before the fix the baseline ran first in round 2, the
+/// budget ended before the faster one's second run, and "rounds reached" ranked the slower first.
+/// Now the leader runs first in a round, a cut round counts for nobody, the faster wins, the
+/// broken one is reported failed and no server is left.
+///
+/// The budget (20 s): the first run's estimate is 5 s + 0 s warm-up + 10 s, which fits. A
+/// measured run takes w ≈ 5.5–6.5 s (5 s measured, start and stop), the broken one b ≈ 0.5 s.
+/// A run starts while elapsed + the mean wall so far fits: round 2's first run needs about
+/// 2w + b + (2w + b)/3 ≤ 20 (w ≤ 7.0 s), and the run after it 3w + b + (3w + b)/4 > 20 to be cut
+/// (w > 4.8 s). The test asserts the cut did land in round 2.
+#[test]
+fn tune_budget_cut_round_never_crowns_the_slower() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let server = format!(
+        "sh -c 'if [ {{itl}} = broken ]; then exec python3 {s} --port {{port}} --mode exit; fi; exec python3 {s} --port {{port}} --slots 4 --tokens 8 --service-ms $(({{itl}} * 8))'",
+        s = scripted()
+    );
+    let args = strings(&[
+        "tune",
+        "--server",
+        &server,
+        "--set",
+        "itl=24,broken,4",
+        "--objective",
+        "throughput",
+        "--budget",
+        "20s",
+        "--concurrency",
+        "4",
+        "--workload",
+        "random:in=8,out=8",
+        "--duration",
+        "5s",
+        "--warmup",
+        "0s",
+        "--repeat",
+        "3",
+        "--grace",
+        "5s",
+        "--out",
+        &out.display().to_string(),
+        "--json",
+        "--quiet",
+    ]);
+    let (code, stdout, stderr) = inferscope(&args, Duration::from_secs(90));
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    let text = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    eprintln!("{text}\n{stderr}");
+    let runs = |v: &str| {
+        candidate(&r, "itl", v)["objective_runs"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    // the budget cut round 2 after the leader's run: the faster has 2 runs, the slower 1
+    assert_eq!(
+        (runs("4"), runs("24")),
+        (2, 1),
+        "the cut missed round 2:\n{text}"
+    );
+    assert_eq!(r["winner"]["settings"]["itl"], "4", "{text}");
+    assert_eq!(r["candidates"][0]["settings"]["itl"], "4", "{text}");
+    assert_eq!(r["candidates"][0]["ranked_runs"], 1, "{text}");
+    assert_eq!(r["inconclusive"], false, "{text}");
+    let fast = candidate(&r, "itl", "4")["objective"].as_f64().unwrap();
+    let slow = candidate(&r, "itl", "24")["objective"].as_f64().unwrap();
+    assert!(fast > 3.0 * slow, "{fast} vs {slow}\n{text}");
+    assert!(
+        r["not_tried"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("round 2 was cut short before `itl=24` ran"),
+        "{text}"
+    );
+    let broken = candidate(&r, "itl", "broken");
+    assert_eq!(broken["status"], "failed");
+    assert_eq!(
+        broken["reason"],
+        "the server exited at start-up (exit status: 3)"
+    );
+    for c in r["candidates"].as_array().unwrap() {
+        for pid in c["server_pids"].as_array().unwrap() {
+            assert_gone(pid.as_u64().unwrap());
+        }
+    }
+}
+
+/// Issue 33 item 7: a `--set` value with newlines cannot break out of winner.sh's comment line
+/// (before: `# inferscope tune winner: x=a` then `touch …` on a line of its own, run by `sh`).
+/// The server runs under tune (it sees `INFERSCOPE_TEST_SERVE`); run by hand, the same command
+/// exits at once, so running winner.sh only shows whether anything else ran.
+#[test]
+fn winner_script_quotes_hostile_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let pwned = dir.path().join("pwned");
+    let hostile = format!("a\ntouch {}\n#", pwned.display());
+    let server = format!(
+        "sh -c 'test -n \"$INFERSCOPE_TEST_SERVE\" || exit 0; exec python3 {} --port {{port}} --slots 2 --service-ms 10 --tokens 2' {{x}}",
+        scripted()
+    );
+    let status = Command::new(env!("CARGO_BIN_EXE_inferscope"))
+        .args([
+            "tune",
+            "--server",
+            &server,
+            "--set",
+            &format!("x={hostile}"),
+            "--concurrency",
+            "2",
+            "--workload",
+            "random:in=8,out=2",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0",
+            "--repeat",
+            "1",
+            "--out",
+            &out.display().to_string(),
+            "--quiet",
+        ])
+        .env("INFERSCOPE_TEST_SERVE", "1")
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let script = out.join("winner.sh");
+    let text = std::fs::read_to_string(&script).unwrap();
+    assert!(!pwned.exists(), "tune itself ran the value");
+    let run = Command::new("sh")
+        .arg(&script)
+        .env_remove("INFERSCOPE_TEST_SERVE")
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{text}\n{run:?}");
+    assert!(!pwned.exists(), "winner.sh ran the value:\n{text}");
+    // the value is still there, escaped in the comment and quoted in the command
+    assert!(text.contains("x=a\\ntouch "), "{text}");
+    assert!(text.contains(&format!("'{hostile}'")), "{text}");
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Issue 33 item 5: `--api-key sk-…` in the server command reaches the server, but not stdout,
+/// stderr, report.txt, report.json, winner.sh, plan.json or the journal (nor any other file
+/// tune writes); a secret-named `--set` value is redacted too, and a rerun still resumes from
+/// the redacted journal.
+#[test]
+fn tune_redacts_secrets_everywhere_it_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let seen = dir.path().join("key-the-server-got");
+    let key = "sk-tuneTestSecret0123456789abcdef";
+    let token = "hfsecretvalue42";
+    let server = format!(
+        "sh -c 'echo \"$2 $4\" > {seen}; exec python3 {s} --port {{port}} --slots {{n}} --service-ms 10 --tokens 2' sh --api-key {key} --hf-token {{hf_token}}",
+        seen = seen.display(),
+        s = scripted()
+    );
+    let mut args = strings(&[
+        "tune",
+        "--server",
+        &server,
+        "--set",
+        "n=1,2",
+        "--set",
+        &format!("hf_token={token}"),
+        "--concurrency",
+        "2",
+        "--workload",
+        "random:in=8,out=2",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0",
+        "--repeat",
+        "1",
+        "--out",
+        &out.display().to_string(),
+    ]);
+    let (code, stdout, stderr) = inferscope(&args, Duration::from_secs(60));
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    // the real command ran with the real secrets
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap().trim(),
+        format!("{key} {token}")
+    );
+    args.push("--json".into());
+    let (code, json, stderr2) = inferscope(&args, Duration::from_secs(60));
+    assert_eq!(code, 0, "{stderr2}");
+    let r: Value = serde_json::from_str(&json).unwrap();
+    // resumed from the redacted journal: nothing ran again
+    for c in r["candidates"].as_array().unwrap() {
+        assert_eq!(c["status"], "measured", "{c:#}");
+        assert!(c["server_pids"].as_array().unwrap().is_empty(), "{c:#}");
+        assert_eq!(c["settings"]["hf_token"], "<redacted>");
+    }
+    assert!(
+        r["winner"]["command"]
+            .as_str()
+            .unwrap()
+            .contains("--api-key '<redacted>'")
+    );
+    for (what, text) in [
+        ("stdout", &stdout),
+        ("stderr", &stderr),
+        ("json", &json),
+        ("stderr of the rerun", &stderr2),
+    ] {
+        assert!(
+            !text.contains(key) && !text.contains(token),
+            "{what}:\n{text}"
+        );
+    }
+    let files = files_under(&out);
+    for f in ["report.txt", "report.json", "winner.sh", "journal.jsonl"] {
+        assert!(files.contains(&out.join(f)), "{f} missing: {files:?}");
+    }
+    assert!(files.iter().any(|f| f.ends_with("plan.json")));
+    for f in files {
+        let text = String::from_utf8_lossy(&std::fs::read(&f).unwrap()).into_owned();
+        assert!(
+            !text.contains(key) && !text.contains(token),
+            "{} holds a secret:\n{text}",
+            f.display()
+        );
+    }
+}
+
+/// Processes whose environment holds `marker` (the test's tree: tune, keepers, servers and their
+/// `setsid` children all inherit it).
+fn marked_processes(marker: &str) -> Vec<i32> {
+    let needle = format!("INFERSCOPE_TEST_MARKER={marker}");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        // zombies have an empty environ and are not running
+        if env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Issue 33 item 6: however tune ends — SIGINT, SIGTERM, SIGHUP (an ssh session dropping),
+/// SIGQUIT or SIGKILL — no process it started is left, including a server's child that called
+/// `setsid` (out of the server's process group and session). Before: SIGHUP and SIGQUIT killed
+/// tune at once and left the server under init, SIGKILL too, and the `setsid` child survived
+/// every stop. Every process of the test's tree carries a unique marker in its environment.
+#[test]
+fn tune_leaves_no_process_whatever_signal_ends_it() {
+    use std::io::BufRead;
+    for (sig, name) in [
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGHUP, "SIGHUP"),
+        (libc::SIGQUIT, "SIGQUIT"),
+        (libc::SIGKILL, "SIGKILL"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = format!("{}-{name}-{}", std::process::id(), dir.path().display());
+        let server = format!(
+            "sh -c 'setsid sleep 1000 & exec python3 {} --port {{port}} --slots 2 --service-ms 20 --tokens 2'",
+            scripted()
+        );
+        let mut child = Command::new(env!("CARGO_BIN_EXE_inferscope"))
+            .args([
+                "tune",
+                "--server",
+                &server,
+                "--concurrency",
+                "2",
+                "--workload",
+                "random:in=8,out=2",
+                "--duration",
+                "60s",
+                "--warmup",
+                "0",
+                "--repeat",
+                "1",
+                "--grace",
+                "2s",
+                "--out",
+                &dir.path().join("t").display().to_string(),
+            ])
+            .env("INFERSCOPE_TEST_MARKER", &marker)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in err.lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        loop {
+            let line = rx
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("{name}: no ready line"));
+            if line.contains("ready in") {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        // the server and its setsid child run (tune, keeper, sh→python, setsid→sleep)
+        let before = marked_processes(&marker);
+        assert!(before.len() >= 4, "{name}: {before:?}");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let t = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "{name}: tune did not end"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        if sig != libc::SIGKILL {
+            assert_eq!(status.code(), Some(130), "{name}: {status:?}");
+        }
+        // the keeper finishes its stop within the grace after tune's end
+        let t = Instant::now();
+        let mut left = marked_processes(&marker);
+        while !left.is_empty() && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(100));
+            left = marked_processes(&marker);
+        }
+        for &p in &left {
+            // SAFETY: cleaning up what the test started, identified by its marker.
+            unsafe { libc::kill(p, libc::SIGKILL) };
+        }
+        assert!(left.is_empty(), "{name}: left running: {left:?}");
     }
 }

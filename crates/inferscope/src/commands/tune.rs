@@ -21,7 +21,7 @@ use inferscope_bench::run::{Outcome, Plan, execute, merge_repeats};
 use inferscope_bench::schedule::{Arrival, Limits, Schedule, Warmup};
 use inferscope_bench::stats::Slo;
 use inferscope_bench::tune::{self as t, JournalLine, SetSpec, Settings, State, Template};
-use inferscope_launch::emit::shell_command_line;
+use inferscope_launch::emit::{shell_command_line, shell_quote};
 use serde::Serialize;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -32,6 +32,28 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{duration_arg, positive_duration_arg};
+
+pub mod keeper;
+mod secrets;
+use secrets::Secrets;
+
+/// The run's secrets, learnt before anything is printed or written (see [`secrets`]).
+static SECRETS: std::sync::OnceLock<Secrets> = std::sync::OnceLock::new();
+
+/// `text` with the run's secrets replaced.
+fn hide(text: &str) -> String {
+    SECRETS
+        .get()
+        .map_or_else(|| text.to_string(), |s| s.hide(text))
+}
+
+/// A JSON value with the run's secrets replaced in every string.
+fn hide_json(v: serde_json::Value) -> serde_json::Value {
+    match SECRETS.get() {
+        Some(s) => s.hide_json(v),
+        None => v,
+    }
+}
 
 /// What to maximise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -170,20 +192,32 @@ pub struct TuneArgs {
 /// Largest journal read back (a journal line is one bench result, ~10–50 KB).
 const MAX_JOURNAL_BYTES: usize = 256 << 20;
 
+/// The smallest run-to-run noise assumed (a fraction): `compare`'s default throughput threshold
+/// (5 %), since one run each shows no spread.
+const NOISE_FLOOR: f64 = 0.05;
+
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_: libc::c_int) {
+extern "C" fn on_signal(sig: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
+    if sig == libc::SIGHUP || sig == libc::SIGQUIT {
+        // A running measurement listens for SIGINT/SIGTERM: make a dropped ssh session (SIGHUP)
+        // or SIGQUIT stop it the same way. kill(2) is async-signal-safe.
+        // SAFETY: signalling ourselves.
+        unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
+    }
 }
 
-/// Catch Ctrl-C and SIGTERM from here on: the server must be stopped and the report written.
+/// Catch Ctrl-C, SIGTERM, SIGHUP and SIGQUIT from here on: the server must be stopped and the
+/// report written.
 /// (bench's runtime registers its own Ctrl-C handler later; signal-hook chains to this one.)
 fn catch_signals() {
     let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe {
-        libc::signal(libc::SIGINT, handler);
-        libc::signal(libc::SIGTERM, handler);
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            libc::signal(s, handler);
+        }
     }
 }
 
@@ -194,6 +228,8 @@ fn interrupted() -> bool {
 /// One candidate.
 struct Cand {
     settings: Settings,
+    /// `settings` as written to reports and the journal (secrets redacted; the journal's key).
+    shown: Settings,
     label: String,
     template: Template,
     state: State,
@@ -266,15 +302,16 @@ fn tail(path: &Path, n: usize) -> String {
         .join("\n")
 }
 
-/// A running server in its own process group.
+/// A running server's keeper (keeper.rs), leader of its own process group with the server.
 struct Server {
     child: Child,
     pgid: i32,
 }
 
 impl Server {
-    /// SIGTERM to the group, SIGKILL after `grace`; reaps the leader and waits until the group
-    /// is empty (bounded).
+    /// SIGTERM to the group (the keeper then stops every descendant, `setsid` ones included),
+    /// SIGKILL to the group if the keeper is not done after `grace` and 5 s more; reaps the
+    /// keeper and waits until the group is empty (bounded).
     fn stop(mut self, grace: Duration) -> String {
         let mut how = match self.child.try_wait() {
             Ok(Some(st)) => format!("had exited ({st})"),
@@ -287,7 +324,7 @@ impl Server {
             if let Ok(Some(_)) = self.child.try_wait() {
                 break;
             }
-            if t.elapsed() >= grace {
+            if t.elapsed() >= grace + Duration::from_secs(5) {
                 // SAFETY: as above.
                 unsafe { libc::killpg(self.pgid, libc::SIGKILL) };
                 let _ = self.child.wait();
@@ -391,7 +428,7 @@ fn slug(label: &str) -> String {
 fn say(quiet: bool, msg: &str) {
     if !quiet {
         // A closed stderr must not stop a tuning run (eprintln! would panic).
-        let _ = writeln!(std::io::stderr(), "inferscope tune: {msg}");
+        let _ = writeln!(std::io::stderr(), "inferscope tune: {}", hide(msg));
     }
 }
 
@@ -483,20 +520,29 @@ fn run_once(
     }
     let logf =
         std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-    let Some((prog, rest)) = argv.split_first() else {
+    if argv.is_empty() {
         bail!("empty server command");
-    };
+    }
     let gpu_before = gpu_used_mib();
-    let child = match Command::new(prog)
-        .args(rest)
-        .stdin(Stdio::null())
+    // Through the keeper, so nothing the server starts outlives tune (keeper.rs). Its stdin is
+    // a pipe only tune holds: the keeper sees it close however tune ends.
+    let exe = std::env::current_exe().context("finding the inferscope executable")?;
+    let kargv = keeper::argv(&exe.display().to_string(), a.grace, &argv);
+    let child = match Command::new(&exe)
+        .args(kargv.get(1..).unwrap_or_default())
+        .stdin(Stdio::piped())
         .stdout(logf.try_clone()?)
         .stderr(logf)
         .process_group(0)
         .spawn()
     {
         Ok(ch) => ch,
-        Err(e) => return Ok(RunEnd::Failed(format!("cannot start `{prog}`: {e}"))),
+        Err(e) => {
+            return Ok(RunEnd::Failed(format!(
+                "cannot start the keeper `{}`: {e}",
+                exe.display()
+            )));
+        }
     };
     let pid = child.id();
     c.pids.push(pid);
@@ -583,7 +629,14 @@ fn fingerprint(a: &TuneArgs, objective: Objective) -> String {
     let sets: Vec<String> = a
         .sets
         .iter()
-        .map(|s| format!("{}={}", s.name, s.values.join(",")))
+        .map(|s| {
+            let v: Vec<String> = s
+                .values
+                .iter()
+                .map(|v| secrets::shown_value(&s.name, v))
+                .collect();
+            format!("{}={}", s.name, v.join(","))
+        })
         .collect();
     let load = match a.rate {
         Some(r) => format!("rate {r}"),
@@ -592,10 +645,12 @@ fn fingerprint(a: &TuneArgs, objective: Objective) -> String {
     // Everything a journaled run or skip depends on: the servers, the load and requests, the
     // objective (with capacity's target), and the planner's GPU. Not: the budget, repeats,
     // timeouts of starting and stopping, the output folder (a resume may change them).
-    format!(
+    // Secrets redacted: the journal is written to disk (two runs differing only in a secret
+    // measure the same thing).
+    hide(&format!(
         "server `{}` baseline `{}` sets [{}] workload {} {load} duration {:?} warmup {} objective {} slo {} seed {} gpus {:?} numa {:?} api {:?} model {:?} max_tokens {} timeout {:?} idle_timeout {:?} attainment {} max_probes {} plan_gpu {:?} plan_gpu_memory_gib {:?}",
-        a.server,
-        a.baseline.as_deref().unwrap_or(""),
+        secrets::shown_line(&a.server),
+        secrets::shown_line(a.baseline.as_deref().unwrap_or("")),
         sets.join(" "),
         a.workload,
         a.duration,
@@ -614,7 +669,7 @@ fn fingerprint(a: &TuneArgs, objective: Objective) -> String {
         a.max_probes,
         a.plan_gpu,
         a.plan_gpu_memory_gib
-    )
+    ))
 }
 
 fn bench_plan(a: &TuneArgs) -> anyhow::Result<Plan> {
@@ -665,7 +720,7 @@ fn bench_plan(a: &TuneArgs) -> anyhow::Result<Plan> {
 }
 
 fn write_json_file(path: &Path, v: &impl Serialize) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(v)?;
+    let text = serde_json::to_string_pretty(&hide_json(serde_json::to_value(v)?))?;
     std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
 }
 
@@ -675,7 +730,7 @@ fn append_journal(path: &Path, line: &JournalLine) -> anyhow::Result<()> {
         .append(true)
         .open(path)
         .with_context(|| format!("opening {}", path.display()))?;
-    let mut text = serde_json::to_string(line)?;
+    let mut text = serde_json::to_string(&hide_json(serde_json::to_value(line)?))?;
     text.push('\n');
     f.write_all(text.as_bytes())
         .and_then(|_| f.sync_data())
@@ -694,6 +749,10 @@ struct Report {
     baseline: String,
     comparison: Option<compare::Comparison>,
     not_tried: Vec<String>,
+    /// Said before starting (a --budget too small to run every candidate once).
+    warnings: Vec<String>,
+    /// Another measured candidate beats the top-ranked one by more than the noise: no winner.
+    inconclusive: bool,
     interrupted: bool,
     elapsed_s: f64,
     files: Vec<String>,
@@ -718,6 +777,8 @@ struct CandReport {
     result: Option<BenchResult>,
     objective: Option<f64>,
     objective_runs: Vec<Option<f64>>,
+    /// How many of `objective_runs` (the first ones) `rank` and `objective` are on.
+    ranked_runs: usize,
     capacity: Option<Capacity>,
     command: String,
     plan: Option<serde_json::Value>,
@@ -729,8 +790,30 @@ struct CandReport {
     pareto_tpot: bool,
 }
 
-/// Run `inferscope tune`.
+/// Run `inferscope tune`. Secrets of the command lines are learnt first, so that no message,
+/// error included, shows them.
 pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let mut s = Secrets::default();
+    s.learn_tune(
+        &a.server,
+        a.baseline.as_deref(),
+        &a.sets,
+        a.serve_port,
+        a.gpus.as_deref(),
+    );
+    let _ = SECRETS.set(s);
+    run_tune(a, out).map_err(|e| {
+        let full = format!("{e:#}");
+        let shown = hide(&full);
+        if shown == full {
+            e
+        } else {
+            anyhow::anyhow!(shown)
+        }
+    })
+}
+
+fn run_tune(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let (objective, template, grid, bench) = check_args(&a)?;
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
@@ -747,11 +830,20 @@ pub fn run(a: TuneArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 
     catch_signals();
     let repeats = repeats_of(&a, objective);
+    let warnings: Vec<String> = budget_warning(&a, objective, &bench, &cands, baseline, started)
+        .into_iter()
+        .collect();
+    for w in &warnings {
+        // Said even with --quiet: it changes what the report can conclude.
+        let _ = writeln!(std::io::stderr(), "inferscope tune: {w}");
+    }
     let out_of_budget = run_rounds(
         &a, objective, &bench, &journal, &mut cands, baseline, started,
     )?;
-    let not_tried = left_out(&mut cands, out_of_budget, repeats);
-    let report = build_report(&a, objective, &cands, baseline, not_tried, started)?;
+    let not_tried = left_out(&mut cands, out_of_budget, repeats, baseline);
+    let report = build_report(
+        &a, objective, &cands, baseline, not_tried, warnings, started,
+    )?;
     write_report(&report, &a, out)
 }
 
@@ -807,7 +899,8 @@ fn candidates(a: &TuneArgs, template: &Template, grid: Vec<Settings>) -> anyhow:
         cands.push(new_cand(a, 0, key, "baseline".into(), bt));
     }
     for s in grid {
-        let label = t::label(&s, &a.sets);
+        // The label names folders and fills every table: built from the redacted settings.
+        let label = hide(&t::label(&secrets::shown_settings(&s), &a.sets));
         cands.push(new_cand(a, cands.len(), s, label, template.clone()));
     }
     Ok(cands)
@@ -868,7 +961,7 @@ fn resume(
             | JournalLine::Skipped { settings, .. } => settings.clone(),
             JournalLine::Header { .. } => continue,
         };
-        let Some(c) = cands.iter_mut().find(|c| c.settings == key) else {
+        let Some(c) = cands.iter_mut().find(|c| c.shown == key) else {
             continue;
         };
         resumed += 1;
@@ -957,7 +1050,7 @@ fn plan_all(a: &TuneArgs, journal: &Path, cands: &mut [Cand]) -> anyhow::Result<
             append_journal(
                 journal,
                 &JournalLine::Skipped {
-                    settings: c.settings.clone(),
+                    settings: c.shown.clone(),
                     reason: why.clone(),
                 },
             )?;
@@ -977,6 +1070,51 @@ fn repeats_of(a: &TuneArgs, objective: Objective) -> u32 {
     }
 }
 
+/// A run's wall time before any was measured: `--duration` + warm-up + 10 s (capacity: times
+/// the probes).
+fn per_run_guess(a: &TuneArgs, objective: Objective, bench: &Plan) -> f64 {
+    let warm_s = match bench.warmup {
+        Warmup::Duration(d) => d.as_secs_f64(),
+        _ => 2.0,
+    };
+    let guess = a.duration.as_secs_f64() + warm_s + 10.0;
+    if objective == Objective::Capacity {
+        guess * (f64::from(a.max_probes) + 1.0)
+    } else {
+        guess
+    }
+}
+
+/// Before starting: whether the --budget can run round 1 (every candidate once), by the same
+/// estimate the budget check uses first; if not, say that only what ran will be ranked.
+fn budget_warning(
+    a: &TuneArgs,
+    objective: Objective,
+    bench: &Plan,
+    cands: &[Cand],
+    baseline: usize,
+    started: Instant,
+) -> Option<String> {
+    let budget = a.budget?.as_secs_f64();
+    let states: Vec<State> = cands.iter().map(|c| c.state.clone()).collect();
+    let h = t::halving(&states, baseline, repeats_of(a, objective));
+    if h.round != 1 || h.todo.is_empty() {
+        return None;
+    }
+    let guess = per_run_guess(a, objective, bench);
+    let need = guess * h.todo.len() as f64;
+    let left = budget - started.elapsed().as_secs_f64();
+    (need > left).then(|| {
+        format!(
+            "the --budget ({}s) may be too small to run all {} candidates once (estimated {:.0}s each before any run, {:.0}s in all): only the candidates that run are ranked; the others are listed as not tried",
+            budget,
+            h.todo.len(),
+            guess,
+            need
+        )
+    })
+}
+
 /// Measure candidates round by round until done, interrupted or out of --budget; true when the
 /// budget stopped it.
 fn run_rounds(
@@ -991,14 +1129,7 @@ fn run_rounds(
     let repeats = repeats_of(a, objective);
     let budget = a.budget.map(|b| b.as_secs_f64());
     let mut walls: Vec<f64> = Vec::new();
-    let warm_s = match bench.warmup {
-        Warmup::Duration(d) => d.as_secs_f64(),
-        _ => 2.0,
-    };
-    let mut per_run_guess = a.duration.as_secs_f64() + warm_s + 10.0;
-    if objective == Objective::Capacity {
-        per_run_guess *= f64::from(a.max_probes) + 1.0;
-    }
+    let per_run_guess = per_run_guess(a, objective, bench);
     loop {
         let states: Vec<State> = cands.iter().map(|c| c.state.clone()).collect();
         let round = t::next_round(&states, baseline, repeats);
@@ -1030,8 +1161,8 @@ fn run_rounds(
                     append_journal(
                         journal,
                         &JournalLine::Failed {
-                            settings: c.settings.clone(),
-                            command: c.command.clone(),
+                            settings: c.shown.clone(),
+                            command: secrets::shown_words(&c.command),
                             reason: why.clone(),
                             log_tail: c.log_tail.clone().unwrap_or_default(),
                         },
@@ -1079,8 +1210,8 @@ fn record_run(
     append_journal(
         journal,
         &JournalLine::Run {
-            settings: c.settings.clone(),
-            command: c.command.clone(),
+            settings: c.shown.clone(),
+            command: secrets::shown_words(&c.command),
             result: Box::new(result.clone()),
             trace: rel,
             capacity: cap.clone(),
@@ -1096,8 +1227,29 @@ fn record_run(
 
 /// What was left out: candidates never tried, and (when the budget ran out) those short of
 /// their repeats.
-fn left_out(cands: &mut [Cand], out_of_budget: bool, repeats: u32) -> Vec<String> {
+fn left_out(cands: &mut [Cand], out_of_budget: bool, repeats: u32, baseline: usize) -> Vec<String> {
     let mut not_tried: Vec<String> = Vec::new();
+    let states: Vec<State> = cands.iter().map(|c| c.state.clone()).collect();
+    let h = t::halving(&states, baseline, repeats);
+    if !h.todo.is_empty() && h.round > 1 {
+        let cut: Vec<String> = cands
+            .iter()
+            .enumerate()
+            .filter(
+                |(i, _)| matches!(states.get(*i), Some(State::Measured(r)) if r.len() >= h.round),
+            )
+            .map(|(_, c)| format!("`{}`", c.label))
+            .collect();
+        if !cut.is_empty() {
+            not_tried.push(format!(
+                "round {} was cut short before {} ran: it does not count toward any rank, so the run of round {} of {} is left out of the ranking and verdict",
+                h.round,
+                h.todo.iter().filter_map(|&i| cands.get(i)).map(|c| format!("`{}`", c.label)).collect::<Vec<_>>().join(", "),
+                h.round,
+                cut.join(", ")
+            ));
+        }
+    }
     for c in cands.iter_mut() {
         match &c.state {
             State::Pending => {
@@ -1133,14 +1285,15 @@ fn write_report(report: &Report, a: &TuneArgs, out: &mut dyn Write) -> anyhow::R
     };
     let mut text = Vec::new();
     write_text(report, a, &mut text)?;
-    std::fs::write(a.out.join("report.txt"), &text)
+    let text = hide(&String::from_utf8_lossy(&text));
+    std::fs::write(a.out.join("report.txt"), text.as_bytes())
         .with_context(|| format!("writing {}", a.out.join("report.txt").display()))?;
     write_json_file(&a.out.join("report.json"), report)?;
     if a.json {
-        serde_json::to_writer_pretty(&mut *out, report)?;
+        serde_json::to_writer_pretty(&mut *out, &hide_json(serde_json::to_value(report)?))?;
         writeln!(out)?;
     } else {
-        out.write_all(&text)?;
+        out.write_all(text.as_bytes())?;
     }
     Ok(code)
 }
@@ -1168,6 +1321,7 @@ fn new_cand(
         .join("candidates")
         .join(format!("{index:02}-{}", slug(&label)));
     Cand {
+        shown: secrets::shown_settings(&settings),
         settings,
         label,
         template,
@@ -1183,17 +1337,18 @@ fn new_cand(
     }
 }
 
-/// A candidate's runs merged (pooled statistics, `repeats` per run for `compare`).
-fn merged(c: &Cand, slo: &Slo) -> Option<Outcome> {
+/// A candidate's first `n` runs merged (pooled statistics, `repeats` per run for `compare`).
+fn merged(c: &Cand, n: usize, slo: &Slo) -> Option<Outcome> {
     let outs: Vec<Outcome> = c
         .runs
         .iter()
+        .take(n)
         .map(|(r, recs, _)| Outcome {
             result: r.clone(),
             records: recs.clone(),
         })
         .collect();
-    if outs.len() == 1 {
+    if outs.len() <= 1 {
         return outs.into_iter().next();
     }
     merge_repeats(outs, slo)
@@ -1206,12 +1361,20 @@ fn build_report(
     cands: &[Cand],
     baseline: usize,
     not_tried: Vec<String>,
+    warnings: Vec<String>,
     started: Instant,
 ) -> anyhow::Result<Report> {
     let slo = a.slo.unwrap_or_default();
     let states: Vec<State> = cands.iter().map(|c| c.state.clone()).collect();
-    let order = t::ranking(&states);
-    let merged_all: Vec<Option<Outcome>> = cands.iter().map(|c| merged(c, &slo)).collect();
+    let repeats = repeats_of(a, objective);
+    let order = t::ranking(&states, baseline, repeats);
+    // Each candidate is shown and judged on the runs it is ranked on (complete rounds only).
+    let counted = t::counted_runs(&states, baseline, repeats);
+    let merged_all: Vec<Option<Outcome>> = cands
+        .iter()
+        .zip(&counted)
+        .map(|(c, &n)| merged(c, n, &slo))
+        .collect();
     let (fronts, mut files) = pareto(a, cands, &merged_all)?;
 
     let winner_idx = order
@@ -1220,28 +1383,56 @@ fn build_report(
         .filter(|&i| matches!(states.get(i), Some(State::Measured(_))));
     let label_of = |i: usize| cands.get(i).map(|c| c.label.clone()).unwrap_or_default();
     let base_label = label_of(baseline);
-    let (verdict, significant, comparison) = verdict(
+    let (mut verdict, mut significant, comparison) = verdict(
         objective,
         cands,
-        &merged_all,
+        &slo,
+        &counted,
         winner_idx,
         baseline,
         &base_label,
     );
+    // Never a winner that another measured candidate beats by more than the noise.
+    let noise = t::noise(&states, &counted, NOISE_FLOOR);
+    let contender =
+        winner_idx.and_then(|w| t::contender(&states, &counted, w, noise).map(|c| (w, c)));
+    if let Some((w, (z, zv, wv, n))) = contender {
+        let on = if n > 0 {
+            format!("on the {n} run(s) they have in common")
+        } else {
+            "each on its own ranked runs".into()
+        };
+        verdict = format!(
+            "inconclusive: `{}` ranks first, but `{}` measured {zv:.1} {} against its {wv:.1} {on}, more than the run-to-run noise ({:.1} %); measure again with more --repeat or a longer --duration",
+            label_of(w),
+            label_of(z),
+            objective.unit(),
+            noise * 100.0
+        );
+        significant = false;
+    }
+    let inconclusive = contender.is_some();
     let winner = winner_idx
         .and_then(|i| cands.get(i))
         .map(|c| winner_of(a, c));
     if let Some(w) = &winner {
         let p = a.out.join("winner.sh");
+        // Every value is quoted in the exec line; the comment gets the label with its control
+        // characters escaped, so a newline in a --set value cannot start a command line.
         let body = format!(
-            "#!/bin/sh\n# inferscope tune winner: {}\nexec {}\n",
-            w.label,
+            "#!/bin/sh\n# inferscope tune {}: {}\nexec {}\n",
+            if inconclusive {
+                "top-ranked (inconclusive)"
+            } else {
+                "winner"
+            },
+            comment_safe(&w.label),
             w.run_command.as_deref().unwrap_or(&w.command)
         );
-        std::fs::write(&p, body).with_context(|| format!("writing {}", p.display()))?;
+        std::fs::write(&p, hide(&body)).with_context(|| format!("writing {}", p.display()))?;
         files.push(p.display().to_string());
     }
-    let reports = cand_reports(cands, &merged_all, &order, &fronts);
+    let reports = cand_reports(cands, &merged_all, &order, &fronts, &counted);
     files.push(a.out.join("report.json").display().to_string());
     files.push(a.out.join("report.txt").display().to_string());
     Ok(Report {
@@ -1254,10 +1445,26 @@ fn build_report(
         baseline: base_label,
         comparison,
         not_tried,
+        warnings,
+        inconclusive,
         interrupted: interrupted(),
         elapsed_s: started.elapsed().as_secs_f64(),
         files,
     })
+}
+
+/// Text for a `#` comment line of a script: control characters (a newline above all, which
+/// would end the comment and start a command) written as escapes.
+fn comment_safe(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// A merged outcome's p90 TTFT (`fam` "ttft") or TPOT (any other), in ms.
@@ -1321,6 +1528,8 @@ fn winner_of(a: &TuneArgs, c: &Cand) -> Winner {
         .template
         .fill(&c.settings, a.serve_port, a.gpus.as_deref())
         .unwrap_or_else(|_| c.command.clone());
+    // What is printed and written is redacted; the user pastes their own secret back.
+    let words = secrets::shown_words(&words);
     let line = shell_command_line(&words);
     let bind = match (&a.gpus, &a.numa_node) {
         (Some(g), _) => Some(("--gpus", g.clone())),
@@ -1329,7 +1538,7 @@ fn winner_of(a: &TuneArgs, c: &Cand) -> Winner {
     };
     let run_command = bind
         .as_ref()
-        .map(|(f, v)| format!("inferscope run {f} {v} -- {line}"));
+        .map(|(f, v)| format!("inferscope run {f} {} -- {line}", shell_quote(v)));
     let run_emit = bind.map(|(f, v)| {
         let args = super::run::RunArgs {
             gpus: (f == "--gpus").then(|| v.clone()),
@@ -1353,7 +1562,7 @@ fn winner_of(a: &TuneArgs, c: &Cand) -> Winner {
         }
     });
     Winner {
-        settings: c.settings.clone(),
+        settings: c.shown.clone(),
         command: line,
         label: c.label.clone(),
         run_command,
@@ -1367,6 +1576,7 @@ fn cand_reports(
     merged_all: &[Option<Outcome>],
     order: &[usize],
     (front_ttft, front_tpot): &Fronts,
+    counted: &[usize],
 ) -> Vec<CandReport> {
     let mut reports = Vec::new();
     for (rank, &i) in order.iter().enumerate() {
@@ -1377,10 +1587,11 @@ fn cand_reports(
             State::Measured(r) => r.clone(),
             _ => Vec::new(),
         };
+        let ranked_runs = counted.get(i).copied().unwrap_or(0);
         reports.push(CandReport {
             rank: rank + 1,
             label: c.label.clone(),
-            settings: c.settings.clone(),
+            settings: c.shown.clone(),
             status: match c.state {
                 State::Measured(_) => "measured",
                 State::Failed => "failed",
@@ -1388,10 +1599,11 @@ fn cand_reports(
             },
             reason: c.reason.clone(),
             result: m.as_ref().map(|o| o.result.clone()),
-            objective: t::mean_objective(&runs),
+            objective: t::mean_objective(runs.get(..ranked_runs).unwrap_or_default()),
             objective_runs: runs,
+            ranked_runs,
             capacity: c.runs.iter().rev().find_map(|r| r.2.clone()),
-            command: shell_command_line(&c.command),
+            command: shell_command_line(&secrets::shown_words(&c.command)),
             plan: c.plan.clone(),
             log_tail: c.log_tail.clone(),
             server_pids: c.pids.clone(),
@@ -1408,7 +1620,8 @@ fn cand_reports(
 fn verdict(
     objective: Objective,
     cands: &[Cand],
-    merged_all: &[Option<Outcome>],
+    slo: &Slo,
+    counted: &[usize],
     winner: Option<usize>,
     baseline: usize,
     base_label: &str,
@@ -1424,7 +1637,14 @@ fn verdict(
             None,
         );
     }
-    let (Some(Some(bo)), Some(Some(wo))) = (merged_all.get(baseline), merged_all.get(w)) else {
+    // Judged on the runs both have in common (the same rounds), not one's extra runs.
+    let common = counted
+        .get(w)
+        .copied()
+        .unwrap_or(0)
+        .min(counted.get(baseline).copied().unwrap_or(0));
+    let run = |i: usize| cands.get(i).and_then(|c| merged(c, common, slo));
+    let (Some(bo), Some(wo)) = (run(baseline), run(w)) else {
         return (
             format!(
                 "`{wl}` ranks first; the baseline `{base_label}` was not measured, so nothing can be said about significance"
@@ -1509,6 +1729,12 @@ fn verdict(
         }
         None => (false, "no comparable value".into()),
     };
+    let runs_of = |i: usize| cands.get(i).map_or(0, |c| c.runs.len());
+    let desc = if runs_of(w) > common || runs_of(baseline) > common {
+        format!("{desc} (on their first {common} run(s), the complete rounds they have in common)")
+    } else {
+        desc
+    };
     let text = if sig {
         format!("`{wl}` is better than the baseline `{base_label}`: {desc}; significant")
     } else {
@@ -1562,7 +1788,16 @@ fn write_text(r: &Report, a: &TuneArgs, out: &mut dyn Write) -> std::io::Result<
             c.rank,
             c.label,
             c.status,
-            c.objective_runs.len(),
+            // runs ranked on, and in brackets those of a cut round
+            if c.objective_runs.len() > c.ranked_runs {
+                format!(
+                    "{}(+{})",
+                    c.ranked_runs,
+                    c.objective_runs.len() - c.ranked_runs
+                )
+            } else {
+                c.ranked_runs.to_string()
+            },
             f(c.objective),
             // uncounted tokens are "-", not 0
             f(s.and_then(|s| compare::stats_value(s, "throughput"))),
@@ -1572,10 +1807,21 @@ fn write_text(r: &Report, a: &TuneArgs, out: &mut dyn Write) -> std::io::Result<
         )?;
     }
     writeln!(out)?;
+    for w in &r.warnings {
+        writeln!(out, "Note: {w}")?;
+    }
     writeln!(out, "Verdict: {}", r.verdict)?;
     if let Some(w) = &r.winner {
         writeln!(out)?;
-        writeln!(out, "Winner `{}`, ready to paste:", w.label)?;
+        if r.inconclusive {
+            writeln!(
+                out,
+                "Top-ranked `{}` (not a winner: the verdict is inconclusive):",
+                w.label
+            )?;
+        } else {
+            writeln!(out, "Winner `{}`, ready to paste:", w.label)?;
+        }
         writeln!(out, "  {}", w.command)?;
         if let Some(rc) = &w.run_command {
             writeln!(out, "  {rc}")?;
