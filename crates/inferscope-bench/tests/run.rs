@@ -128,3 +128,30 @@ fn unreachable_server_is_an_input_error() {
     assert!(matches!(err, BenchError::Unreachable(_)), "{err}");
     assert!(err.to_string().contains("cannot reach"), "{err}");
 }
+
+/// Issue 33: a server whose `/v1/models` fails (here HTTP 404 to everything) was reported as
+/// "lists no model"; the error now says what failed.
+#[test]
+fn a_failing_models_endpoint_is_named_not_called_empty() {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let mut b = [0u8; 4096];
+            let _ = s.read(&mut b);
+            let _ = s.write_all(
+                b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            );
+        }
+    });
+    let err = execute(&plan(format!("http://{addr}")), None, None).unwrap_err();
+    assert!(matches!(err, BenchError::ModelsFailed { .. }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the server at http://{addr} did not list its models: GET /v1/models: HTTP 404; pass --model"
+        )
+    );
+}
