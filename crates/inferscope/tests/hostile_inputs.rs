@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 /// Run the binary with `stdin`, `env` and an address-space limit; kill it after `limit`.
 /// Returns (exit code or -1 when killed, stdout, stderr, peak RSS in KiB from wait4).
+// The child is reaped by wait4 (for its rusage), not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
 fn run(
     args: &[&str],
     env: &[(&str, &Path)],
