@@ -699,6 +699,9 @@ pub struct ServerInfo {
     pub version: Option<String>,
     /// Which endpoint the version came from.
     pub version_source: Option<String>,
+    /// Why `/v1/models` gave no list (`HTTP 404`, `timed out`, a JSON error), when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub models_error: Option<String>,
 }
 
 /// Why the server could not be asked.
@@ -752,6 +755,8 @@ pub async fn server_info(client: &reqwest::Client, base: &str) -> Result<ServerI
                     .take(64)
                     .map(|s| truncate(s, 200).to_string())
                     .collect();
+            } else {
+                info.models_error = Some("the answer has no `data` list".into());
             }
         }
         Err((true, detail)) => {
@@ -760,7 +765,7 @@ pub async fn server_info(client: &reqwest::Client, base: &str) -> Result<ServerI
                 detail,
             });
         }
-        Err(_) => {}
+        Err((false, detail)) => info.models_error = Some(detail),
     }
     for (path, key) in [
         ("/version", "version"),

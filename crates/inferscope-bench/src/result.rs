@@ -220,6 +220,12 @@ pub fn invalid_reasons(
             "only {c} requests completed; a valid run needs at least {min_requests} (--min-requests)"
         ));
     }
+    if stats.implausible_token_counts > 0 {
+        why.push(format!(
+            "{} completed requests reported impossible token counts (more completion tokens than max_tokens, or over 2^32): the server's usage cannot be trusted",
+            stats.implausible_token_counts
+        ));
+    }
     if let Some(d) = limits.duration
         && !stop.is_early()
         && stats.duration_s + 1e-3 < d.as_secs_f64() * 0.99
@@ -402,5 +408,49 @@ mod tests {
         assert_eq!(why, vec!["no request completed".to_string()]);
         let why = invalid_reasons(&StopReason::Saturated("x".into()), &stats, &limits, 1);
         assert!(why[0].contains("saturated"));
+    }
+
+    /// Issue 33: a server reporting 2^64 - 1 completion tokens three times once wrapped to a
+    /// "valid" total of 2^64 - 3; now those requests are left out of the sums and the run is
+    /// invalid, as is one claiming more tokens than its max_tokens allowed.
+    #[test]
+    fn impossible_usage_invalidates_the_run() {
+        use crate::record::RequestRecord;
+        let rec = |seq: u64, out: u64, prompt: u64| {
+            let mut r = RequestRecord::new(seq, false, seq * 1000, seq * 1000 + 10);
+            r.push_chunk(seq * 1000 + 500, 1);
+            r.end_us = seq * 1000 + 900;
+            r.max_tokens = 16;
+            r.usage_output_tokens = Some(out);
+            r.input_tokens = Some(prompt);
+            r
+        };
+        let limits = Limits {
+            requests: Some(4),
+            duration: None,
+        };
+        let honest = rec(0, 16, 5);
+        let wrapping: Vec<RequestRecord> = (1..4).map(|i| rec(i, u64::MAX, 5)).collect();
+        let mut records = vec![honest.clone()];
+        records.extend(wrapping);
+        let (stats, _) = compute(&records, &Slo::default());
+        assert_eq!(stats.requests.completed, 4);
+        assert_eq!(stats.implausible_token_counts, 3);
+        assert_eq!(stats.output_tokens, 16);
+        let why = invalid_reasons(&StopReason::Requests, &stats, &limits, 1);
+        assert_eq!(why.len(), 1, "{why:?}");
+        assert!(
+            why[0].starts_with("3 completed requests reported impossible token counts"),
+            "{why:?}"
+        );
+        // More than max_tokens allows, or a prompt over 2^32 tokens.
+        for bad in [rec(1, 17, 5), rec(1, 16, (1 << 32) + 1)] {
+            let (stats, _) = compute(&[honest.clone(), bad], &Slo::default());
+            assert_eq!(stats.implausible_token_counts, 1);
+            assert!(!invalid_reasons(&StopReason::Requests, &stats, &limits, 1).is_empty());
+        }
+        // The honest run alone is valid.
+        let (stats, _) = compute(&[honest], &Slo::default());
+        assert!(invalid_reasons(&StopReason::Requests, &stats, &limits, 1).is_empty());
     }
 }

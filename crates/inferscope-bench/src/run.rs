@@ -109,6 +109,14 @@ pub enum BenchError {
     /// The server lists no model and none was given.
     #[error("the server at {0} lists no model in /v1/models; pass --model")]
     NoModel(String),
+    /// `/v1/models` failed (status, timeout, not JSON) and no model was given.
+    #[error("the server at {url} did not list its models: GET /v1/models: {why}; pass --model")]
+    ModelsFailed {
+        /// The server's URL.
+        url: String,
+        /// What failed.
+        why: String,
+    },
     /// A capacity search cannot start (its flags, or a saturation run that completed nothing).
     #[error(transparent)]
     Search(#[from] crate::capacity::SearchError),
@@ -201,7 +209,13 @@ async fn execute_async(
             .models
             .first()
             .cloned()
-            .ok_or_else(|| BenchError::NoModel(plan.url.clone()))?;
+            .ok_or_else(|| match &info.models_error {
+                Some(why) => BenchError::ModelsFailed {
+                    url: plan.url.clone(),
+                    why: why.clone(),
+                },
+                None => BenchError::NoModel(plan.url.clone()),
+            })?;
     }
     let (int_tx, int_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

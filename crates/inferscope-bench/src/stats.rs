@@ -323,6 +323,10 @@ pub struct Stats {
     pub error_rate: f64,
     /// Goodput, when SLOs were given.
     pub goodput: Option<Goodput>,
+    /// Completed requests whose server usage is impossible ([`implausible_usage`]): left out
+    /// of the token sums, and any makes the run invalid.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub implausible_token_counts: u64,
     /// `[percentile, ms]` pairs per metric, for plots.
     pub cdf: BTreeMap<String, Vec<[f64; 2]>>,
 }
@@ -386,6 +390,23 @@ pub fn per_request(r: &RequestRecord) -> PerRequest {
     }
 }
 
+/// Most tokens one request can plausibly report (prompt or completion): no model has a context
+/// of 2^32 tokens, so a larger count is a broken or hostile server, not a measurement.
+pub const MAX_PLAUSIBLE_TOKENS: u64 = 1 << 32;
+
+/// True when the server's usage for `r` cannot be right: more completion tokens than the
+/// request's `max_tokens` allowed, or a count over [`MAX_PLAUSIBLE_TOKENS`].
+pub fn implausible_usage(r: &RequestRecord) -> bool {
+    let over_max = |n: u64| r.max_tokens > 0 && n > u64::from(r.max_tokens);
+    r.usage_output_tokens
+        .is_some_and(|n| n > MAX_PLAUSIBLE_TOKENS || over_max(n))
+        || r.input_tokens.is_some_and(|n| n > MAX_PLAUSIBLE_TOKENS)
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// Compute statistics of the measured (non-warm-up) records.
 pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
     let mut h = Histograms::default();
@@ -397,6 +418,7 @@ pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
         (0u64, 0u64, 0u64, 0i128, 0u64);
     let (mut start, mut end) = (u64::MAX, 0u64);
     let (mut good, mut good_tokens) = (0u64, 0u64);
+    let mut implausible = 0u64;
     for r in records {
         if r.warmup {
             counts.warmup += 1;
@@ -420,6 +442,12 @@ pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
             None => counts.completed += 1,
         }
         end = end.max(r.end_us);
+        if implausible_usage(r) {
+            // Counted and reported (the run becomes invalid), never summed: three counts of
+            // 2^64 - 1 would otherwise wrap to a small "valid" total.
+            implausible += 1;
+            continue;
+        }
         let m = per_request(r);
         h.e2e.record(m.e2e_us);
         h.send_lag.record(r.sent_us.saturating_sub(r.intended_us));
@@ -432,8 +460,8 @@ pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
         for (a, b) in r.chunks.iter().zip(r.chunks.iter().skip(1)) {
             h.itl.record(b.0.saturating_sub(a.0));
         }
-        out_tokens += m.output_tokens;
-        in_tokens += r.prompt_tokens().unwrap_or(0);
+        out_tokens = out_tokens.saturating_add(m.output_tokens);
+        in_tokens = in_tokens.saturating_add(r.prompt_tokens().unwrap_or(0));
         match r.output_tokens().1 {
             TokenSource::Usage => by_usage += 1,
             TokenSource::Tokenizer => by_tokenizer += 1,
@@ -443,7 +471,7 @@ pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
         if let (Some(u), Some(t)) = (r.usage_output_tokens, r.tokenizer_output_tokens) {
             both += 1;
             equal += u64::from(u == t);
-            usage_sum += u;
+            usage_sum = usage_sum.saturating_add(u);
             diff_sum += i128::from(t) - i128::from(u);
             max_diff = max_diff.max(t.abs_diff(u));
         }
@@ -453,7 +481,7 @@ pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
         };
         if ok(m.ttft_us, slo.ttft) && ok(m.tpot_us, slo.tpot) && ok(Some(m.e2e_us), slo.e2e) {
             good += 1;
-            good_tokens += m.output_tokens;
+            good_tokens = good_tokens.saturating_add(m.output_tokens);
         }
     }
     let duration_s = if end > start {
@@ -531,6 +559,7 @@ pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
             0.0
         },
         goodput,
+        implausible_token_counts: implausible,
         cdf,
     };
     (stats, h)

@@ -43,6 +43,7 @@ pub mod cuda;
 pub mod driver;
 pub mod facts;
 pub mod ids;
+pub mod quote;
 pub mod reading;
 pub mod redact;
 pub mod snapshot;

@@ -478,11 +478,35 @@ fn core_shape(cfg: &Cfg, family: Family) -> Result<CoreShape, PlanError> {
             MAX_HEADS,
         )?
         .or(d.kv_heads)
-        .unwrap_or(heads)
-        .max(1);
+        .unwrap_or(heads);
+    // Each KV head serves a whole group of query heads: 0 or a count that does not divide the
+    // heads describes no model (issue 33: 0 was silently read as 1).
+    if kv_heads == 0 {
+        return Err(PlanError::Invalid {
+            field: "num_key_value_heads",
+            detail: "must be at least 1".into(),
+        });
+    }
+    if heads % kv_heads != 0 {
+        return Err(PlanError::Invalid {
+            field: "num_key_value_heads",
+            detail: format!("{kv_heads} does not divide num_attention_heads {heads}"),
+        });
+    }
     let head_dim = match cfg.uint("head_dim", &["head_dim"], 1 << 16)? {
         Some(h) if h > 0 => h,
-        _ => d.head_dim.unwrap_or(hidden_size / heads).max(1),
+        _ => match d.head_dim {
+            Some(h) => h.max(1),
+            None if hidden_size % heads != 0 => {
+                return Err(PlanError::Invalid {
+                    field: "hidden_size",
+                    detail: format!(
+                        "{hidden_size} is not a multiple of num_attention_heads {heads} and no head_dim is given"
+                    ),
+                });
+            }
+            None => hidden_size / heads,
+        },
     };
     let vocab_size = match cfg.uint(
         "vocab_size",

@@ -3,6 +3,7 @@
 
 use anyhow::{Context, bail};
 use inferscope_host::Snapshot;
+use inferscope_host::quote::clip;
 use std::io::Read;
 use std::path::Path;
 
@@ -13,19 +14,35 @@ pub const MAX_SNAPSHOT_BYTES: u64 = 64 << 20;
 pub fn snapshot_file(path: &Path) -> anyhow::Result<Snapshot> {
     let file = std::fs::File::open(path)
         .with_context(|| format!("cannot open snapshot {}", path.display()))?;
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     file.take(MAX_SNAPSHOT_BYTES + 1)
-        .read_to_string(&mut text)
-        .with_context(|| format!("cannot read snapshot {} as UTF-8 text", path.display()))?;
-    if text.len() as u64 > MAX_SNAPSHOT_BYTES {
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read snapshot {}", path.display()))?;
+    if bytes.starts_with(&GZIP_MAGIC) {
+        bail!("{}: {GZIP_HINT}", path.display());
+    }
+    if bytes.len() as u64 > MAX_SNAPSHOT_BYTES {
         bail!(
             "{}: larger than {} MiB; not a snapshot written by inferscope",
             path.display(),
             MAX_SNAPSHOT_BYTES >> 20
         );
     }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read snapshot {} as UTF-8 text: invalid byte at offset {}",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })?;
     parse_snapshot(&text, &path.display().to_string())
 }
+
+/// The first bytes of a gzip stream.
+pub const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+/// What to say about a gzip-compressed snapshot (rather than "not UTF-8").
+pub const GZIP_HINT: &str =
+    "gzip-compressed, not a snapshot: gunzip it first (`gunzip -c FILE > node.json`)";
 
 /// Parse and validate snapshot JSON; `name` is used in error messages.
 pub fn parse_snapshot(text: &str, name: &str) -> anyhow::Result<Snapshot> {
@@ -59,10 +76,14 @@ pub fn parse_snapshot(text: &str, name: &str) -> anyhow::Result<Snapshot> {
             "{name}: this looks like {what}, not a snapshot written by `inferscope snapshot`{hint}"
         );
     }
-    let snapshot: Snapshot = serde_json::from_str(text)
-        .map_err(|e| anyhow::anyhow!("{name}: not a valid inferscope snapshot: {e}"))?;
+    let snapshot: Snapshot = serde_json::from_str(text).map_err(|e| {
+        anyhow::anyhow!(
+            "{name}: not a valid inferscope snapshot: {}",
+            clip(&e.to_string())
+        )
+    })?;
     snapshot
         .validate()
-        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("{name}: {}", clip(&e.to_string())))?;
     Ok(snapshot)
 }

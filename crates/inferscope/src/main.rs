@@ -362,6 +362,18 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
     })
 }
 
+/// The error as printed: each cause on its own line, every line bounded and with its control
+/// characters escaped (a message can quote a megabyte of a hostile file or server answer).
+fn error_text(e: &anyhow::Error) -> String {
+    use inferscope_host::quote::{clip_line, escape_controls};
+    let line = |s: String| escape_controls(&clip_line(&s)).into_owned();
+    let mut msg = format!("inferscope: error: {}", line(e.to_string()));
+    for cause in e.chain().skip(1) {
+        msg.push_str(&format!("\n  caused by: {}", line(cause.to_string())));
+    }
+    msg
+}
+
 fn main() -> ExitCode {
     // `tune`'s keeper (hidden): started by tune itself, never by a user.
     if let Some(code) = commands::tune::keeper::main_if_keeper() {
@@ -369,20 +381,18 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let stdout = io::stdout();
-    let mut out = io::BufWriter::new(stdout.lock());
+    // Every command prints through the escaping writer: no control character from a snapshot,
+    // a server or a log reaches the terminal raw (docs/SECURITY.md).
+    let mut out = render::escape::Escape::new(io::BufWriter::new(stdout.lock()));
     let result = run(cli, &mut out).and_then(|code| {
-        out.flush()?;
+        out.into_inner()?;
         Ok(code)
     });
     match result {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            let mut msg = format!("inferscope: error: {e}");
-            for cause in e.chain().skip(1) {
-                msg.push_str(&format!("\n  caused by: {cause}"));
-            }
-            eprintln!("{msg}");
+            eprintln!("{}", error_text(&e));
             ExitCode::from(2)
         }
     }

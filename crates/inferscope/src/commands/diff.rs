@@ -52,7 +52,10 @@ fn names(files: &[PathBuf]) -> Vec<String> {
     if unique {
         stems
     } else {
-        files.iter().map(|f| f.display().to_string()).collect()
+        files
+            .iter()
+            .map(|f| fetch::shown(&f.display().to_string()))
+            .collect()
     }
 }
 
@@ -78,9 +81,9 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             Some(u) => match fetched.next() {
                 Some(Ok(s)) => snaps.push((name, s)),
                 Some(Err(error)) => missing.push(serde_json::json!({
-                    "name": name, "source": u, "error": error,
+                    "name": name, "source": fetch::shown(u), "error": error,
                 })),
-                None => anyhow::bail!("{u}: not fetched"),
+                None => anyhow::bail!("{}: not fetched", fetch::shown(u)),
             },
             None => snaps.push((name, crate::load::snapshot_file(f)?)),
         }

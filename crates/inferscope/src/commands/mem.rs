@@ -193,16 +193,22 @@ pub fn startup(
         Some(p) if !stdin => p.display().to_string(),
         _ => "<stdin>".to_string(),
     };
-    let parsed = if stdin {
-        startup_log::parse(std::io::stdin().lock())
+    // Guarded: NULs or an endless line (`< /dev/zero`) end the read with the line named.
+    let input: Box<dyn Read> = if stdin {
+        Box::new(std::io::stdin().lock())
     } else {
-        let f = std::fs::File::open(file.unwrap_or(Path::new("-")))
-            .with_context(|| format!("cannot open {name}"))?;
-        startup_log::parse(std::io::BufReader::with_capacity(1 << 16, f))
+        Box::new(
+            std::fs::File::open(file.unwrap_or(Path::new("-")))
+                .with_context(|| format!("cannot open {name}"))?,
+        )
     };
-    let log = match parsed {
-        Ok(l) => l,
-        Err(e) => bail!("{name}: {e}"),
+    let mut r =
+        std::io::BufReader::with_capacity(1 << 16, super::line_guard::LineGuard::new(input));
+    let parsed = startup_log::parse(&mut r);
+    let log = match (parsed, r.get_ref().trip()) {
+        (_, Some(trip)) => bail!("{name}: {trip}"),
+        (Ok(l), None) => l,
+        (Err(e), None) => bail!("{name}: {e}"),
     };
     // A local model folder (given or named by the log) is read like `plan` reads it.
     let mut hints = hints.clone();

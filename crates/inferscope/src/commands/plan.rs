@@ -5,6 +5,8 @@
 //! machine / `--snapshot` / `--root`), read the pasted serving command, then hand everything to
 //! the pure planner and render what it says.
 
+mod files;
+
 use anyhow::{Context, bail};
 use inferscope_formats::{gguf, safetensors};
 use inferscope_host::{GpuVendor, Snapshot};
@@ -107,8 +109,7 @@ fn read_bounded(path: &Path) -> anyhow::Result<String> {
 
 /// Tensors of a safetensors file from its header (tensor data is never read).
 fn safetensors_tensors(path: &Path) -> anyhow::Result<safetensors::SafetensorsHeader> {
-    let mut f =
-        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut f = files::open_regular(path)?;
     let len = f.metadata()?.len();
     let mut first8 = [0u8; 8];
     f.read_exact(&mut first8)
@@ -157,27 +158,38 @@ fn hf_cache_dirs() -> Vec<PathBuf> {
 
 /// `ORG/NAME` in the hub cache: `models--ORG--NAME/snapshots/<refs/REVISION>`, or a snapshot
 /// named by a commit given as `--revision`. Returns the folder and where it looked.
-fn hf_snapshot(spec: &str, revision: Option<&str>) -> (Option<PathBuf>, Vec<String>) {
+/// A ref file that exists but holds no safe commit (`../../x`, a FIFO) is an error.
+type Found = (Option<PathBuf>, Vec<String>);
+fn hf_snapshot(spec: &str, revision: Option<&str>) -> anyhow::Result<Found> {
     let mut looked = Vec::new();
     let Some((org, name)) = spec.split_once('/') else {
-        return (None, looked);
+        return Ok((None, looked));
     };
     if org.is_empty() || name.is_empty() || name.contains('/') || org.starts_with('.') {
-        return (None, looked);
+        return Ok((None, looked));
     }
     let rev = revision.unwrap_or("main");
+    if !files::revision_ok(rev) {
+        bail!(
+            "--revision {:?}: not a commit hash or a ref name (letters, digits, . _ -)",
+            inferscope_host::quote::clip(rev)
+        );
+    }
     for cache in hf_cache_dirs() {
         let repo = cache.join(format!("models--{org}--{name}"));
-        let by_ref = std::fs::read_to_string(repo.join("refs").join(rev))
-            .ok()
-            .map(|h| repo.join("snapshots").join(h.trim()));
-        let snap = by_ref.unwrap_or_else(|| repo.join("snapshots").join(rev));
+        let ref_file = repo.join("refs").join(rev);
+        let commit = if std::fs::symlink_metadata(&ref_file).is_ok() {
+            files::read_ref(&ref_file)?
+        } else {
+            rev.to_string()
+        };
+        let snap = repo.join("snapshots").join(commit);
         looked.push(snap.display().to_string());
         if snap.join("config.json").is_file() {
-            return (Some(snap), looked);
+            return Ok((Some(snap), looked));
         }
     }
-    (None, looked)
+    Ok((None, looked))
 }
 
 /// A model from a path, the Hugging Face cache or the catalog.
@@ -186,20 +198,25 @@ pub fn resolve_model(spec: &str, revision: Option<&str>) -> anyhow::Result<Resol
     let (snapshot, looked) = if path.exists() {
         (None, Vec::new())
     } else {
-        hf_snapshot(spec, revision)
+        hf_snapshot(spec, revision)?
     };
     let from_cache = snapshot.is_some();
     let path = snapshot.as_deref().unwrap_or(path);
     if path.is_dir() {
         let cfg = path.join("config.json");
-        let text = read_bounded(&cfg)?;
+        let text = files::read_regular(&cfg, MAX_META_BYTES, "a config file")?;
         let mut arch = inferscope_plan::from_hf_config(&text)
             .map_err(|e| anyhow::anyhow!("{}: {e}", cfg.display()))?;
-        let mut shards: Vec<PathBuf> = std::fs::read_dir(path)
-            .with_context(|| format!("cannot list {}", path.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
-            .collect();
+        // The index, when there is one, says which files make the checkpoint: a shard it names
+        // that is missing is a partial download, never a smaller model.
+        let mut shards: Vec<PathBuf> = match files::indexed_shards(path, MAX_META_BYTES)? {
+            Some(listed) => listed,
+            None => std::fs::read_dir(path)
+                .with_context(|| format!("cannot list {}", path.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+                .collect(),
+        };
         shards.sort();
         let mut checkpoint = None;
         if !shards.is_empty() {

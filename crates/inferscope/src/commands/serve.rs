@@ -65,8 +65,8 @@ pub struct ServeArgs {
     pub root: Option<std::path::PathBuf>,
     /// Also write Node Feature Discovery's local feature file (what `inferscope labels`
     /// prints) to FILE, at start and every --nfd-interval: for the DaemonSet, FILE in
-    /// the host's /etc/kubernetes/node-feature-discovery/features.d/. Written as `.NAME.tmp`
-    /// beside it, then renamed.
+    /// the host's /etc/kubernetes/node-feature-discovery/features.d/. Written to a new
+    /// temporary file beside it (`.NAME.XXXXXX.tmp`), then renamed.
     #[arg(long, value_name = "FILE")]
     pub nfd_features: Option<std::path::PathBuf>,
     /// Time between rewrites of --nfd-features (300, 5m; 10 s to a day).
@@ -108,15 +108,30 @@ fn nfd_text(fs: &FsRoot) -> String {
     crate::render::fleet::labels_text(&labels, Some(&header))
 }
 
-/// Write `text` to `path` whole: a temporary file beside it, then a rename.
+/// Write `text` to `path` whole: a new temporary file beside it, then a rename. The temporary
+/// file gets a random name and is created exclusively (`O_CREAT|O_EXCL`, which follows no
+/// link), so a link planted at a predictable name (`.NAME.tmp`) cannot redirect the write
+/// (issue 33).
 fn write_whole(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    tmp.write_all(text.as_bytes())?;
+    // Readable by the NFD worker like any file written with the usual umask.
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    tmp.persist(path).map(|_| ()).map_err(|e| e.error)
 }
 
 /// Rewrite the NFD feature file every `every`, one capture at a time with the scrapes.

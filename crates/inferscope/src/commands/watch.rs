@@ -244,7 +244,10 @@ pub fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             writeln!(w)?;
         }
         if live {
-            write!(out, "\x1b[2J\x1b[H")?;
+            // `out` escapes control characters (process names are outside text); the screen's
+            // own clear sequence goes straight to the terminal, after what `out` holds.
+            out.flush()?;
+            std::io::stdout().write_all(b"\x1b[2J\x1b[H")?;
             crate::render::watch::write_live(t, &gpu_samples, &proc_samples, out)?;
             out.flush()?;
         }

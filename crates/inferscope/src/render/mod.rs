@@ -1,6 +1,7 @@
 //! Renderers: pure functions from model data to any writer.
 
 pub mod check;
+pub mod escape;
 pub mod fleet;
 pub mod mem;
 pub mod metrics;
