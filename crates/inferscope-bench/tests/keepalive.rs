@@ -83,7 +83,10 @@ fn server_closing_idle_keepalive_connections_causes_no_false_failures() {
     assert_eq!(s.requests.completed, 10_000);
     // The races did happen: the server closed connections thousands of times, and some requests
     // met a connection closed under them (re-sent once, on a new connection).
-    assert!(closes > 1_000, "only {closes} closes: the test exercised nothing");
+    assert!(
+        closes > 1_000,
+        "only {closes} closes: the test exercised nothing"
+    );
     assert!(retried > 0, "no request met a closed connection");
 }
 
@@ -96,7 +99,12 @@ fn stream_cut_mid_body_is_still_stream_interrupted_and_not_resent() {
     assert!(cut >= 30, "{cut}");
     // Every cut is a failure, and nothing else is.
     assert_eq!(s.requests.failed, cut, "{:?}", s.errors);
-    assert_eq!(s.errors.get("stream_interrupted"), Some(&cut), "{:?}", s.errors);
+    assert_eq!(
+        s.errors.get("stream_interrupted"),
+        Some(&cut),
+        "{:?}",
+        s.errors
+    );
     let failed: Vec<_> = out.records.iter().filter(|r| r.error.is_some()).collect();
     for r in &failed {
         assert_eq!(r.error, Some(ErrorClass::StreamInterrupted));

@@ -392,7 +392,9 @@ async fn serve_flaky(
         let req = if served == 0 {
             read_request(&mut sock, &mut buf).await?
         } else {
-            let idle_ns = u64::try_from(idle_max.as_nanos()).unwrap_or(u64::MAX).max(1);
+            let idle_ns = u64::try_from(idle_max.as_nanos())
+                .unwrap_or(u64::MAX)
+                .max(1);
             let idle = Duration::from_nanos(splitmix(&mut rng) % idle_ns);
             tokio::select! {
                 r = read_request(&mut sock, &mut buf) => r?,
@@ -425,7 +427,7 @@ async fn serve_flaky(
         };
         let mut out = SSE_HEAD.to_vec();
         out.extend(token(0));
-        if cut_every > 0 && n % cut_every == 0 {
+        if cut_every > 0 && n.is_multiple_of(cut_every) {
             sock.write_all(&out).await?;
             sock.flush().await?;
             truth.cut.fetch_add(1, Ordering::Relaxed);
