@@ -264,3 +264,36 @@ fn the_mann_whitney_column_is_named_for_what_it_is() {
     assert!(p < 1e-6, "{tpot}");
     assert_eq!(tpot["p_worse"], tpot["mann_whitney_p_greater"]);
 }
+
+/// The real pair (fixtures/bench/llama-server-np1-np4, README there): a trade-off both ways; the
+/// same runs with the SLO taken out of both results are judged by the thresholds, as before.
+#[test]
+fn real_llama_server_np1_np4_pair() {
+    let fx =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/bench/llama-server-np1-np4");
+    let (a, b) = (fx.join("np1.json"), fx.join("np4.json"));
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    for (x, y) in [(a, b), (b, a)] {
+        let (code, out, v) = compare(x, y);
+        assert_eq!(code, 0, "{out}");
+        assert_eq!(v["verdict"], "trade_off", "{out}");
+    }
+    // Without the SLO: copies beside their traces, `settings.slo` emptied.
+    let d = tempfile::tempdir().unwrap();
+    for n in ["np1", "np4"] {
+        let mut r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(fx.join(format!("{n}.json"))).unwrap())
+                .unwrap();
+        r["settings"]["slo"] = serde_json::json!({});
+        std::fs::write(d.path().join(format!("{n}.json")), r.to_string()).unwrap();
+        std::fs::copy(
+            fx.join(format!("{n}.jsonl")),
+            d.path().join(format!("{n}.jsonl")),
+        )
+        .unwrap();
+    }
+    let (a, b) = (d.path().join("np1.json"), d.path().join("np4.json"));
+    let (code, out, v) = compare(a.to_str().unwrap(), b.to_str().unwrap());
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(v["verdict"], "roll_back", "{out}");
+}
