@@ -136,8 +136,9 @@ pub struct ClientBuildError(#[source] pub reqwest::Error);
 /// close, so a connection the server is closing at that very moment is not taken from the pool.
 /// llama-server closes after 5 s (cpp-httplib `CPPHTTPLIB_KEEPALIVE_TIMEOUT_SECOND`, vendored in
 /// llama.cpp's vendor/cpp-httplib/httplib.h, counted from the end of the last response; also its
-/// `CPPHTTPLIB_KEEPALIVE_MAX_COUNT` 100, announced with `Connection: close`); uvicorn (vLLM,
-/// SGLang) defaults to 5 s too. reqwest's own default is 90 s.
+/// `CPPHTTPLIB_KEEPALIVE_MAX_COUNT` 100, announced with `Connection: close`); vLLM's uvicorn
+/// after `VLLM_HTTP_TIMEOUT_KEEP_ALIVE` = 5 s (vllm/envs.py), uvicorn's own default (SGLang) 5 s.
+/// reqwest's own default is 90 s.
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Build the HTTP client: no proxies (load goes only to the URL given), `TCP_NODELAY`, a pool
