@@ -119,6 +119,9 @@ pub fn body(s: &RequestSettings, p: &Prompt) -> Bytes {
 #[derive(Debug, Clone)]
 pub struct Target {
     client: reqwest::Client,
+    /// Connections used once and closed, for the one re-send of a request that met a pooled
+    /// connection the server had closed (see [`Target::send_keep`]).
+    fresh: Option<reqwest::Client>,
     endpoint: String,
     settings: RequestSettings,
     tokenizer: Option<Arc<TokenCounter>>,
@@ -129,12 +132,28 @@ pub struct Target {
 #[error("cannot build HTTP client: {0}")]
 pub struct ClientBuildError(#[source] pub reqwest::Error);
 
+/// Longest a pooled connection may sit idle and still be reused: below the servers' own idle
+/// close, so a connection the server is closing at that very moment is not taken from the pool.
+/// llama-server closes after 5 s (cpp-httplib `CPPHTTPLIB_KEEPALIVE_TIMEOUT_SECOND`, vendored in
+/// llama.cpp's vendor/cpp-httplib/httplib.h, counted from the end of the last response; also its
+/// `CPPHTTPLIB_KEEPALIVE_MAX_COUNT` 100, announced with `Connection: close`); vLLM's uvicorn
+/// after `VLLM_HTTP_TIMEOUT_KEEP_ALIVE` = 5 s (vllm/envs.py), uvicorn's own default (SGLang) 5 s.
+/// reqwest's own default is 90 s.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// Build the HTTP client: no proxies (load goes only to the URL given), `TCP_NODELAY`, a pool
-/// sized to the concurrency.
+/// sized to the concurrency whose idle connections expire after [`POOL_IDLE_TIMEOUT`].
 pub fn http_client(
     pool: usize,
     connect_timeout: Duration,
 ) -> Result<reqwest::Client, ClientBuildError> {
+    builder(pool, connect_timeout)
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .build()
+        .map_err(ClientBuildError)
+}
+
+fn builder(pool: usize, connect_timeout: Duration) -> reqwest::ClientBuilder {
     #[cfg(feature = "tls")]
     {
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -146,8 +165,6 @@ pub fn http_client(
         .tcp_nodelay(true)
         .pool_max_idle_per_host(pool)
         .connect_timeout(connect_timeout)
-        .build()
-        .map_err(ClientBuildError)
 }
 
 /// Strip a trailing `/` and a trailing `/v1` so `http://h:p`, `http://h:p/` and `http://h:p/v1`
@@ -160,9 +177,13 @@ pub fn base_url(url: &str) -> String {
 impl Target {
     /// A target at `base` (see [`base_url`]).
     pub fn new(client: reqwest::Client, base: &str, settings: RequestSettings) -> Self {
+        // The same settings without a pool. Should it fail to build (it cannot where `client`
+        // was built), the re-send uses the pool as before.
+        let fresh = builder(0, settings.timeout).build().ok();
         Target {
             endpoint: format!("{}{}", base_url(base), settings.api.path()),
             client,
+            fresh,
             settings,
             tokenizer: None,
         }
@@ -241,22 +262,27 @@ impl Target {
         t0: Instant,
         text: &mut Option<GeneratedText>,
     ) -> Result<Option<Leftover>, (ErrorClass, String)> {
-        // A pooled keep-alive connection the server has just closed (llama.cpp's cpp-httplib closes
-        // after a few requests without saying so) fails before any response byte: that request
-        // never reached the server, so it is sent once more on a fresh connection. The retry's
-        // delay still counts in the latency (measured from the intended time) and is recorded.
-        let send = || {
-            self.client
+        // A pooled keep-alive connection the server closed as it was reused (its idle timeout
+        // fired as the request went out) fails before any response byte: the server closed
+        // instead of reading the request, so it is sent once more. On a new connection, not the
+        // pool: the pool may hold more connections that idled as long and are closing too (it
+        // hands out the most recently used first, so old ones sit together at the bottom), and a
+        // second stale one failed the request as `stream_interrupted`. The retry's delay still
+        // counts in the latency (measured from the intended time) and is recorded.
+        let send = |client: &reqwest::Client| {
+            client
                 .post(&self.endpoint)
                 .header("content-type", "application/json")
                 .body(body.clone())
                 .send()
         };
-        let resp = match send().await {
+        let resp = match send(&self.client).await {
             Ok(r) => r,
             Err(e) if is_stale_connection(&e) => {
                 rec.retries += 1;
-                send().await.map_err(classify)?
+                send(self.fresh.as_ref().unwrap_or(&self.client))
+                    .await
+                    .map_err(classify)?
             }
             Err(e) => return Err(classify(e)),
         };

@@ -20,11 +20,18 @@
 //!   not valid; else `inconclusive` when any thresholded metric is; else `keep`. Each row says
 //!   how many requests (or repeats) per run would let a worsening equal to its threshold be
 //!   significant with 80 % power (`needed_requests`, `needed_repeats`).
+//! * **SLOs first**: when both runs were recorded with the same `--slo`, the SLO states the
+//!   intent. [`default_thresholds`] then drops the default thresholds of the latency families the
+//!   SLO bounds (a TPOT of 0.5 → 1.6 ms against a 50 ms SLO is not a regression) and judges SLO
+//!   attainment (`slo_attainment`, the fraction of requests meeting every objective) and
+//!   `goodput` instead ([`SLO_THRESHOLDS`]). A significant drop in attainment rolls back whatever
+//!   else improved; a change that is significantly better on some judged metrics and worse on
+//!   others, attainment held, is a `trade-off` (listed with its numbers), never a roll back.
 
 use crate::record::RequestRecord;
 use crate::result::BenchResult;
 use crate::significance::{self as sig, RequestSample};
-use crate::stats::{Stats, per_request};
+use crate::stats::{Slo, Stats, per_request};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -36,6 +43,40 @@ use std::io::Write;
 /// (tests/bench_aa.rs); Bonferroni over the thresholds keeps the expected rate at ≤ 5 %.
 pub const DEFAULT_THRESHOLDS: &str =
     "ttft_p50=+10%,tpot_p50=+10%,itl_p50=+10%,e2e_p50=+10%,throughput=-5%,error_rate=+0.01";
+
+/// Thresholds added when both runs carry the same SLO: attainment may drop by one percentage
+/// point, goodput (requests/s meeting the SLO) by 5 %, as throughput may.
+pub const SLO_THRESHOLDS: &str = "slo_attainment=-0.01,goodput=-5%";
+
+/// The SLO both runs were recorded with, when they carry the same non-empty one.
+pub fn shared_slo(base: &BenchResult, cand: &BenchResult) -> Option<Slo> {
+    let (b, c) = (base.settings.slo, cand.settings.slo);
+    (!b.is_empty() && b == c).then_some(b)
+}
+
+/// The SLO bound (ms) of a latency metric's family, if the SLO sets one: `ttft_*` by `ttft`,
+/// `tpot_*` and `itl_*` (the same decode step, per chunk) by `tpot`, `e2e_*` by `e2e`.
+pub fn slo_bound_ms(slo: &Slo, metric: &str) -> Option<f64> {
+    let fam = metric.split_once('_').map_or(metric, |(f, _)| f);
+    let d = match fam {
+        "ttft" => slo.ttft,
+        "tpot" | "itl" => slo.tpot,
+        "e2e" => slo.e2e,
+        _ => None,
+    }?;
+    Some(d.as_secs_f64() * 1000.0)
+}
+
+/// The thresholds used without `--threshold`: [`DEFAULT_THRESHOLDS`], except that where both runs
+/// carry the same SLO the families it bounds are judged by it ([`SLO_THRESHOLDS`]) instead.
+pub fn default_thresholds(base: &BenchResult, cand: &BenchResult) -> Vec<Threshold> {
+    let mut t = parse_thresholds(DEFAULT_THRESHOLDS).unwrap_or_default();
+    if let Some(slo) = shared_slo(base, cand) {
+        t.retain(|x| slo_bound_ms(&slo, &x.metric).is_none());
+        t.extend(parse_thresholds(SLO_THRESHOLDS).unwrap_or_default());
+    }
+    t
+}
 
 /// Which way is better.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,7 +115,13 @@ pub fn metric_names() -> Vec<String> {
             v.push(format!("{fam}_{f}"));
         }
     }
-    for m in ["throughput", "requests_per_s", "goodput", "error_rate"] {
+    for m in [
+        "throughput",
+        "requests_per_s",
+        "goodput",
+        "slo_attainment",
+        "error_rate",
+    ] {
         v.push(m.to_string());
     }
     v
@@ -287,6 +334,10 @@ pub struct Row {
     pub better: Better,
     /// The threshold, if any.
     pub threshold: Option<Limit>,
+    /// The SLO bound of this metric's family (ms) when both runs carry it: the family is judged
+    /// through `slo_attainment`, and the row itself only as better / worse.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo_ms: Option<f64>,
     /// Interval of (cand − base) at the verdict's level: delta ± critical value × standard error,
     /// with `1 − alpha` on each side.
     pub interval: Option<[f64; 2]>,
@@ -307,8 +358,11 @@ pub struct Row {
     pub needed_repeats: Option<u64>,
     /// One-sided 95 % interval of (cand − base) (delta ± 1.645 standard errors).
     pub ci95: Option<[f64; 2]>,
-    /// One-sided Mann–Whitney p-value that the candidate's per-request values are larger
-    /// (latency families, from traces).
+    /// One-sided Mann–Whitney p-value for "the candidate's per-request values tend to be
+    /// larger" (latency families, from traces): small means larger is unlikely to be chance. Not a
+    /// probability of being worse.
+    pub mann_whitney_p_greater: Option<f64>,
+    /// Deprecated: the same value as `mann_whitney_p_greater`, under its old, misleading name.
     pub p_worse: Option<f64>,
     /// Outcome.
     pub status: Status,
@@ -317,16 +371,29 @@ pub struct Row {
     pub reason: Option<String>,
 }
 
-/// Keep, roll back or inconclusive.
+/// Keep, roll back, trade-off or inconclusive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Every thresholded metric was judged and none regressed.
     Keep,
-    /// At least one regression, or the candidate run is not valid.
+    /// At least one regression, or the candidate run is not valid; with an SLO: attainment
+    /// dropped, or a regression with nothing better.
     RollBack,
     /// No regression, but at least one thresholded metric could not be judged.
     Inconclusive,
+    /// Both runs carry the same SLO, attainment held, and the candidate is significantly better
+    /// on some judged metrics and worse on others (JSON `trade_off`): a choice, not a regression.
+    TradeOff,
+}
+
+/// The judged metrics that moved each way, when the verdict is a trade-off.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TradeOff {
+    /// Significantly better.
+    pub better: Vec<String>,
+    /// Significantly worse (within the SLO).
+    pub worse: Vec<String>,
 }
 
 /// The comparison.
@@ -350,6 +417,12 @@ pub struct Comparison {
     pub needed_requests: Option<u64>,
     /// The most runs per side any threshold needs (between runs).
     pub needed_repeats: Option<u64>,
+    /// The SLO both runs carry (ms), when it was judged first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slo: Option<Slo>,
+    /// What is better and what worse, for a `trade_off` verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trade_off: Option<TradeOff>,
 }
 
 /// A metric's value in one run's statistics.
@@ -360,6 +433,7 @@ pub fn stats_value(s: &Stats, metric: &str) -> Option<f64> {
         "throughput" => Some(s.output_tokens_per_s),
         "requests_per_s" => Some(s.requests_per_s),
         "goodput" => s.goodput.map(|g| g.requests_per_s),
+        "slo_attainment" => s.goodput.map(|g| g.fraction),
         "error_rate" => Some(s.error_rate),
         _ => {
             let (fam, field) = metric.split_once('_')?;
@@ -377,7 +451,7 @@ pub fn stats_value(s: &Stats, metric: &str) -> Option<f64> {
 
 fn better(metric: &str) -> Better {
     match metric {
-        "throughput" | "requests_per_s" | "goodput" => Better::Higher,
+        "throughput" | "requests_per_s" | "goodput" | "slo_attainment" => Better::Higher,
         _ => Better::Lower,
     }
 }
@@ -407,6 +481,12 @@ fn trace_evidence(r: &BenchResult, s: &Samples, seed: u64) -> Evidence {
     };
     let point = sig::statistics(&s.requests, slots);
     let se = sig::bootstrap_se(&s.requests, slots, seed);
+    // Relative error of the closed-loop throughput (replayed), for goodput.
+    let rel_tp = point
+        .get("replay_throughput")
+        .zip(se.get("replay_throughput"))
+        .map(|(x, e)| e / x.max(f64::MIN_POSITIVE));
+    let att = attainment(s, &r.settings.slo);
     let mut sides = BTreeMap::new();
     for metric in metric_names() {
         let mut side = Side::default();
@@ -426,7 +506,19 @@ fn trace_evidence(r: &BenchResult, s: &Samples, seed: u64) -> Evidence {
                 side.value = point.get("error_rate").copied();
                 side.se = se.get("error_rate").copied();
             }
-            "requests_per_s" | "goodput" => side.value = stats_value(&r.stats, &metric),
+            "slo_attainment" => {
+                side.value = att.map(|a| a.0);
+                side.se = att.map(|a| a.1);
+            }
+            "goodput" => {
+                // Goodput = requests/s × attainment: their relative errors add in quadrature.
+                side.value = stats_value(&r.stats, "goodput");
+                side.se = side.value.zip(rel_tp).zip(att).map(|((v, rt), (p, e))| {
+                    let ra = if p > 0.0 { e / p } else { 0.0 };
+                    v * (rt * rt + ra * ra).sqrt()
+                });
+            }
+            "requests_per_s" => side.value = stats_value(&r.stats, &metric),
             m => {
                 side.value = point.get(m).copied();
                 side.se = se.get(m).copied();
@@ -445,6 +537,28 @@ fn trace_evidence(r: &BenchResult, s: &Samples, seed: u64) -> Evidence {
         n,
         requests: n,
     }
+}
+
+/// SLO attainment of one run's requests (completed and failed; a failed one misses) and its
+/// standard error. One success and one miss are added for the error (Agresti–Coull), so a run
+/// where every request met the SLO still has an error bar. `None` without requests or SLO.
+fn attainment(s: &Samples, slo: &Slo) -> Option<(f64, f64)> {
+    let n = s.requests.len();
+    if n == 0 || slo.is_empty() {
+        return None;
+    }
+    let ms = |d: Option<std::time::Duration>| d.map(|d| d.as_secs_f64() * 1000.0);
+    let (lt, lp, le) = (ms(slo.ttft), ms(slo.tpot), ms(slo.e2e));
+    // As in the statistics: an undefined value (TPOT of a one-token answer) does not miss.
+    let ok = |v: Option<f64>, l: Option<f64>| !matches!((v, l), (Some(v), Some(l)) if v > l);
+    let good = s
+        .requests
+        .iter()
+        .filter(|r| !r.failed && ok(r.ttft, lt) && ok(r.tpot, lp) && ok(r.e2e, le))
+        .count() as f64;
+    let n = n as f64;
+    let pt = (good + 1.0) / (n + 2.0);
+    Some((good / n, (pt * (1.0 - pt) / n).sqrt()))
 }
 
 fn repeat_evidence(r: &BenchResult) -> Evidence {
@@ -552,11 +666,25 @@ pub fn compare(
         }
         rows.push(row);
     }
+    // With an SLO, what no improvement elsewhere can excuse: attainment lost, an invalid run.
+    let mut breaches: Vec<String> = rows
+        .iter()
+        .filter(|r| r.metric == "slo_attainment" && r.status == Status::Regression)
+        .map(|r| {
+            format!(
+                "slo_attainment: {} -> {} of requests met the SLO: the candidate breaks it",
+                fmt_pct(r.base),
+                fmt_pct(r.cand)
+            )
+        })
+        .collect();
     if !cand.valid {
-        regressions.push(format!(
+        let why = format!(
             "the candidate run is not valid: {}",
             cand.invalid_reasons.join("; ")
-        ));
+        );
+        regressions.push(why.clone());
+        breaches.push(why);
     }
     if !base.valid {
         notes.push(format!(
@@ -569,17 +697,28 @@ pub fn compare(
     if bs.schedule != cs.schedule || bs.dataset != cs.dataset || bs.request.api != cs.request.api {
         notes.push("the runs used different schedules, datasets or APIs".into());
     }
-    let verdict = if !regressions.is_empty() {
-        Verdict::RollBack
+    if !bs.slo.is_empty() && !cs.slo.is_empty() && bs.slo != cs.slo {
+        notes.push(
+            "the runs carry different SLOs: judged by the thresholds alone (record both with \
+             the same --slo to judge against it)"
+                .into(),
+        );
+    }
+    let trade = j.slo.and_then(|_| trade_off(&rows));
+    let (verdict, reasons) = if j.slo.is_some() && !breaches.is_empty() {
+        regressions.retain(|r| !breaches.contains(r) && !r.starts_with("slo_attainment:"));
+        breaches.extend(regressions);
+        (Verdict::RollBack, breaches)
+    } else if let Some(t) = &trade {
+        let mut why = trade_lines(&rows, t);
+        why.extend(unsure);
+        (Verdict::TradeOff, why)
+    } else if !regressions.is_empty() {
+        (Verdict::RollBack, regressions)
     } else if !unsure.is_empty() {
-        Verdict::Inconclusive
+        (Verdict::Inconclusive, unsure)
     } else {
-        Verdict::Keep
-    };
-    let reasons = if verdict == Verdict::RollBack {
-        regressions
-    } else {
-        unsure
+        (Verdict::Keep, unsure)
     };
     Comparison {
         verdict,
@@ -591,7 +730,61 @@ pub fn compare(
         alpha: j.alpha,
         needed_requests,
         needed_repeats,
+        slo: j.slo,
+        trade_off: trade.filter(|_| verdict == Verdict::TradeOff),
     }
+}
+
+/// Rows that weigh in a trade-off: thresholded metrics and the medians of SLO-bound families
+/// (the metrics the default thresholds would have judged), with evidence behind them.
+fn weighs(r: &Row) -> bool {
+    r.method != Method::None
+        && (r.threshold.is_some() || r.slo_ms.is_some() && r.metric.ends_with("_p50"))
+}
+
+/// Judged metrics significantly better and worse; `None` unless there are both.
+fn trade_off(rows: &[Row]) -> Option<TradeOff> {
+    let pick = |f: fn(Status) -> bool| -> Vec<String> {
+        rows.iter()
+            .filter(|r| weighs(r) && f(r.status))
+            .map(|r| r.metric.clone())
+            .collect()
+    };
+    let better = pick(|s| s == Status::Better);
+    let worse = pick(|s| matches!(s, Status::Worse | Status::Regression));
+    (!better.is_empty() && !worse.is_empty()).then_some(TradeOff { better, worse })
+}
+
+/// The numbers of a trade-off: one line per metric that moved, and the attainment.
+fn trade_lines(rows: &[Row], t: &TradeOff) -> Vec<String> {
+    let line = |m: &String, word: &str| {
+        rows.iter().find(|r| &r.metric == m).map(|r| {
+            let within = r
+                .slo_ms
+                .map_or(String::new(), |b| format!(", within the SLO {b} ms"));
+            format!(
+                "{word}: {}: {} -> {} ({}){within}",
+                r.metric,
+                fmt_num(r.base),
+                fmt_num(r.cand),
+                r.delta_pct.map_or("n/a".into(), |p| format!("{p:+.1}%")),
+            )
+        })
+    };
+    let mut out: Vec<String> = t.better.iter().filter_map(|m| line(m, "better")).collect();
+    out.extend(t.worse.iter().filter_map(|m| line(m, "worse")));
+    if let Some(a) = rows.iter().find(|r| r.metric == "slo_attainment") {
+        out.push(format!(
+            "slo_attainment: {} -> {} of requests met the SLO (held)",
+            fmt_pct(a.base),
+            fmt_pct(a.cand)
+        ));
+    }
+    out
+}
+
+fn fmt_pct(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{:.1}%", v * 100.0))
 }
 
 /// What one comparison judges with: both sides' evidence, the thresholds and critical values.
@@ -602,6 +795,8 @@ struct Judging<'a> {
     samples: Option<(&'a Samples, &'a Samples)>,
     /// The last threshold given for a metric wins.
     limits: BTreeMap<String, Limit>,
+    /// The SLO both runs carry.
+    slo: Option<Slo>,
     /// Per-metric significance level (family level split over the judged metrics).
     alpha: f64,
     z_a: f64,
@@ -635,6 +830,15 @@ impl<'a> Judging<'a> {
         for t in thresholds {
             limits.insert(t.metric.clone(), t.limit);
         }
+        let slo = shared_slo(base, cand);
+        if slo.is_some() {
+            // The SLO is the intent: its attainment is always judged.
+            for t in parse_thresholds(SLO_THRESHOLDS).unwrap_or_default() {
+                if t.metric == "slo_attainment" {
+                    limits.entry(t.metric).or_insert(t.limit);
+                }
+            }
+        }
         let judged = limits
             .keys()
             .filter(|m| side(&eb, m).value.is_some() && side(&ec, m).value.is_some())
@@ -653,6 +857,7 @@ impl<'a> Judging<'a> {
             ec,
             samples,
             limits,
+            slo,
             alpha,
             z_a,
             z_95,
@@ -688,6 +893,7 @@ impl<'a> Judging<'a> {
             .zip(delta)
             .and_then(|(b, d)| (b.abs() > f64::EPSILON).then(|| d / b * 100.0));
         let threshold = self.limits.get(&metric).copied();
+        let slo_ms = self.slo.and_then(|s| slo_bound_ms(&s, &metric));
         let se = sb.se.zip(sc.se).map(|(x, y)| (x * x + y * y).sqrt());
         let row_method = if se.is_some() { method } else { Method::None };
         let interval = delta.zip(se).map(|(d, e)| [d - z_a * e, d + z_a * e]);
@@ -723,19 +929,26 @@ impl<'a> Judging<'a> {
                 row_req = Some(row_req.map_or(t, |r: u64| r.max(t)));
             }
         }
+        // A family the SLO bounds may weigh in a trade-off: better / worse at the thresholds'
+        // corrected level, not the 5 % one.
+        let z_side = if slo_ms.is_some() && threshold.is_none() {
+            z_a
+        } else {
+            z_95
+        };
         let (status, reason) = judge(
             b.zip(c).zip(delta),
             dir,
             threshold,
             se,
             z_a,
-            z_95,
+            z_side,
             tail_need.filter(|_| threshold.is_some()),
             row_req.or(row_rep),
             row_method,
             q.map(|_| field),
         );
-        let p_worse = match (method, self.samples) {
+        let mw = match (method, self.samples) {
             (Method::ClusterBootstrap, Some((xb, xc))) if sig::FAMILIES.contains(&fam) => {
                 mann_whitney_greater(&xb.per_request(fam), &xc.per_request(fam))
             }
@@ -749,6 +962,7 @@ impl<'a> Judging<'a> {
             delta_pct,
             better: dir,
             threshold,
+            slo_ms,
             interval,
             alpha: se.map(|_| self.alpha),
             std_error: se,
@@ -758,7 +972,8 @@ impl<'a> Judging<'a> {
             needed_requests: row_req,
             needed_repeats: row_rep,
             ci95,
-            p_worse,
+            mann_whitney_p_greater: mw,
+            p_worse: mw,
             status,
             reason,
         }
@@ -927,6 +1142,15 @@ fn fmt_num(v: Option<f64>) -> String {
     }
 }
 
+/// `ttft <= 500 ms, tpot <= 50 ms`.
+fn slo_text(slo: &Slo) -> String {
+    [("ttft", slo.ttft), ("tpot", slo.tpot), ("e2e", slo.e2e)]
+        .iter()
+        .filter_map(|(n, d)| d.map(|d| format!("{n} <= {} ms", d.as_secs_f64() * 1000.0)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn fmt_limit(l: Limit) -> String {
     match l {
         Limit::Percent(p) => format!("{p}%"),
@@ -939,7 +1163,7 @@ pub fn write_text(c: &Comparison, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
         "{:<16} {:>12} {:>12} {:>12} {:>9} {:>10} {:>24} {:>8}  status",
-        "metric", "base", "cand", "delta", "delta%", "threshold", "interval of delta", "p(worse)"
+        "metric", "base", "cand", "delta", "delta%", "threshold", "interval of delta", "MW p"
     )?;
     for r in &c.rows {
         if r.base.is_none() && r.cand.is_none() {
@@ -957,10 +1181,15 @@ pub fn write_text(c: &Comparison, out: &mut dyn Write) -> std::io::Result<()> {
             fmt_num(r.cand),
             r.delta.map_or("-".into(), |d| format!("{d:+.3}")),
             r.delta_pct.map_or("-".into(), |p| format!("{p:+.1}%")),
-            r.threshold.map_or("-".into(), fmt_limit),
+            match (r.threshold, r.slo_ms) {
+                (Some(l), _) => fmt_limit(l),
+                (None, Some(b)) => format!("SLO {b}"),
+                (None, None) => "-".into(),
+            },
             r.interval
                 .map_or("-".into(), |[a, b]| format!("[{a:+.3}, {b:+.3}]")),
-            r.p_worse.map_or("-".into(), |p| format!("{p:.3}")),
+            r.mann_whitney_p_greater
+                .map_or("-".into(), |p| format!("{p:.3}")),
             status
         )?;
     }
@@ -974,12 +1203,30 @@ pub fn write_text(c: &Comparison, out: &mut dyn Write) -> std::io::Result<()> {
         "intervals: {method}; each threshold tested one-sided at alpha = {:.4} (5% / thresholds judged)",
         c.alpha
     )?;
+    if c.rows.iter().any(|r| r.mann_whitney_p_greater.is_some()) {
+        writeln!(
+            out,
+            "MW p: one-sided Mann-Whitney p-value that the candidate's per-request values are larger \
+             (small: larger is unlikely to be chance); not a probability of being worse"
+        )?;
+    }
+    if let Some(slo) = &c.slo {
+        writeln!(
+            out,
+            "SLO (both runs): {}; judged first by slo_attainment; families it bounds are judged by it, not by thresholds",
+            slo_text(slo)
+        )?;
+    }
     for n in &c.notes {
         writeln!(out, "note: {n}")?;
     }
     match c.verdict {
         Verdict::Keep => writeln!(out, "verdict: keep (no regression past the thresholds)")?,
         Verdict::RollBack => writeln!(out, "verdict: roll back")?,
+        Verdict::TradeOff => writeln!(
+            out,
+            "verdict: trade-off (SLO attainment held; better on some metrics, worse on others: choose by what matters)"
+        )?,
         Verdict::Inconclusive => writeln!(
             out,
             "verdict: inconclusive (no regression shown, but not every threshold could be judged)"

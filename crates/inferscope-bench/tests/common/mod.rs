@@ -48,6 +48,20 @@ pub enum Mode {
     Pieces(Vec<&'static str>),
     /// One non-streamed completion with this text and no usage (older TGI, some proxies).
     Whole(&'static str),
+    /// A healthy server that closes keep-alive connections as servers do, at the worst moments:
+    /// a connection waits for its next request at most a random 0..`idle_max` (then is closed,
+    /// like cpp-httplib's 5 s keep-alive timeout in llama-server, only far shorter so the races
+    /// happen thousands of times a second); after a random 1..=`max_uses` responses (none says
+    /// `Connection: close`) it is closed as the next request arrives, unread, which is what the
+    /// client sees when it loses that race. Each answer streams `tokens` tokens at once. Every
+    /// `cut_every`-th request (0 = none) is a genuine interruption: headers and one token, then
+    /// the connection is closed mid-body.
+    Flaky {
+        tokens: u32,
+        idle_max: Duration,
+        max_uses: u32,
+        cut_every: u64,
+    },
 }
 
 /// What the server recorded.
@@ -57,6 +71,10 @@ pub struct Truth {
     pub writes: Mutex<HashMap<String, Vec<Instant>>>,
     /// Requests seen.
     pub requests: AtomicU64,
+    /// [`Mode::Flaky`]: connections closed between requests (idle limit or use count).
+    pub keepalive_closes: AtomicU64,
+    /// [`Mode::Flaky`]: responses cut mid-body.
+    pub cut: AtomicU64,
 }
 
 pub struct TestServer {
@@ -100,14 +118,20 @@ pub async fn start(mode: Mode) -> TestServer {
     let epoch = Instant::now();
     tokio::spawn(async move {
         let next_id = Arc::new(AtomicU64::new(0));
+        let mut conns = 0u64;
         loop {
             let Ok((sock, _)) = listener.accept().await else {
                 continue;
             };
             let _ = sock.set_nodelay(true);
             let (mode, t, next_id) = (mode.clone(), t.clone(), next_id.clone());
+            conns += 1;
+            let conn_no = conns;
             tokio::spawn(async move {
-                let _ = serve_conn(sock, mode, t, next_id, epoch).await;
+                let _ = match mode {
+                    Mode::Flaky { .. } => serve_flaky(sock, mode, t, next_id, conn_no).await,
+                    _ => serve_conn(sock, mode, t, next_id, epoch).await,
+                };
             });
         }
     });
@@ -316,6 +340,8 @@ async fn serve_conn(
                 out.extend_from_slice(b"0\r\n\r\n");
                 sock.write_all(&out).await?;
             }
+            // Served by `serve_flaky`.
+            Mode::Flaky { .. } => return Ok(()),
             Mode::Whole(text) => {
                 let body = serde_json::json!({"id": id, "choices": [{"index": 0, "text": text, "finish_reason": "length"}]})
                     .to_string();
@@ -328,6 +354,105 @@ async fn serve_conn(
         }
     }
     Ok(())
+}
+
+/// splitmix64: the flaky server's per-connection randomness, reproducible per seed.
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Serve one connection of [`Mode::Flaky`]. A connection is only ever closed between requests
+/// (before reading the next one: the request that raced the close was never processed) or, for
+/// a cut, after the response started.
+async fn serve_flaky(
+    mut sock: TcpStream,
+    mode: Mode,
+    truth: Arc<Truth>,
+    next_id: Arc<AtomicU64>,
+    seed: u64,
+) -> std::io::Result<()> {
+    let Mode::Flaky {
+        tokens,
+        idle_max,
+        max_uses,
+        cut_every,
+    } = mode
+    else {
+        return Ok(());
+    };
+    let mut rng = seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x1234_5678;
+    let uses = 1 + splitmix(&mut rng) % u64::from(max_uses.max(1));
+    let mut buf = Vec::new();
+    let mut served = 0u64;
+    loop {
+        let req = if served == 0 {
+            read_request(&mut sock, &mut buf).await?
+        } else {
+            let idle_ns = u64::try_from(idle_max.as_nanos())
+                .unwrap_or(u64::MAX)
+                .max(1);
+            let idle = Duration::from_nanos(splitmix(&mut rng) % idle_ns);
+            tokio::select! {
+                r = read_request(&mut sock, &mut buf) => r?,
+                () = tokio::time::sleep(idle) => {
+                    truth.keepalive_closes.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
+            }
+        };
+        let Some((method, path)) = req else {
+            return Ok(());
+        };
+        if method == "GET" {
+            let body = if path == "/v1/models" {
+                r#"{"object":"list","data":[{"id":"scripted","object":"model"}]}"#
+            } else {
+                r#"{"version":"scripted-1.0"}"#
+            };
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            sock.write_all(resp.as_bytes()).await?;
+            continue;
+        }
+        let n = truth.requests.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = format!("cmpl-{}", next_id.fetch_add(1, Ordering::Relaxed));
+        let token = |i: u32| {
+            chunk(format!("data: {{\"id\":\"{id}\",\"choices\":[{{\"index\":0,\"text\":\" tok{i}\",\"finish_reason\":null}}]}}\n\n").as_bytes())
+        };
+        let mut out = SSE_HEAD.to_vec();
+        out.extend(token(0));
+        if cut_every > 0 && n.is_multiple_of(cut_every) {
+            sock.write_all(&out).await?;
+            sock.flush().await?;
+            truth.cut.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        for i in 1..tokens {
+            out.extend(token(i));
+        }
+        let tail = format!(
+            "data: {{\"id\":\"{id}\",\"choices\":[{{\"index\":0,\"text\":\"\",\"finish_reason\":\"length\"}}],\"usage\":{{\"prompt_tokens\":5,\"completion_tokens\":{tokens}}}}}\n\ndata: [DONE]\n\n"
+        );
+        out.extend(chunk(tail.as_bytes()));
+        out.extend_from_slice(b"0\r\n\r\n");
+        sock.write_all(&out).await?;
+        served += 1;
+        if served >= uses {
+            // Its last response ended normally, without `Connection: close`. The close then comes
+            // the moment the next request arrives, unread (a reset): the outcome of the client
+            // losing the race between the server's idle close and its reuse, forced here instead
+            // of waited for. The request was never processed.
+            let _ = sock.peek(&mut [0u8; 1]).await;
+            truth.keepalive_closes.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+    }
 }
 
 /// The client's runtime, as the product builds it (one thread): the tests measure what users run.

@@ -1,10 +1,11 @@
 //! `inferscope compare BASE.json CAND.json`: a table of every metric, a significance test from
-//! repeated runs or per-request traces, and a verdict. Exit 0 = keep or inconclusive, 1 = roll
-//! back (regression or invalid candidate; also inconclusive with `--fail-on-inconclusive`),
-//! 2 = usage or input error.
+//! repeated runs or per-request traces, and a verdict. Exit 0 = keep, trade-off (both runs carry
+//! the same SLO, attainment held, better on some metrics and worse on others) or inconclusive,
+//! 1 = roll back (regression or invalid candidate; also inconclusive with
+//! `--fail-on-inconclusive`), 2 = usage or input error.
 
 use anyhow::Context;
-use inferscope_bench::compare::{self, DEFAULT_THRESHOLDS, Samples, Verdict};
+use inferscope_bench::compare::{self, Samples, Verdict};
 use inferscope_bench::result::BenchResult;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -72,11 +73,16 @@ fn read_samples(path: &Path) -> anyhow::Result<Samples> {
 
 /// Compare two results.
 pub fn run(a: CompareArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let thresholds =
-        compare::parse_thresholds(a.threshold.as_deref().unwrap_or(DEFAULT_THRESHOLDS))
-            .map_err(|e| anyhow::anyhow!("--threshold: {e}"))?;
+    let given = a
+        .threshold
+        .as_deref()
+        .map(compare::parse_thresholds)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--threshold: {e}"))?;
     let base = read_result(&a.base)?;
     let cand = read_result(&a.cand)?;
+    // Without --threshold an SLO both runs carry replaces the defaults of what it bounds.
+    let thresholds = given.unwrap_or_else(|| compare::default_thresholds(&base, &cand));
     let bt = trace_path(a.base_trace.as_deref(), &a.base, &base);
     let ct = trace_path(a.cand_trace.as_deref(), &a.cand, &cand);
     let samples = match (bt, ct) {
@@ -108,7 +114,7 @@ pub fn run(a: CompareArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(match cmp.verdict {
-        Verdict::Keep => ExitCode::SUCCESS,
+        Verdict::Keep | Verdict::TradeOff => ExitCode::SUCCESS,
         Verdict::Inconclusive if !a.fail_on_inconclusive => ExitCode::SUCCESS,
         Verdict::Inconclusive | Verdict::RollBack => ExitCode::from(1),
     })
