@@ -54,6 +54,18 @@ pub enum Dtype {
     Fp8,
 }
 
+/// The spelling users write (`--dtype bfloat16` / `--kv-cache-dtype fp8`), never the Rust name.
+impl std::fmt::Display for Dtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Dtype::F32 => "float32",
+            Dtype::F16 => "float16",
+            Dtype::Bf16 => "bfloat16",
+            Dtype::Fp8 => "fp8",
+        })
+    }
+}
+
 impl Dtype {
     /// Bytes per element.
     pub fn bytes(self) -> u64 {

@@ -302,10 +302,7 @@ fn dtypes(
     if let Some(d) = req.dtype.as_deref().filter(|d| *d != "auto") {
         match Dtype::parse(d) {
             Some(d) if d != Dtype::Fp8 => arch_dtype = d,
-            _ => assumptions.push(format!(
-                "--dtype {d} not understood: using {:?}",
-                arch.dtype
-            )),
+            _ => assumptions.push(format!("--dtype {d} not understood: using {}", arch.dtype)),
         }
     }
     let flag_quant: Option<Quantization> = req
@@ -336,7 +333,7 @@ fn dtypes(
         ));
     } else if let Some(q) = quant {
         assumptions.push(format!(
-            "weights: {} {}-bit{}, {:.3} bytes per quantized weight; embeddings, norms, routers and lm_head stay {:?}{}",
+            "weights: {} {}-bit{}, {:.3} bytes per quantized weight; embeddings, norms, routers and lm_head stay {}{}",
             q.method,
             q.bits,
             if q.group_size > 0 { format!(" (group {})", q.group_size) } else { String::new() },

@@ -127,7 +127,7 @@ pub fn model_numbers(arch: &ModelArch, weights: &Weights<'_>, kv: Dtype) -> Mode
             };
             let desc = match q {
                 Some(q) => format!("{} {}-bit", q.method, q.bits),
-                None => format!("{:?}", arch.dtype),
+                None => arch.dtype.to_string(),
             };
             (path, total, routed, path, desc)
         }
@@ -449,7 +449,7 @@ pub fn estimate(s: &Scenario<'_>, eff: &EngineEfficiency) -> Result<Estimate, Sp
             s.decode_context
         ),
         format!(
-            "roofline: {bw} GB/s and {best} TFLOPS ({:?} path or faster) per GPU at 100 %, no communication, no launch cost: no real run is faster",
+            "roofline: {bw} GB/s and {best} TFLOPS ({} path or faster) per GPU at 100 %, no communication, no launch cost: no real run is faster",
             s.model.path
         ),
         format!(

@@ -117,6 +117,18 @@ pub enum ComputeDtype {
     Fp4,
 }
 
+/// The GEMM path as users name it ("FP16/BF16", "FP8"), never the Rust name.
+impl std::fmt::Display for ComputeDtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ComputeDtype::Fp16 => "FP16/BF16",
+            ComputeDtype::Fp8 => "FP8",
+            ComputeDtype::Int8 => "INT8",
+            ComputeDtype::Fp4 => "FP4",
+        })
+    }
+}
+
 /// MoE routing, to count the expert weights a decode step touches.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MoeRouting {

@@ -229,8 +229,8 @@ fn write_accounting(p: &Plan, out: &mut dyn Write) -> io::Result<()> {
 fn write_vllm_memory(p: &Plan, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
-        "Engine: {:?} {} ({}), TP {} × PP {}, max_model_len {}, KV {:?}, block {}",
-        p.engine.name,
+        "Engine: {} {} ({}), TP {} × PP {}, max_model_len {}, KV {}, block {}",
+        p.engine.name.name(),
         p.engine.version,
         match p.engine.name {
             inferscope_plan::engine::Engine::Vllm if p.engine.v1 => "V1",
