@@ -1342,6 +1342,8 @@ fn winner_of(a: &TuneArgs, c: &Cand) -> Winner {
             dry_run: false,
             json: false,
             emit: Some(super::run::EmitArg::Numactl),
+            image: None,
+            engine_version: None,
             snapshot: None,
             root: None,
             command: words.iter().map(Into::into).collect(),
