@@ -538,7 +538,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             suggestions,
             speed,
         };
-        serde_json::to_writer_pretty(&mut *out, &report)?;
+        serde_json::to_writer_pretty(&mut *out, &crate::render::versioned::versioned(&report))?;
         writeln!(out)?;
     } else {
         crate::render::plan::write_plan(
@@ -598,7 +598,7 @@ fn run_find(
     let catalog = gpus::all().map_err(anyhow::Error::msg)?;
     let r = find::find(arch, model_spec, &w, catalog);
     if args.json {
-        serde_json::to_writer_pretty(&mut *out, &r)?;
+        serde_json::to_writer_pretty(&mut *out, &crate::render::versioned::versioned(&r))?;
         writeln!(out)?;
     } else {
         crate::render::plan::write_find(model_spec, &w, &r, out)?;

@@ -250,7 +250,7 @@ pub fn run(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             *v = inferscope_host::redact::env_value(k, v).into_owned();
         }
         if args.json {
-            serde_json::to_writer_pretty(&mut *out, &plan)?;
+            serde_json::to_writer_pretty(&mut *out, &crate::render::versioned::versioned(&plan))?;
             writeln!(out)?;
         } else {
             write_plan(&plan, out)?;

@@ -1137,7 +1137,7 @@ fn write_report(report: &Report, a: &TuneArgs, out: &mut dyn Write) -> anyhow::R
         .with_context(|| format!("writing {}", a.out.join("report.txt").display()))?;
     write_json_file(&a.out.join("report.json"), report)?;
     if a.json {
-        serde_json::to_writer_pretty(&mut *out, report)?;
+        serde_json::to_writer_pretty(&mut *out, &crate::render::versioned::versioned(report))?;
         writeln!(out)?;
     } else {
         out.write_all(&text)?;
