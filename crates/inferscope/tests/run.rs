@@ -414,9 +414,18 @@ fn emitted_artifacts_set_the_gpu_selection_they_were_planned_for() {
     );
 }
 
+/// (extra flags, command, image, `--entrypoint`, arguments after the image)
+type ImageCase<'a> = (
+    &'a [&'a str],
+    &'a [&'a str],
+    &'a str,
+    Option<&'a str>,
+    &'a str,
+);
+
 #[test]
 fn docker_runs_the_engines_official_image_with_the_arguments_it_expects() {
-    let cases: [(&[&str], &[&str], &str, Option<&str>, &str); 6] = [
+    let cases: [ImageCase; 6] = [
         (
             &["--engine-version", "0.10.2"],
             &["vllm", "serve", "M"],
