@@ -24,6 +24,7 @@
 pub mod checks;
 pub mod config;
 mod outcome;
+pub mod scope;
 
 pub use config::{CheckOverride, Config, ConfigError, Thresholds};
 pub use outcome::Outcome;
@@ -81,6 +82,9 @@ pub enum Status {
     Fail,
     /// Could not be checked; `evidence` says why.
     Unknown,
+    /// About a GPU the server will not see (hidden by `CUDA_VISIBLE_DEVICES` in the captured
+    /// environment); never a failure. `evidence` says what the check alone found.
+    NotInScope,
 }
 
 /// What a check looks at.
@@ -155,6 +159,9 @@ pub struct Finding {
 pub struct Selection {
     /// Only these codes (empty = all).
     pub only: Vec<String>,
+    /// `--all-gpus`: judge every GPU, including those the captured `CUDA_VISIBLE_DEVICES`
+    /// hides from the server (by default their per-GPU findings are "not in scope").
+    pub all_gpus: bool,
 }
 
 /// Error selecting checks.
@@ -192,14 +199,21 @@ pub fn run(
                 .iter()
                 .any(|c| c.eq_ignore_ascii_case(def.code))
     });
-    Ok(run_checks(input, config, selected))
+    let scope = if selection.all_gpus {
+        None
+    } else {
+        scope::gpu_scope(input.snapshot)
+    };
+    Ok(run_checks(input, config, selected, scope.as_ref()))
 }
 
-/// Run these checks (the selection is already valid, so this cannot fail).
+/// Run these checks (the selection is already valid, so this cannot fail); per-GPU findings
+/// about GPUs outside `scope` are marked not in scope.
 fn run_checks<'a>(
     input: &CheckInput,
     config: &Config,
     checks: impl Iterator<Item = &'a CheckDef>,
+    scope: Option<&scope::GpuScope>,
 ) -> Vec<Finding> {
     let mut findings = Vec::new();
     for def in checks {
@@ -221,7 +235,12 @@ fn run_checks<'a>(
                 },
             ));
         }
-        for o in outcomes {
+        for mut o in outcomes {
+            if let Some(sc) = scope
+                && def.scope == Scope::Gpu
+            {
+                sc.apply(&mut o);
+            }
             findings.push(Finding {
                 code: def.code.to_string(),
                 title: def.title.to_string(),
@@ -237,7 +256,7 @@ fn run_checks<'a>(
 }
 
 /// Every check with default thresholds over a snapshot alone (no plan, no process), as the
-/// metrics exporter and node labels use it.
+/// metrics exporter and node labels use it: about the node, so every GPU is in scope.
 pub fn run_defaults(snapshot: &Snapshot) -> Vec<Finding> {
     let thresholds = Thresholds::default();
     let input = CheckInput {
@@ -246,7 +265,7 @@ pub fn run_defaults(snapshot: &Snapshot) -> Vec<Finding> {
         process: None,
         thresholds: &thresholds,
     };
-    run_checks(&input, &Config::default(), registry().iter())
+    run_checks(&input, &Config::default(), registry().iter(), None)
 }
 
 /// True when a failed finding is at or above `level`.

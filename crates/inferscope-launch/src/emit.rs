@@ -1,10 +1,17 @@
 //! `--emit`: the plan said in the language of where the server is deployed.
 //!
-//! Each emitter is a pure function of the [`LaunchPlan`]. Warnings and what a format cannot
-//! express travel as comments at the top, so a pasted config carries its caveats. The command
-//! after `--` is placed where the format runs a command: after `numactl --`, as the image and its
-//! arguments of `docker run`, as `ExecStart=`, and as the container's `command` (the image is a
-//! placeholder there).
+//! Each emitter is a pure function of the [`LaunchPlan`] and the [`EmitOptions`]. Warnings and
+//! what a format cannot express travel as comments at the top, so a pasted config carries its
+//! caveats. The command after `--` is placed where the format runs a command: after
+//! `numactl --`, as `ExecStart=`, and as what the container image expects (see [`crate::image`]).
+//!
+//! An emitted artifact runs somewhere else than the shell the snapshot was taken in (a unit, a
+//! container, another login), so it never relies on that shell's environment: it always sets
+//! the GPU selection it was planned for ([`LaunchPlan::gpu_selection`]) explicitly (issue 26).
+//!
+//! Every value is quoted for its format (issue 33): `$(…)`, backticks, quotes and newlines in
+//! an argument or a variable reach the server as bytes, never as shell, systemd or Kubernetes
+//! syntax. Comments carry text on one line with control characters escaped.
 //!
 //! Format decisions:
 //!
@@ -14,21 +21,25 @@
 //! * `docker`: `--cpuset-mems` is a hard limit, i.e. a bind; it is emitted for `bind` and
 //!   `interleave` (the allowed set; the interleave itself needs a policy inside), not for
 //!   `preferred`. `--gpus '"device=..."'` takes UUIDs when known, else NVML indices (`GPUn`).
-//!   Inside the container CUDA renumbers the visible GPUs from 0, so `CUDA_VISIBLE_DEVICES` and
-//!   `CUDA_DEVICE_ORDER` are not passed. `--cap-add SYS_NICE` lets `inferscope run` or the engine
-//!   set a NUMA policy inside (Docker's seccomp profile refuses `set_mempolicy` without it).
-//!   `--shm-size=16g` is a fixed recommendation for NCCL and multi-process servers, not a
-//!   measurement.
+//!   Inside the container only those GPUs exist and CUDA numbers them from 0, so the selection
+//!   is passed renumbered: `CUDA_DEVICE_ORDER=PCI_BUS_ID` and `CUDA_VISIBLE_DEVICES` naming the
+//!   same GPUs in the planned order by their position among the container's GPUs.
+//!   `--cap-add SYS_NICE` lets `inferscope run` or the engine set a NUMA policy inside
+//!   (Docker's seccomp profile refuses `set_mempolicy` without it). `--shm-size=16g` is a fixed
+//!   recommendation for NCCL and multi-process servers, not a measurement.
 //! * `systemd`: a drop-in with `CPUAffinity=`, `NUMAPolicy=`, `NUMAMask=`, `Environment=`,
 //!   `LimitMEMLOCK=infinity` and `ExecStart=` (reset first, as drop-ins require).
 //! * `k8s`: Kubernetes cannot be told CPU or GPU numbers; the kubelet's CPU, memory and topology
 //!   managers must align them. The output is the kubelet settings that make them do so (as
-//!   comments) and a Guaranteed-QoS pod with whole CPUs, the GPU count and the environment. The
-//!   memory request is a placeholder: inferscope does not know the server's footprint.
+//!   comments) and a Guaranteed-QoS pod with whole CPUs, the GPU count, the image and the
+//!   environment (the GPU selection renumbered as for Docker). The memory request is a
+//!   placeholder: inferscope does not know the server's footprint.
 
+use crate::image::{ImagePlan, choose};
 use crate::plan::LaunchPlan;
 use crate::request::MemMode;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::str::FromStr;
 
@@ -65,25 +76,116 @@ impl FromStr for Emit {
 /// Fixed `/dev/shm` size recommended for containers (NCCL, multi-process servers).
 pub const SHM_SIZE: &str = "16g";
 
-/// Render the plan for `target`.
-pub fn emit(plan: &LaunchPlan, target: Emit) -> String {
+/// What `--emit` needs beyond the plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EmitOptions {
+    /// `--image`: the container image for `docker` and `k8s`.
+    pub image: Option<String>,
+    /// `--engine-version`: the engine release whose official image to use.
+    pub engine_version: Option<String>,
+}
+
+/// Render the plan for `target`. Fails only for `docker` without an image to run (an engine
+/// with no known official image and no `--image`) or with a malformed `--image` or
+/// `--engine-version`.
+pub fn emit(
+    plan: &LaunchPlan,
+    target: Emit,
+    opts: &EmitOptions,
+) -> Result<String, crate::LaunchError> {
+    let image = match target {
+        Emit::Docker => Some(choose(
+            plan,
+            opts.image.as_deref(),
+            opts.engine_version.as_deref(),
+        )?),
+        Emit::K8s => match choose(plan, opts.image.as_deref(), opts.engine_version.as_deref()) {
+            Ok(i) => Some(i),
+            // A pod can be written without knowing the image; the placeholder says so.
+            Err(_) if opts.image.is_none() && opts.engine_version.is_none() => None,
+            Err(e) => return Err(e),
+        },
+        _ => None,
+    };
     let mut out = String::new();
-    let c = "#";
-    let _ = writeln!(out, "{c} inferscope run: {}", one_line(&plan.summary()));
+    let _ = writeln!(out, "# inferscope run: {}", comment(&plan.summary()));
     for w in &plan.warnings {
-        let _ = writeln!(out, "{c} warning: {}", one_line(w));
+        let _ = writeln!(out, "# warning: {}", comment(w));
     }
     match target {
         Emit::Numactl => numactl(plan, &mut out),
-        Emit::Docker => docker(plan, &mut out),
+        Emit::Docker => {
+            if let Some(i) = &image {
+                docker(plan, i, &mut out)
+            }
+        }
         Emit::Systemd => systemd(plan, &mut out),
-        Emit::K8s => k8s(plan, &mut out),
+        Emit::K8s => k8s(plan, image.as_ref(), &mut out),
+    }
+    Ok(out)
+}
+
+/// Text for a `#` comment line: one line, control and line-separator characters shown as
+/// escapes, and never ending in a backslash (systemd would join the next line to it).
+fn comment(s: &str) -> String {
+    let mut out = String::new();
+    for ch in s.chars() {
+        match ch {
+            '\n' | '\r' => out.push(' '),
+            c if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    if out.ends_with('\\') {
+        out.push_str(" (end)");
     }
     out
 }
 
-fn one_line(s: &str) -> String {
-    s.replace(['\n', '\r'], " ")
+/// The environment an artifact that runs on the host sets: what `run` sets, plus the planned
+/// GPU selection whether or not the snapshot's shell already had it.
+fn host_env(plan: &LaunchPlan) -> BTreeMap<String, String> {
+    let mut env = plan.env.clone();
+    for (k, v) in &plan.gpu_selection {
+        env.insert(k.clone(), v.clone());
+    }
+    env
+}
+
+/// The environment inside a container that holds exactly the plan's GPUs: the selection with
+/// each index replaced by the GPU's position among the container's GPUs in PCI order (what
+/// CUDA and ROCm number from 0 there), so the planned order (rank 0 first) is kept. UUIDs
+/// name the same GPU everywhere and are kept.
+fn container_env(plan: &LaunchPlan) -> BTreeMap<String, String> {
+    let mut env = plan.env.clone();
+    for (k, v) in &plan.gpu_selection {
+        let nvidia = k == "CUDA_VISIBLE_DEVICES";
+        let renumber = (nvidia || k == "HIP_VISIBLE_DEVICES")
+            && v.split(',')
+                .all(|e| !e.is_empty() && e.bytes().all(|b| b.is_ascii_digit()));
+        let value = if renumber {
+            let mut inside: Vec<_> = plan
+                .gpus
+                .iter()
+                .filter(|g| g.nvidia == nvidia)
+                .map(|g| g.pci_bus_id)
+                .collect();
+            inside.sort();
+            plan.gpus
+                .iter()
+                .filter(|g| g.nvidia == nvidia)
+                .filter_map(|g| inside.iter().position(|p| *p == g.pci_bus_id))
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        } else {
+            v.clone()
+        };
+        env.insert(k.clone(), value);
+    }
+    env
 }
 
 /// Quote one word for a POSIX shell.
@@ -108,8 +210,7 @@ pub fn shell_command_line(cmd: &[String]) -> String {
 }
 
 fn numactl(plan: &LaunchPlan, out: &mut String) {
-    let mut words: Vec<String> = plan
-        .env
+    let mut words: Vec<String> = host_env(plan)
         .iter()
         .map(|(k, v)| format!("{k}={}", shell_quote(v)))
         .collect();
@@ -143,7 +244,8 @@ fn docker_devices(plan: &LaunchPlan) -> String {
         .join(",")
 }
 
-fn docker(plan: &LaunchPlan, out: &mut String) {
+fn docker(plan: &LaunchPlan, image: &ImagePlan, out: &mut String) {
+    let _ = writeln!(out, "# image: {}", comment(&image.why));
     let mut flags: Vec<String> = vec![format!("--cpuset-cpus={}", plan.cpus)];
     match &plan.memory {
         Some(m) if m.policy != MemMode::Preferred => {
@@ -166,28 +268,53 @@ fn docker(plan: &LaunchPlan, out: &mut String) {
         None => {}
     }
     if !plan.gpus.is_empty() {
-        flags.push(format!("--gpus '\"device={}\"'", docker_devices(plan)));
+        flags.push(format!(
+            "--gpus {}",
+            shell_quote(&format!("\"device={}\"", docker_devices(plan)))
+        ));
     }
     flags.push(format!("--shm-size={SHM_SIZE}"));
     flags.push("--ulimit memlock=-1".into());
     flags.push("--cap-add SYS_NICE".into());
-    for (k, v) in &plan.env {
-        if k == "CUDA_VISIBLE_DEVICES" || k == "CUDA_DEVICE_ORDER" {
-            continue;
-        }
+    let env = container_env(plan);
+    if env.contains_key("CUDA_VISIBLE_DEVICES") || env.contains_key("HIP_VISIBLE_DEVICES") {
+        let _ = writeln!(
+            out,
+            "# note: the container holds only the GPUs of --gpus, numbered from 0 in PCI order; the visibility variable names them in the planned order"
+        );
+    }
+    for (k, v) in &env {
         flags.push(format!("-e {}", shell_quote(&format!("{k}={v}"))));
+    }
+    if let Some(e) = &image.entrypoint {
+        flags.push(format!("--entrypoint {}", shell_quote(e)));
     }
     let _ = writeln!(out, "docker run \\");
     for f in &flags {
         let _ = writeln!(out, "  {f} \\");
     }
-    let _ = writeln!(out, "  {}", shell_command_line(&plan.command));
+    if image.args.is_empty() {
+        let _ = writeln!(out, "  {}", shell_quote(&image.image));
+    } else {
+        let _ = writeln!(out, "  {} \\", shell_quote(&image.image));
+        let _ = writeln!(out, "  {}", shell_command_line(&image.args));
+    }
 }
 
-/// Quote one word for systemd's `ExecStart=`/`Environment=` (double quotes, C escapes; `%` and
-/// `$` doubled so systemd does not expand them).
+/// Quote one word for systemd's `ExecStart=` (double quotes, C escapes; `%` and `$` doubled so
+/// systemd expands neither a specifier nor a variable).
 pub fn systemd_quote(word: &str) -> String {
-    let escaped = word.replace('%', "%%").replace('$', "$$");
+    systemd_word(&word.replace('$', "$$"))
+}
+
+/// Quote one `NAME=value` for systemd's `Environment=`: `%` is a specifier there too, but `$`
+/// has no special meaning (systemd.exec(5)), so it is not doubled.
+pub fn systemd_env_quote(assignment: &str) -> String {
+    systemd_word(assignment)
+}
+
+fn systemd_word(word: &str) -> String {
+    let escaped = word.replace('%', "%%");
     let safe = !escaped.is_empty()
         && escaped
             .bytes()
@@ -201,7 +328,11 @@ pub fn systemd_quote(word: &str) -> String {
                 '"' => q.push_str("\\\""),
                 '\\' => q.push_str("\\\\"),
                 '\n' => q.push_str("\\n"),
+                '\r' => q.push_str("\\r"),
                 '\t' => q.push_str("\\t"),
+                c if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') => {
+                    let _ = write!(q, "\\u{:04x}", c as u32);
+                }
                 c => q.push(c),
             }
         }
@@ -221,11 +352,11 @@ fn systemd(plan: &LaunchPlan, out: &mut String) {
         let _ = writeln!(out, "NUMAPolicy={}", m.policy);
         let _ = writeln!(out, "NUMAMask={}", m.nodes);
     }
-    if !plan.env.is_empty() {
-        let vars: Vec<String> = plan
-            .env
+    let env = host_env(plan);
+    if !env.is_empty() {
+        let vars: Vec<String> = env
             .iter()
-            .map(|(k, v)| systemd_quote(&format!("{k}={v}")))
+            .map(|(k, v)| systemd_env_quote(&format!("{k}={v}")))
             .collect();
         let _ = writeln!(out, "Environment={}", vars.join(" "));
     }
@@ -235,7 +366,8 @@ fn systemd(plan: &LaunchPlan, out: &mut String) {
     let _ = writeln!(out, "ExecStart={}", cmd.join(" "));
 }
 
-/// A JSON string literal, which is also a YAML double-quoted scalar.
+/// A JSON string literal, which is also a YAML double-quoted scalar (line and paragraph
+/// separators escaped too: YAML 1.1 parsers fold them).
 fn json_string(s: &str) -> String {
     let mut q = String::from("\"");
     for ch in s.chars() {
@@ -245,7 +377,7 @@ fn json_string(s: &str) -> String {
             '\n' => q.push_str("\\n"),
             '\r' => q.push_str("\\r"),
             '\t' => q.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
+            c if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') => {
                 let _ = write!(q, "\\u{:04x}", c as u32);
             }
             c => q.push(c),
@@ -255,7 +387,13 @@ fn json_string(s: &str) -> String {
     q
 }
 
-fn k8s(plan: &LaunchPlan, out: &mut String) {
+/// A value Kubernetes passes through unchanged: it expands `$(VAR)` in a container's command,
+/// args and env values and turns `$$` into `$`, so every `$` is doubled.
+fn k8s_string(s: &str) -> String {
+    json_string(&s.replace('$', "$$"))
+}
+
+fn k8s(plan: &LaunchPlan, image: Option<&ImagePlan>, out: &mut String) {
     let one_node = plan.nodes.len() == 1;
     let policy = if one_node {
         "single-numa-node"
@@ -288,7 +426,7 @@ fn k8s(plan: &LaunchPlan, out: &mut String) {
     if !plan.gpus.is_empty() {
         let _ = writeln!(
             out,
-            "# The device plugin chooses which GPUs; inferscope chose {} on {}.",
+            "# The device plugin chooses which GPUs; inferscope chose {} on {}; the container sees its GPUs numbered from 0.",
             plan.gpus
                 .iter()
                 .map(|g| g.label.as_str())
@@ -308,25 +446,32 @@ fn k8s(plan: &LaunchPlan, out: &mut String) {
     let _ = writeln!(out, "spec:");
     let _ = writeln!(out, "  containers:");
     let _ = writeln!(out, "  - name: server");
-    let _ = writeln!(out, "    image: \"<image>\"");
-    let cmd: Vec<String> = plan.command.iter().map(|w| json_string(w)).collect();
-    let _ = writeln!(out, "    command: [{}]", cmd.join(", "));
-    let env: Vec<(&String, &String)> = plan
-        .env
-        .iter()
-        .filter(|(k, _)| {
-            // The device plugin chooses the GPUs in Kubernetes.
-            !matches!(
-                k.as_str(),
-                "CUDA_VISIBLE_DEVICES" | "CUDA_DEVICE_ORDER" | "HIP_VISIBLE_DEVICES"
-            )
-        })
-        .collect();
+    match image {
+        Some(i) => {
+            let _ = writeln!(out, "    # image: {}", comment(&i.why));
+            let _ = writeln!(out, "    image: {}", json_string(&i.image));
+            if let Some(e) = &i.entrypoint {
+                let _ = writeln!(out, "    command: [{}]", k8s_string(e));
+            }
+            let args: Vec<String> = i.args.iter().map(|w| k8s_string(w)).collect();
+            let _ = writeln!(out, "    args: [{}]", args.join(", "));
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "    # image: unknown for this engine; give --image IMAGE (the command below replaces its entrypoint)"
+            );
+            let _ = writeln!(out, "    image: \"<image>\"");
+            let cmd: Vec<String> = plan.command.iter().map(|w| k8s_string(w)).collect();
+            let _ = writeln!(out, "    command: [{}]", cmd.join(", "));
+        }
+    }
+    let env = container_env(plan);
     if !env.is_empty() {
         let _ = writeln!(out, "    env:");
-        for (k, v) in env {
-            let _ = writeln!(out, "    - name: {k}");
-            let _ = writeln!(out, "      value: {}", json_string(v));
+        for (k, v) in &env {
+            let _ = writeln!(out, "    - name: {}", json_string(k));
+            let _ = writeln!(out, "      value: {}", k8s_string(v));
         }
     }
     let gpu = if plan.gpus.is_empty() {

@@ -14,6 +14,8 @@ pub(crate) struct EnvCtx<'a> {
     pub req: &'a RunRequest,
     pub engine: Engine,
     pub env: &'a mut BTreeMap<String, String>,
+    /// The visibility variables as planned, inherited or not (what `--emit` sets).
+    pub selection: &'a mut BTreeMap<String, String>,
     pub reasons: &'a mut Vec<String>,
     pub warnings: &'a mut Vec<String>,
     pub advice: &'a mut Vec<String>,
@@ -24,6 +26,7 @@ impl EnvCtx<'_> {
     /// is; another value is an error on the live machine (the server would use other GPUs than
     /// the ones bound for) and a warning when planning from a snapshot's recorded environment.
     fn set_unless_inherited(&mut self, name: &str, value: String) -> Result<(), LaunchError> {
+        self.selection.insert(name.to_string(), value.clone());
         match self.req.env.get(name) {
             None => {
                 self.env.insert(name.to_string(), value);
@@ -38,7 +41,7 @@ impl EnvCtx<'_> {
                 )));
             }
             Some(old) => self.warnings.push(format!(
-                "the snapshot's environment sets {name}={old}, not {value}; it is kept, so the server would see those GPUs while CPUs and memory are bound for the chosen ones"
+                "the snapshot's environment sets {name}={old}, not {value}; it is kept by `run` itself (which never changes a variable you set), so a server started from that shell would see those GPUs while CPUs and memory are bound for the chosen ones; --emit output sets {name}={value} explicitly"
             )),
         }
         Ok(())

@@ -56,11 +56,12 @@ pub mod emit;
 pub mod engine;
 mod env;
 pub mod error;
+pub mod image;
 pub mod plan;
 pub mod request;
 mod resolve;
 
-pub use emit::{Emit, emit};
+pub use emit::{Emit, EmitOptions, emit};
 pub use engine::Engine;
 pub use error::LaunchError;
 pub use plan::{LaunchPlan, MemoryPlan, PlannedGpu, WorkerSlice};

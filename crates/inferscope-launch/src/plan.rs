@@ -67,6 +67,13 @@ pub struct LaunchPlan {
     pub workers: Vec<WorkerSlice>,
     /// Variables to set in the server's environment (inherited ones left alone are not here).
     pub env: BTreeMap<String, String>,
+    /// The GPU selection the plan was made for (`CUDA_VISIBLE_DEVICES` with
+    /// `CUDA_DEVICE_ORDER=PCI_BUS_ID`, or `HIP_VISIBLE_DEVICES`), whether or not the inherited
+    /// environment already holds it. `run` itself leaves an inherited value alone (see `env`);
+    /// an `--emit` artifact runs somewhere else, so it always sets this selection explicitly.
+    /// Empty when no visibility variable could be computed (a warning says why).
+    #[serde(default)]
+    pub gpu_selection: BTreeMap<String, String>,
     /// The server command.
     pub command: Vec<String>,
     /// The engine detected from the command (`vllm`, `sglang`, `tgi`, `llama_cpp`, `ollama`,

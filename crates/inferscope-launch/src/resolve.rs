@@ -259,7 +259,7 @@ pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, Laun
     if let Some(r) = sel.auto_reason {
         n.reasons.push(r);
     }
-    let (engine, env, advice) = environment(s, req, &gpus, &cpus, &mut n)?;
+    let (engine, env, gpu_selection, advice) = environment(s, req, &gpus, &cpus, &mut n)?;
     Ok(LaunchPlan {
         live: s.is_live,
         source: s.source.root.clone(),
@@ -269,6 +269,7 @@ pub fn resolve(snapshot: &Snapshot, req: &RunRequest) -> Result<LaunchPlan, Laun
         memory,
         workers,
         env,
+        gpu_selection,
         command: req.command.clone(),
         engine,
         advice,
@@ -647,8 +648,13 @@ impl CpuCtx<'_> {
     }
 }
 
-/// The engine recognised, the variables set and the advice given.
-type Environment = (Engine, BTreeMap<String, String>, Vec<String>);
+/// The engine recognised, the variables set, the GPU selection as planned and the advice given.
+type Environment = (
+    Engine,
+    BTreeMap<String, String>,
+    BTreeMap<String, String>,
+    Vec<String>,
+);
 
 /// Phase 5, the environment: only what cannot hurt is set; the rest is advice.
 fn environment(
@@ -660,6 +666,7 @@ fn environment(
 ) -> Result<Environment, LaunchError> {
     let engine = Engine::detect(&req.command);
     let mut env: BTreeMap<String, String> = BTreeMap::new();
+    let mut selection: BTreeMap<String, String> = BTreeMap::new();
     let mut advice: Vec<String> = Vec::new();
     if !gpus.is_empty() {
         let mut ctx = EnvCtx {
@@ -667,6 +674,7 @@ fn environment(
             req,
             engine,
             env: &mut env,
+            selection: &mut selection,
             reasons: &mut n.reasons,
             warnings: &mut n.warnings,
             advice: &mut advice,
@@ -698,7 +706,7 @@ fn environment(
         &mut n.warnings,
         &mut advice,
     );
-    Ok((engine, env, advice))
+    Ok((engine, env, selection, advice))
 }
 
 /// A chosen GPU with memory already in use may have another server on it.

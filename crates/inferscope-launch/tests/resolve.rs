@@ -4,8 +4,8 @@ use inferscope_host::{
     GpuDetails, GpuMemory, GpuPair, GpuUuid, LinkClass, Reading, Snapshot, UnknownReason,
 };
 use inferscope_launch::{
-    Emit, GpuRef, LaunchError, LaunchPlan, MemMode, RunRequest, Target, emit, parse_gpus,
-    parse_nodes, resolve,
+    Emit, EmitOptions, GpuRef, LaunchError, LaunchPlan, MemMode, RunRequest, Target, emit,
+    parse_gpus, parse_nodes, resolve,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -527,7 +527,7 @@ fn emitters_say_the_same_plan() {
     ];
     let p = plan(&s, &req);
 
-    let numactl = emit(&p, Emit::Numactl);
+    let numactl = emit(&p, Emit::Numactl, &EmitOptions::default()).unwrap();
     assert_eq!(
         numactl.lines().last().unwrap(),
         "CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,1 numactl --physcpubind=0,2,4,6,8,10 --membind=0 -- vllm serve meta-llama/Llama-3.1-8B --served-model-name 'my model'"
@@ -536,7 +536,7 @@ fn emitters_say_the_same_plan() {
         numactl.starts_with("# inferscope run: CPUs 0,2,4,6,8,10 (6 CPUs), memory bind on node 0")
     );
 
-    let docker = emit(&p, Emit::Docker);
+    let docker = emit(&p, Emit::Docker, &EmitOptions::default()).unwrap();
     for flag in [
         "--cpuset-cpus=0,2,4,6,8,10 \\",
         "--cpuset-mems=0 \\",
@@ -547,14 +547,16 @@ fn emitters_say_the_same_plan() {
     ] {
         assert!(docker.contains(flag), "{flag} in\n{docker}");
     }
+    // Inside the container CUDA renumbers the two GPUs from 0; the selection is still explicit,
+    // and vLLM's official image runs `vllm serve` whatever its ENTRYPOINT.
     assert!(
-        !docker
-            .lines()
-            .any(|l| !l.starts_with('#') && l.contains("CUDA_VISIBLE_DEVICES")),
-        "inside the container CUDA renumbers: {docker}"
+        docker.ends_with(
+            "  -e CUDA_DEVICE_ORDER=PCI_BUS_ID \\\n  -e CUDA_VISIBLE_DEVICES=0,1 \\\n  --entrypoint vllm \\\n  vllm/vllm-openai:latest \\\n  serve meta-llama/Llama-3.1-8B --served-model-name 'my model'\n"
+        ),
+        "{docker}"
     );
 
-    let systemd = emit(&p, Emit::Systemd);
+    let systemd = emit(&p, Emit::Systemd, &EmitOptions::default()).unwrap();
     for line in [
         "[Service]",
         "CPUAffinity=0,2,4,6,8,10",
@@ -567,12 +569,15 @@ fn emitters_say_the_same_plan() {
         assert!(systemd.lines().any(|l| l == line), "{line} in\n{systemd}");
     }
 
-    let k8s = emit(&p, Emit::K8s);
+    let k8s = emit(&p, Emit::K8s, &EmitOptions::default()).unwrap();
     for text in [
         "topologyManagerPolicy: single-numa-node",
         "cpuManagerPolicy: static",
         "requests: {cpu: \"6\", memory: \"<memory>\", nvidia.com/gpu: \"2\"}",
-        "command: [\"vllm\", \"serve\", \"meta-llama/Llama-3.1-8B\", \"--served-model-name\", \"my model\"]",
+        "image: \"vllm/vllm-openai:latest\"",
+        "command: [\"vllm\"]",
+        "args: [\"serve\", \"meta-llama/Llama-3.1-8B\", \"--served-model-name\", \"my model\"]",
+        "- name: \"CUDA_VISIBLE_DEVICES\"\n      value: \"0,1\"",
         "add: [\"SYS_NICE\"]",
     ] {
         assert!(k8s.contains(text), "{text} in\n{k8s}");
@@ -580,28 +585,48 @@ fn emitters_say_the_same_plan() {
 
     // Across sockets: interleave, warnings as comments, k8s needs a looser policy.
     let p = plan(&s, &gpus("3,4"));
-    let numactl = emit(&p, Emit::Numactl);
+    let numactl = emit(&p, Emit::Numactl, &EmitOptions::default()).unwrap();
     assert!(numactl.contains("--interleave=0-1 --"));
     assert!(numactl.contains("# warning: the GPUs span NUMA nodes 0-1"));
-    assert!(emit(&p, Emit::K8s).contains("topologyManagerPolicy: restricted"));
-    assert!(emit(&p, Emit::Docker).contains("# note: --cpuset-mems only limits memory"));
+    assert!(
+        emit(&p, Emit::K8s, &EmitOptions::default())
+            .unwrap()
+            .contains("topologyManagerPolicy: restricted")
+    );
+    assert!(
+        emit(&p, Emit::Docker, &EmitOptions::default())
+            .unwrap()
+            .contains("# note: --cpuset-mems only limits memory")
+    );
     let mut req = gpus("3,4");
     req.mem = Some(MemMode::Preferred);
     let p = plan(&s, &req);
-    let docker = emit(&p, Emit::Docker);
+    let docker = emit(&p, Emit::Docker, &EmitOptions::default()).unwrap();
     assert!(
         !docker
             .lines()
             .any(|l| !l.starts_with('#') && l.contains("--cpuset-mems")),
         "{docker}"
     );
-    assert!(emit(&p, Emit::Numactl).contains("--preferred=0 --"));
-    assert!(emit(&p, Emit::Systemd).contains("NUMAPolicy=preferred\nNUMAMask=0\n"));
+    assert!(
+        emit(&p, Emit::Numactl, &EmitOptions::default())
+            .unwrap()
+            .contains("--preferred=0 --")
+    );
+    assert!(
+        emit(&p, Emit::Systemd, &EmitOptions::default())
+            .unwrap()
+            .contains("NUMAPolicy=preferred\nNUMAMask=0\n")
+    );
 
     // UUIDs, when known, go to docker's device list.
     let s = with_driver(fixture(H100), &[]);
     let p = plan(&s, &gpus("1"));
-    assert!(emit(&p, Emit::Docker).contains("--gpus '\"device=GPU-0001-aaaa-bbbb\"'"));
+    assert!(
+        emit(&p, Emit::Docker, &EmitOptions::default())
+            .unwrap()
+            .contains("--gpus '\"device=GPU-0001-aaaa-bbbb\"'")
+    );
 }
 
 #[test]
@@ -630,7 +655,7 @@ fn odd_requests_give_errors_not_panics() {
                     if let Ok(p) = resolve(s, &req) {
                         assert!(!p.cpus.is_empty());
                         for e in [Emit::Numactl, Emit::Docker, Emit::Systemd, Emit::K8s] {
-                            assert!(!emit(&p, e).is_empty());
+                            assert!(!emit(&p, e, &EmitOptions::default()).unwrap().is_empty());
                         }
                     }
                 }

@@ -74,6 +74,10 @@ enum Command {
         /// Also list passed checks.
         #[arg(long, short)]
         verbose: bool,
+        /// Judge every GPU, including those CUDA_VISIBLE_DEVICES in the captured environment
+        /// hides from the server (by default reported as not in scope).
+        #[arg(long)]
+        all_gpus: bool,
         /// Print JSON instead of the report.
         #[arg(long)]
         json: bool,
@@ -294,6 +298,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             config,
             list,
             verbose,
+            all_gpus,
             json,
         } => {
             if list {
@@ -310,6 +315,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 config: config.as_deref(),
                 json,
                 verbose,
+                all_gpus,
             };
             commands::check::run(&args, out)
         }

@@ -88,14 +88,57 @@ fn h100_box_passes_placement_and_fails_nothing_at_error_level() {
 }
 
 #[test]
-fn cgroup_excluding_the_gpu_node_is_an_error_on_the_asymmetric_box() {
+fn gpus_the_server_will_not_see_are_not_in_scope_unless_all_gpus() {
+    // The box's captured environment has CUDA_VISIBLE_DEVICES=1,2,3,4: GPU0, the one the
+    // cgroup cuts off from its CPUs, is not the server's (issue 26 item 4).
+    let asym = "fixtures/hosts/dual-socket-5gpu-asymmetric/root";
+    let (code, out, err) = inferscope(&["check", "--json", "--only", "MEM008", "--root", asym]);
+    assert_eq!(code, 0, "{err}");
+    let f = findings(&out);
+    assert_eq!(
+        status_of(&f, "MEM008"),
+        ["not_in_scope", "pass", "pass", "pass", "pass"]
+    );
+    assert_eq!(f[0]["subject"], "GPU0 (0000:18:00.0)");
+    let evidence = f[0]["evidence"].as_str().unwrap();
+    assert!(
+        evidence.starts_with(
+            "not in scope: CUDA_VISIBLE_DEVICES=1,2,3,4 in the snapshot's environment (CUDA_DEVICE_ORDER=FASTEST_FIRST) hides this GPU from the server (--all-gpus checks it); the check alone says fail: no usable local CPUs"
+        ),
+        "{evidence}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["summary"]["not_in_scope"], 1);
+    assert_eq!(v["summary"]["errors"], 0);
+
+    // Every per-GPU check gets the same treatment, not only MEM008.
+    let (code, out, _) = inferscope(&["check", "--json", "--root", asym]);
+    assert!(code == 0 || code == 1);
+    for x in findings(&out) {
+        let about_gpu0 = x["subject"] == "GPU0 (0000:18:00.0)";
+        let per_gpu = inferscope_check::find(x["code"].as_str().unwrap())
+            .is_some_and(|d| d.scope == inferscope_check::Scope::Gpu);
+        assert_eq!(x["status"] == "not_in_scope", about_gpu0 && per_gpu, "{x}");
+    }
+
+    // The text report lists them apart and counts them.
+    let (code, out, _) = inferscope(&["check", "--only", "MEM008", "--root", asym]);
+    assert_eq!(code, 0);
+    assert!(out.contains("Not in scope (GPUs the server will not see; --all-gpus judges them):\n  MEM008 GPU0 (0000:18:00.0): "), "{out}");
+    assert!(
+        out.contains("0 errors, 0 warnings, 0 info, 4 passed, 0 unknown, 1 not in scope"),
+        "{out}"
+    );
+
+    // --all-gpus judges every GPU, as before.
     let (code, out, _) = inferscope(&[
         "check",
         "--json",
         "--only",
         "MEM008",
+        "--all-gpus",
         "--root",
-        "fixtures/hosts/dual-socket-5gpu-asymmetric/root",
+        asym,
     ]);
     assert_eq!(code, 1);
     assert_eq!(

@@ -347,3 +347,288 @@ fn dry_run_text_of_a_split_node() {
     assert_eq!(code, 0, "{err}");
     insta::assert_snapshot!(out);
 }
+
+const H100: &str = "fixtures/hosts/h100-sxm8-2s-switch-12nic/root";
+
+/// `run --root H100 --gpus LIST [extra] --emit FORMAT -- CMD...`: exit code, stdout, stderr.
+fn emit_h100(gpus: &str, format: &str, extra: &[&str], cmd: &[&str]) -> (i32, String, String) {
+    let mut args = vec!["run", "--root", H100, "--gpus", gpus, "--emit", format];
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(cmd);
+    inferscope(&args)
+}
+
+#[test]
+fn emitted_artifacts_set_the_gpu_selection_they_were_planned_for() {
+    // The snapshot's shell had CUDA_VISIBLE_DEVICES=0,...,7: `run` there keeps it, but an
+    // artifact runs elsewhere and must name GPUs 4-7 itself (issue 26 item 1).
+    let vllm = ["vllm", "serve", "M", "--tensor-parallel-size", "4"];
+    let (code, out, err) = emit_h100("4,5,6,7", "numactl", &[], &vllm);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.lines().last().unwrap(),
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=4,5,6,7 numactl --physcpubind=1,3,5,7,9,11 --membind=1 -- vllm serve M --tensor-parallel-size 4"
+    );
+    assert!(
+        err.contains("--emit output sets CUDA_VISIBLE_DEVICES=4,5,6,7 explicitly"),
+        "{err}"
+    );
+
+    let (code, out, err) = emit_h100("4,5,6,7", "systemd", &[], &vllm);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines()
+            .any(|l| l == "Environment=CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=4,5,6,7"),
+        "{out}"
+    );
+
+    // Docker: the container holds GPUs 4-7 as 0-3; the planned order (7 first) is kept.
+    let (code, out, err) = emit_h100("7,4", "docker", &[], &vllm);
+    assert_eq!(code, 0, "{err}");
+    for line in [
+        "  --gpus '\"device=7,4\"' \\",
+        "  -e CUDA_DEVICE_ORDER=PCI_BUS_ID \\",
+        "  -e CUDA_VISIBLE_DEVICES=1,0 \\",
+        "  --entrypoint vllm \\",
+        "  vllm/vllm-openai:latest \\",
+        "  serve M --tensor-parallel-size 4",
+    ] {
+        assert!(out.lines().any(|l| l == line), "{line:?} in\n{out}");
+    }
+    assert!(
+        out.contains(
+            "# image: vllm/vllm-openai:latest: vLLM's official image (no --engine-version"
+        ),
+        "{out}"
+    );
+    let (code, out, err) = emit_h100("4,5,6,7", "k8s", &[], &vllm);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("- name: \"CUDA_VISIBLE_DEVICES\"\n      value: \"0,1,2,3\""),
+        "{out}"
+    );
+    assert!(
+        out.contains("    image: \"vllm/vllm-openai:latest\"\n"),
+        "{out}"
+    );
+}
+
+/// (extra flags, command, image, `--entrypoint`, arguments after the image)
+type ImageCase<'a> = (
+    &'a [&'a str],
+    &'a [&'a str],
+    &'a str,
+    Option<&'a str>,
+    &'a str,
+);
+
+#[test]
+fn docker_runs_the_engines_official_image_with_the_arguments_it_expects() {
+    let cases: [ImageCase; 6] = [
+        (
+            &["--engine-version", "0.10.2"],
+            &["vllm", "serve", "M"],
+            "vllm/vllm-openai:v0.10.2",
+            Some("vllm"),
+            "serve M",
+        ),
+        (
+            &[],
+            &["python3", "-m", "sglang.launch_server", "--model-path", "M"],
+            "lmsysorg/sglang:latest",
+            None,
+            "python3 -m sglang.launch_server --model-path M",
+        ),
+        (
+            &["--engine-version", "3.3.5"],
+            &["text-generation-launcher", "--model-id", "M"],
+            "ghcr.io/huggingface/text-generation-inference:3.3.5",
+            None,
+            "--model-id M",
+        ),
+        (
+            &[],
+            &[
+                "/opt/llama/bin/llama-server",
+                "-m",
+                "/models/m.gguf",
+                "-ngl",
+                "99",
+            ],
+            "ghcr.io/ggml-org/llama.cpp:server-cuda",
+            None,
+            "-m /models/m.gguf -ngl 99",
+        ),
+        (
+            &["--image", "registry.example.com/team/vllm:2"],
+            &["vllm", "serve", "M"],
+            "registry.example.com/team/vllm:2",
+            Some("vllm"),
+            "serve M",
+        ),
+        // "CMD is the image": the first word is an image reference, not a program.
+        (
+            &[],
+            &["vllm/vllm-openai:v0.9.1", "--model", "M"],
+            "vllm/vllm-openai:v0.9.1",
+            None,
+            "--model M",
+        ),
+    ];
+    for (extra, cmd, image, entrypoint, args) in cases {
+        let (code, out, err) = emit_h100("0", "docker", extra, cmd);
+        assert_eq!(code, 0, "{cmd:?}: {err}");
+        let lines: Vec<&str> = out.lines().collect();
+        let n = lines.len();
+        assert_eq!(lines[n - 2], format!("  {image} \\"), "{cmd:?}:\n{out}");
+        assert_eq!(lines[n - 1], format!("  {args}"), "{cmd:?}:\n{out}");
+        assert_eq!(
+            lines.iter().any(|l| l.starts_with("  --entrypoint ")),
+            entrypoint.is_some(),
+            "{cmd:?}:\n{out}"
+        );
+        if let Some(e) = entrypoint {
+            assert_eq!(lines[n - 3], format!("  --entrypoint {e} \\"), "{out}");
+        }
+        assert!(out.contains(&format!("# image: {image}")), "{out}");
+    }
+    // No image can be guessed, or the options make no sense: one clear error, exit 2.
+    for (extra, cmd, want) in [
+        (
+            &[][..],
+            &["./serve.sh", "M"][..],
+            "--emit needs --image IMAGE",
+        ),
+        (
+            &["--image", "x/y:1"][..],
+            &["vllm/vllm-openai:v1", "--model", "M"][..],
+            "give the image once",
+        ),
+        (
+            &["--image", "a b"][..],
+            &["vllm", "serve", "M"][..],
+            "not an image reference",
+        ),
+        (
+            &["--engine-version", "1;reboot"][..],
+            &["vllm", "serve", "M"][..],
+            "--engine-version",
+        ),
+    ] {
+        let (code, out, err) = emit_h100("0", "docker", extra, cmd);
+        assert_eq!(code, 2, "{cmd:?}: {out}");
+        assert!(
+            err.starts_with("inferscope: error: ") && err.contains(want),
+            "{err}"
+        );
+    }
+    let (code, _, err) = emit_h100(
+        "0",
+        "numactl",
+        &["--image", "x/y:1"],
+        &["vllm", "serve", "M"],
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("--image chooses the container image"), "{err}");
+}
+
+#[test]
+fn emitted_values_are_quoted_so_no_shell_systemd_or_kubernetes_interprets_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("pwned");
+    let m = marker.to_str().unwrap();
+    let hostile = format!("x$(touch {m})`touch {m}`\n#\"'\\ %h ${{HOME}} $(HOME) ;");
+    let cmd = ["vllm", "serve", "M", "--served-model-name", &hostile, ";"];
+    let alloc = ["--alloc-conf", &hostile];
+    let want_args: Vec<String> = cmd[1..].iter().map(|s| s.to_string()).collect();
+
+    // numactl and docker are shell: run the text with the tools replaced by functions that
+    // print their arguments, and compare byte for byte.
+    for (format, shim) in [
+        (
+            "numactl",
+            "numactl() { while [ \"$1\" != -- ]; do shift; done; shift; shift; printf '%s\\0' \"$@\" \"$PYTORCH_CUDA_ALLOC_CONF\"; }",
+        ),
+        (
+            "docker",
+            "docker() { e=; while [ \"$1\" != vllm/vllm-openai:latest ]; do case \"$1\" in -e) e=\"$2\";; esac; shift; done; shift; printf '%s\\0' \"$@\" \"${e#PYTORCH_CUDA_ALLOC_CONF=}\"; }",
+        ),
+    ] {
+        let (code, out, err) = emit_h100("0", format, &alloc, &cmd);
+        assert_eq!(code, 0, "{err}");
+        let script = format!("{shim}\n{out}");
+        let got = Command::new("sh").arg("-c").arg(&script).output().unwrap();
+        assert!(
+            got.status.success(),
+            "{format}: {}",
+            String::from_utf8_lossy(&got.stderr)
+        );
+        let words: Vec<String> = String::from_utf8(got.stdout)
+            .unwrap()
+            .split_terminator('\0')
+            .map(String::from)
+            .collect();
+        let mut want = want_args.clone();
+        want.push(hostile.clone());
+        assert_eq!(words, want, "{format}:\n{out}");
+        assert!(!marker.exists(), "{format} ran the substitution:\n{out}");
+    }
+
+    // systemd: one directive per line, `$` and `%` doubled in ExecStart, `%` in Environment,
+    // the newline escaped.
+    let (code, out, err) = emit_h100("0", "systemd", &alloc, &cmd);
+    assert_eq!(code, 0, "{err}");
+    for l in out.lines() {
+        assert!(
+            l.starts_with('#')
+                || l == "[Service]"
+                || [
+                    "CPUAffinity=",
+                    "NUMAPolicy=",
+                    "NUMAMask=",
+                    "Environment=",
+                    "LimitMEMLOCK=",
+                    "ExecStart="
+                ]
+                .iter()
+                .any(|k| l.starts_with(k)),
+            "{l:?} in\n{out}"
+        );
+        assert!(!l.ends_with('\\'), "{l:?} continues onto the next line");
+    }
+    let quoted = format!("\"x$$(touch {m})`touch {m}`\\n#\\\"'\\\\ %%h $${{HOME}} $$(HOME) ;\"");
+    assert!(
+        out.contains(&format!(
+            "ExecStart=vllm serve M --served-model-name {quoted} \";\"\n"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "\"PYTORCH_CUDA_ALLOC_CONF=x$(touch {m})`touch {m}`\\n#\\\"'\\\\ %%h ${{HOME}} $(HOME) ;\""
+        )),
+        "Environment= does not expand $, so it is not doubled:\n{out}"
+    );
+
+    // k8s: YAML parses to the values with every `$` doubled, which Kubernetes turns back
+    // into `$` instead of expanding `$(VAR)`.
+    let (code, out, err) = emit_h100("0", "k8s", &alloc, &cmd);
+    assert_eq!(code, 0, "{err}");
+    let pod: serde_norway::Value = serde_norway::from_str(&out).unwrap();
+    let c = &pod["spec"]["containers"][0];
+    let k8s = |s: &str| s.replace('$', "$$");
+    let args: Vec<String> = c["args"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(args, want_args.iter().map(|a| k8s(a)).collect::<Vec<_>>());
+    let env = c["env"].as_sequence().unwrap();
+    let alloc_env = env
+        .iter()
+        .find(|e| e["name"].as_str() == Some("PYTORCH_CUDA_ALLOC_CONF"))
+        .unwrap();
+    assert_eq!(alloc_env["value"].as_str().unwrap(), k8s(&hostile));
+}

@@ -31,6 +31,8 @@ pub struct CheckArgs<'a> {
     pub json: bool,
     /// `--verbose`: list passed checks too.
     pub verbose: bool,
+    /// `--all-gpus`: judge GPUs the captured `CUDA_VISIBLE_DEVICES` hides too.
+    pub all_gpus: bool,
 }
 
 fn read_small(path: &Path, what: &str) -> anyhow::Result<String> {
@@ -95,6 +97,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     };
     let selection = Selection {
         only: args.only.clone(),
+        all_gpus: args.all_gpus,
     };
     let mut findings = inferscope_check::run(&input(processes.first()), &config, &selection)?;
     // Further processes: only the process checks again, so host findings appear once.
@@ -111,6 +114,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             })
             .map(|d| d.code.to_string())
             .collect(),
+        all_gpus: args.all_gpus,
     };
     if !process_only.only.is_empty() {
         for p in processes.iter().skip(1) {

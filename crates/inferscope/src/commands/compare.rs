@@ -105,7 +105,7 @@ pub fn run(a: CompareArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         )?;
     }
     if a.json {
-        serde_json::to_writer_pretty(&mut *out, &cmp)?;
+        serde_json::to_writer_pretty(&mut *out, &crate::render::versioned::versioned(&cmp))?;
         writeln!(out)?;
     } else {
         compare::write_text(&cmp, out)?;

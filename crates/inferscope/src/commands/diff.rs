@@ -104,15 +104,15 @@ pub fn run(args: &DiffArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         snaps.iter().map(|(n, s)| (n.clone(), s)).collect();
     let d = diff::diff(&named);
     if args.json {
+        // schema_version is put first by `versioned` (a json! map sorts its keys).
         let v = serde_json::json!({
-            "schema_version": 1,
             "identical": d.identical(),
             "nodes": d.nodes,
             "compared_fields": d.compared_fields,
             "differences": d.differences,
             "unreachable": missing,
         });
-        serde_json::to_writer_pretty(&mut *out, &v)?;
+        serde_json::to_writer_pretty(&mut *out, &crate::render::versioned::versioned(&v))?;
         writeln!(out)?;
     } else {
         out.write_all(crate::render::fleet::diff_text(&d).as_bytes())?;

@@ -57,7 +57,7 @@ pub fn oom(file: Option<&Path>, json: bool, out: &mut dyn Write) -> anyhow::Resu
     };
     let analysis = inferscope_mem::oom::diagnose(&report);
     if json {
-        serde_json::to_writer_pretty(&mut *out, &analysis)?;
+        serde_json::to_writer_pretty(&mut *out, &render::versioned::versioned(&analysis))?;
         writeln!(out)?;
     } else {
         render::mem::write_oom(&analysis, out)?;
@@ -172,7 +172,7 @@ pub fn snapshot(
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if json {
-        serde_json::to_writer_pretty(&mut *out, &analysis)?;
+        serde_json::to_writer_pretty(&mut *out, &render::versioned::versioned(&analysis))?;
         writeln!(out)?;
     } else {
         render::mem::write_snapshot(&analysis, out)?;
@@ -226,7 +226,7 @@ pub fn startup(
     }
     let report = inferscope_mem::startup::analyse(&log, &hints);
     if json {
-        serde_json::to_writer_pretty(&mut *out, &report)?;
+        serde_json::to_writer_pretty(&mut *out, &render::versioned::versioned(&report))?;
         writeln!(out)?;
     } else {
         render::mem::write_startup(&report, out)?;

@@ -567,7 +567,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             suggestions,
             speed,
         };
-        serde_json::to_writer_pretty(&mut *out, &report)?;
+        serde_json::to_writer_pretty(&mut *out, &crate::render::versioned::versioned(&report))?;
         writeln!(out)?;
     } else {
         crate::render::plan::write_plan(
@@ -702,7 +702,7 @@ fn run_find(
     let shown = args.top.unwrap_or(if args.json { usize::MAX } else { 25 });
     r.candidates.truncate(shown);
     if args.json {
-        serde_json::to_writer_pretty(&mut *out, &r)?;
+        serde_json::to_writer_pretty(&mut *out, &crate::render::versioned::versioned(&r))?;
         writeln!(out)?;
     } else {
         crate::render::plan::write_find(model_spec, &w, &r, at_8k.as_ref(), out)?;

@@ -19,8 +19,8 @@ pub mod act;
 
 use anyhow::bail;
 use inferscope_launch::{
-    DeviceIds, Emit, LaunchError, LaunchPlan, MemMode, RunRequest, emit, parse_gpus, parse_nodes,
-    parse_omp_threads, resolve,
+    DeviceIds, Emit, EmitOptions, LaunchError, LaunchPlan, MemMode, RunRequest, emit, parse_gpus,
+    parse_nodes, parse_omp_threads, resolve,
 };
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -98,6 +98,13 @@ pub struct RunArgs {
     /// Print the equivalent for where the server is deployed, instead of running it.
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub emit: Option<EmitArg>,
+    /// With --emit docker|k8s: the container image [default: the engine's official image for
+    /// --engine-version, or its latest].
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// With --emit docker|k8s: the engine release whose official image to use (e.g. 0.10.2).
+    #[arg(long, value_name = "VERSION")]
+    pub engine_version: Option<String>,
     /// Plan from a snapshot written by `inferscope snapshot` (with --dry-run or --emit only).
     #[arg(long, value_name = "FILE", conflicts_with = "root")]
     pub snapshot: Option<PathBuf>,
@@ -155,6 +162,18 @@ pub fn run(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             "say what to bind to: --gpus 0,1 | --gpus GPU-UUID,... | --gpus auto:N, or --numa-node N"
         ),
     };
+    if (args.image.is_some() || args.engine_version.is_some())
+        && !matches!(args.emit, Some(EmitArg::Docker | EmitArg::K8s))
+    {
+        bail!(
+            "{} chooses the container image of --emit docker or --emit k8s; add one of them",
+            if args.image.is_some() {
+                "--image"
+            } else {
+                "--engine-version"
+            }
+        );
+    }
     if args.json && !args.dry_run {
         bail!("--json prints the plan of --dry-run; add --dry-run");
     }
@@ -203,11 +222,22 @@ pub fn run(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         alloc_conf: args.alloc_conf.clone(),
     };
     let plan = resolve(&snapshot, &request)?;
+    // Emitted before the warnings are printed, so a refusal is the only line on stderr.
+    let emitted = match args.emit {
+        Some(format) => {
+            let opts = EmitOptions {
+                image: args.image.clone(),
+                engine_version: args.engine_version.clone(),
+            };
+            Some(emit(&plan, format.into(), &opts)?)
+        }
+        None => None,
+    };
     for w in &plan.warnings {
         eprintln!("inferscope: warning: {w}");
     }
-    if let Some(format) = args.emit {
-        out.write_all(emit(&plan, format.into()).as_bytes())?;
+    if let Some(text) = emitted {
+        out.write_all(text.as_bytes())?;
         return Ok(ExitCode::SUCCESS);
     }
     if args.dry_run {
@@ -220,7 +250,7 @@ pub fn run(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             *v = inferscope_host::redact::env_value(k, v).into_owned();
         }
         if args.json {
-            serde_json::to_writer_pretty(&mut *out, &plan)?;
+            serde_json::to_writer_pretty(&mut *out, &crate::render::versioned::versioned(&plan))?;
             writeln!(out)?;
         } else {
             write_plan(&plan, out)?;
@@ -268,6 +298,16 @@ pub fn write_plan(plan: &LaunchPlan, out: &mut dyn Write) -> std::io::Result<()>
     }
     for (k, v) in &plan.env {
         writeln!(out, "  env      {k}={v}")?;
+    }
+    // Inherited visibility variables stay as they are for `run`; an --emit artifact sets the
+    // planned selection anyway, so the dry run shows what that is.
+    for (k, v) in &plan.gpu_selection {
+        if plan.env.get(k) != Some(v) {
+            writeln!(
+                out,
+                "  emit env {k}={v} (kept from the environment by run itself; --emit output sets it)"
+            )?;
+        }
     }
     writeln!(
         out,

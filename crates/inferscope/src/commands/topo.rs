@@ -41,7 +41,7 @@ pub fn run_imported(file: &Path, json: bool, out: &mut dyn Write) -> anyhow::Res
             numa_nodes: Vec::new(),
             cuda_devices: None,
         };
-        serde_json::to_writer_pretty(&mut *out, &report)?;
+        serde_json::to_writer_pretty(&mut *out, &render::versioned::versioned(&report))?;
         writeln!(out)?;
     } else {
         writeln!(

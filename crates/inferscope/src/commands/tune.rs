@@ -1290,7 +1290,8 @@ fn write_report(report: &Report, a: &TuneArgs, out: &mut dyn Write) -> anyhow::R
         .with_context(|| format!("writing {}", a.out.join("report.txt").display()))?;
     write_json_file(&a.out.join("report.json"), report)?;
     if a.json {
-        serde_json::to_writer_pretty(&mut *out, &hide_json(serde_json::to_value(report)?))?;
+        let hidden = hide_json(serde_json::to_value(report)?);
+        serde_json::to_writer_pretty(&mut *out, &crate::render::versioned::versioned(&hidden))?;
         writeln!(out)?;
     } else {
         out.write_all(text.as_bytes())?;
@@ -1551,6 +1552,8 @@ fn winner_of(a: &TuneArgs, c: &Cand) -> Winner {
             dry_run: false,
             json: false,
             emit: Some(super::run::EmitArg::Numactl),
+            image: None,
+            engine_version: None,
             snapshot: None,
             root: None,
             command: words.iter().map(Into::into).collect(),

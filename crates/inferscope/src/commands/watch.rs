@@ -279,7 +279,7 @@ pub fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         let mut err = std::io::stderr().lock();
         crate::render::watch::write_summary(&summary, &mut err)?;
     } else if args.json {
-        serde_json::to_writer_pretty(&mut *out, &summary)?;
+        serde_json::to_writer_pretty(&mut *out, &crate::render::versioned::versioned(&summary))?;
         writeln!(out)?;
     } else {
         crate::render::watch::write_summary(&summary, out)?;

@@ -19,6 +19,9 @@ pub struct Summary {
     pub passed: usize,
     /// Findings that could not be checked.
     pub unknown: usize,
+    /// Per-GPU findings about GPUs the server will not see (not failures; `--all-gpus` judges
+    /// them).
+    pub not_in_scope: usize,
 }
 
 /// Count findings.
@@ -28,6 +31,7 @@ pub fn summarize(findings: &[Finding]) -> Summary {
         match (f.status, f.severity) {
             (Status::Pass, _) => s.passed += 1,
             (Status::Unknown, _) => s.unknown += 1,
+            (Status::NotInScope, _) => s.not_in_scope += 1,
             (Status::Fail, Severity::Error) => s.errors += 1,
             (Status::Fail, Severity::Warn) => s.warnings += 1,
             (Status::Fail, Severity::Info) => s.info += 1,
@@ -99,6 +103,24 @@ pub fn write_text(
             )?;
         }
     }
+    let hidden: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| f.status == Status::NotInScope)
+        .collect();
+    if !hidden.is_empty() {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "Not in scope (GPUs the server will not see; --all-gpus judges them):"
+        )?;
+        for f in hidden {
+            writeln!(
+                out,
+                "  {} {}: {} — {}",
+                f.code, f.subject, f.title, f.evidence
+            )?;
+        }
+    }
     if show_passed {
         let passed: Vec<&Finding> = findings
             .iter()
@@ -120,12 +142,17 @@ pub fn write_text(
     writeln!(out)?;
     writeln!(
         out,
-        "{} errors, {} warnings, {} info, {} passed, {} unknown{}",
+        "{} errors, {} warnings, {} info, {} passed, {} unknown{}{}",
         s.errors,
         s.warnings,
         s.info,
         s.passed,
         s.unknown,
+        if s.not_in_scope > 0 {
+            format!(", {} not in scope", s.not_in_scope)
+        } else {
+            String::new()
+        },
         if show_passed || s.passed == 0 {
             ""
         } else {

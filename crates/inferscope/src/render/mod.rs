@@ -7,6 +7,7 @@ pub mod mem;
 pub mod metrics;
 pub mod plan;
 pub mod topo;
+pub mod versioned;
 pub mod watch;
 
 /// Bytes as a short binary-unit figure (`251.6 GiB`).

@@ -27,7 +27,7 @@ pub fn write_json(snap: &Snapshot, out: &mut dyn Write) -> io::Result<()> {
         numa_nodes: topology::numa_summary(snap),
         cuda_devices: Some(inferscope_host::cuda::cuda_devices(snap)),
     };
-    serde_json::to_writer_pretty(&mut *out, &report)?;
+    serde_json::to_writer_pretty(&mut *out, &super::versioned::versioned(&report))?;
     writeln!(out)
 }
 

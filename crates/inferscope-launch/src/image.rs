@@ -1,0 +1,305 @@
+//! `--emit docker` / `--emit k8s`: which container image runs the server, and which arguments
+//! it gets (issue 26).
+//!
+//! Each engine's official image starts the server itself (its ENTRYPOINT), so the command after
+//! `--` is turned into what that image expects, never passed whole as if its first word were
+//! the image. What each image's entrypoint is, as its own Dockerfile says:
+//!
+//! * vLLM, `vllm/vllm-openai`: `ENTRYPOINT ["vllm", "serve"]` in current images
+//!   (vllm-project/vllm docker/Dockerfile, target `vllm-openai`), but
+//!   `["python3", "-m", "vllm.entrypoints.openai.api_server"]` up to at least 0.10.2
+//!   (vllm-project/vllm PR #25309, 2025-09-20, describes "the Dockerfile's entrypoint
+//!   (`python -m vllm.entrypoints.openai.api_server`)"), which takes `--model M`, not a
+//!   positional model. The emitted command therefore names the entrypoint itself,
+//!   `--entrypoint vllm` + `serve M ...`, which both kinds of image run the same way.
+//! * SGLang, `lmsysorg/sglang`: no server entrypoint; its docs and docker/compose.yaml run
+//!   `python3 -m sglang.launch_server ...` as the command, so the whole command is passed.
+//! * TGI, `ghcr.io/huggingface/text-generation-inference`: `ENTRYPOINT ["/tgi-entrypoint.sh"]`
+//!   (Dockerfile, final stage), which execs `text-generation-launcher "$@"`; older images had
+//!   `ENTRYPOINT ["text-generation-launcher"]`. Either way: the arguments after the launcher.
+//! * llama.cpp, `ghcr.io/ggml-org/llama.cpp:server*`: `ENTRYPOINT [ "/app/llama-server" ]`
+//!   (.devops/*.Dockerfile, stage `server`): the arguments after `llama-server`. The plain
+//!   `server` tag is the CPU build; `server-cuda` / `server-rocm` carry the GPU backends
+//!   (docs/docker.md), so a plan with GPUs gets the matching one.
+//! * Ollama, `ollama/ollama`: `ENTRYPOINT ["/bin/ollama"]`, `CMD ["serve"]`: the arguments
+//!   after `ollama`.
+//!
+//! "CMD is the image" keeps working: when the first word after `--` is an image reference
+//! (`registry/name:tag`) and not a program `run` recognises, it is the image and the rest are
+//! its arguments, as before.
+
+use crate::engine::Engine;
+use crate::error::LaunchError;
+use crate::plan::LaunchPlan;
+
+/// The container the server runs in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImagePlan {
+    /// Image reference.
+    pub image: String,
+    /// Entrypoint to set instead of the image's own (`--entrypoint`, k8s `command`).
+    pub entrypoint: Option<String>,
+    /// Arguments after the image (k8s `args`).
+    pub args: Vec<String>,
+    /// Which image and why, one sentence for a comment.
+    pub why: String,
+}
+
+/// True when `word` has the shape of an image reference (`[registry/]name[:tag][@digest]`)
+/// and is not a path: lowercase repository components, and a `/` or a `:tag`.
+pub fn is_image_reference(word: &str) -> bool {
+    if word.is_empty() || word.len() > 255 || word.starts_with(['/', '.', '-']) {
+        return false;
+    }
+    let (name, digest) = match word.split_once('@') {
+        Some((n, d)) => (n, Some(d)),
+        None => (word, None),
+    };
+    if let Some(d) = digest
+        && !d
+            .strip_prefix("sha256:")
+            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        return false;
+    }
+    // A tag follows the last ':' when no '/' comes after it (a ':' before a '/' is a port).
+    let (repo, tag) = match name.rsplit_once(':') {
+        Some((r, t)) if !t.contains('/') => (r, Some(t)),
+        _ => (name, None),
+    };
+    if let Some(t) = tag
+        && (t.is_empty()
+            || t.len() > 128
+            || t.starts_with(['.', '-'])
+            || !t
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b)))
+    {
+        return false;
+    }
+    if !repo.contains('/') && tag.is_none() && digest.is_none() {
+        return false;
+    }
+    let mut parts = repo.split('/').peekable();
+    let mut first = true;
+    while let Some(p) = parts.next() {
+        let registry =
+            first && parts.peek().is_some() && (p.contains(['.', ':']) || p == "localhost");
+        first = false;
+        let ok = !p.is_empty()
+            && if registry {
+                p.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-:".contains(&b))
+            } else {
+                p.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+            };
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+/// `--engine-version`: a release as the engine's tags spell it, `v` prefix optional.
+fn release(v: &str) -> Result<String, LaunchError> {
+    let r = v.strip_prefix('v').unwrap_or(v);
+    if r.is_empty()
+        || r.len() > 64
+        || !r
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b))
+    {
+        return Err(LaunchError::Usage(format!(
+            "--engine-version {:?}: expected a release such as 0.10.2 (letters, digits, '.', '-', '+')",
+            v.chars().take(40).collect::<String>()
+        )));
+    }
+    Ok(r.to_string())
+}
+
+/// Choose the image for `plan`: `--image` when given, else the engine's official image for
+/// `engine_version` (or its newest release, `latest`).
+pub fn choose(
+    plan: &LaunchPlan,
+    image: Option<&str>,
+    engine_version: Option<&str>,
+) -> Result<ImagePlan, LaunchError> {
+    let cmd = &plan.command;
+    let first = cmd.first().map(String::as_str).unwrap_or("");
+    let rest: Vec<String> = cmd.iter().skip(1).cloned().collect();
+    if plan.engine == Engine::Unknown && is_image_reference(first) {
+        if let Some(i) = image {
+            return Err(LaunchError::Usage(format!(
+                "--image {i:?} and an image as the command's first word ({first:?}): give the image once"
+            )));
+        }
+        return Ok(ImagePlan {
+            image: first.to_string(),
+            entrypoint: None,
+            args: rest,
+            why: format!(
+                "{first} is the command's first word and an image reference: the image's own entrypoint runs with the rest as its arguments"
+            ),
+        });
+    }
+    if let Some(i) = image
+        && !is_image_reference(i)
+        && !(!i.is_empty()
+            && !i.starts_with('-')
+            && i.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)))
+    {
+        return Err(LaunchError::Usage(format!(
+            "--image {:?}: not an image reference (expected [registry/]name[:tag])",
+            i.chars().take(80).collect::<String>()
+        )));
+    }
+    let version = engine_version.map(release).transpose()?;
+    let tag = |prefix: &str| match &version {
+        Some(v) => format!("{prefix}{v}"),
+        None => "latest".to_string(),
+    };
+    let release_said = match (&version, engine_version) {
+        (Some(_), Some(given)) => format!("--engine-version {given}"),
+        _ => "no --engine-version, so its newest release".to_string(),
+    };
+    let program = first.rsplit('/').next().unwrap_or(first);
+    let python = program.starts_with("python");
+    let nvidia = plan.gpus.iter().any(|g| g.nvidia);
+    let amd = plan.gpus.iter().any(|g| !g.nvidia);
+    let (default, entrypoint, args, how): (String, Option<String>, Vec<String>, &str) = match plan
+        .engine
+    {
+        Engine::Vllm if python => (
+            format!("vllm/vllm-openai:{}", tag("v")),
+            Some("python3".into()),
+            rest,
+            "--entrypoint python3 with the module and its arguments",
+        ),
+        Engine::Vllm => (
+            format!("vllm/vllm-openai:{}", tag("v")),
+            Some("vllm".into()),
+            rest,
+            "--entrypoint vllm and `serve ...`: the image's ENTRYPOINT is `vllm serve` today but `python3 -m vllm.entrypoints.openai.api_server` in releases up to at least 0.10.2, and both have the vllm CLI",
+        ),
+        Engine::Sglang => {
+            let mut full = vec!["python3".to_string()];
+            full.extend(rest);
+            (
+                "lmsysorg/sglang:latest".to_string(),
+                None,
+                full,
+                "the whole command: the image has no server entrypoint (SGLang's docs run python3 -m sglang.launch_server in it); SGLang's release tags carry the CUDA build (v0.5.19-cu129), so pin one with --image",
+            )
+        }
+        Engine::Tgi => (
+            format!("ghcr.io/huggingface/text-generation-inference:{}", tag("")),
+            None,
+            rest,
+            "the arguments after text-generation-launcher: the image's ENTRYPOINT (/tgi-entrypoint.sh) execs the launcher with them",
+        ),
+        Engine::LlamaCpp => {
+            let variant = if nvidia {
+                "server-cuda"
+            } else if amd {
+                "server-rocm"
+            } else {
+                "server"
+            };
+            let t = match &version {
+                Some(v) if v.starts_with('b') => format!("{variant}-{v}"),
+                Some(v) => format!("{variant}-b{v}"),
+                None => variant.to_string(),
+            };
+            (
+                format!("ghcr.io/ggml-org/llama.cpp:{t}"),
+                None,
+                rest,
+                "the arguments after llama-server: the image's ENTRYPOINT is /app/llama-server (the plain `server` tag is the CPU build; GPUs need server-cuda or server-rocm)",
+            )
+        }
+        Engine::Ollama => (
+            format!("ollama/ollama:{}", tag("")),
+            None,
+            rest,
+            "the arguments after ollama: the image's ENTRYPOINT is /bin/ollama",
+        ),
+        Engine::Unknown => {
+            let Some(i) = image else {
+                return Err(LaunchError::Usage(format!(
+                    "--emit needs --image IMAGE: {:?} is not an engine inferscope knows an official image for (vllm, sglang, text-generation-launcher, llama-server, ollama); or put the image first after --",
+                    program.chars().take(80).collect::<String>()
+                )));
+            };
+            return Ok(ImagePlan {
+                image: i.to_string(),
+                entrypoint: None,
+                args: cmd.clone(),
+                why: format!(
+                    "{i} from --image; the whole command is its arguments (inferscope does not know this image's entrypoint)"
+                ),
+            });
+        }
+    };
+    let engine = plan.engine.rules().name;
+    Ok(match image {
+        Some(i) => ImagePlan {
+            image: i.to_string(),
+            entrypoint,
+            args,
+            why: format!(
+                "{i} from --image, taken to be a {engine} image like {default}; the command becomes {how}"
+            ),
+        },
+        None => ImagePlan {
+            why: format!(
+                "{default}: {engine}'s official image ({release_said}; --image overrides); the command becomes {how}"
+            ),
+            image: default,
+            entrypoint,
+            args,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_references_and_paths() {
+        for w in [
+            "vllm/vllm-openai:v0.10.2",
+            "vllm/vllm-openai",
+            "ubuntu:24.04",
+            "ghcr.io/ggml-org/llama.cpp:server-cuda",
+            "localhost:5000/team/server:1",
+            "registry.example.com/x@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        ] {
+            assert!(is_image_reference(w), "{w}");
+        }
+        for w in [
+            "vllm",
+            "/opt/venv/bin/vllm",
+            "./serve.sh",
+            "python3",
+            "Vllm/Openai:x",
+            "a b:c",
+            "x:",
+            "-it",
+            "",
+            "x@sha256:zz",
+        ] {
+            assert!(!is_image_reference(w), "{w}");
+        }
+    }
+
+    #[test]
+    fn releases_are_checked() {
+        assert_eq!(release("v0.10.2").unwrap(), "0.10.2");
+        assert_eq!(release("b6000").unwrap(), "b6000");
+        assert!(release("0.10.2; rm -rf /").is_err());
+        assert!(release("").is_err());
+    }
+}
