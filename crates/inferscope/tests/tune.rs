@@ -1233,10 +1233,22 @@ fn tune_leaves_no_process_whatever_signal_ends_it() {
             std::thread::sleep(Duration::from_millis(100));
             left = marked_processes(&marker);
         }
+        let described: Vec<String> = left
+            .iter()
+            .map(|p| {
+                let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+                let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+                format!(
+                    "{p} [{}] {}",
+                    stat.trim(),
+                    String::from_utf8_lossy(&cmd).replace('\0', " ")
+                )
+            })
+            .collect();
         for &p in &left {
             // SAFETY: cleaning up what the test started, identified by its marker.
             unsafe { libc::kill(p, libc::SIGKILL) };
         }
-        assert!(left.is_empty(), "{name}: left running: {left:?}");
+        assert!(left.is_empty(), "{name}: left running: {described:?}");
     }
 }

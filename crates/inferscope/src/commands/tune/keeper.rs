@@ -173,7 +173,7 @@ fn exit_like(status: Option<libc::c_int>) -> ExitCode {
 
 /// Live (not zombie) descendants of `root`, from `/proc/*/stat`.
 pub fn descendants(root: i32) -> Vec<i32> {
-    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    let mut children: HashMap<i32, Vec<(i32, bool)>> = HashMap::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -194,17 +194,21 @@ pub fn descendants(root: i32) -> Vec<i32> {
         else {
             continue;
         };
-        if state != "Z" {
-            children.entry(ppid).or_default().push(pid);
-        }
+        // Zombies stay in the tree walk: the walk is not atomic, and a child read while its
+        // parent was alive must still be found through that parent once it is a zombie (or it
+        // is missed, the keeper exits, and the child is re-parented to init). They are never
+        // signalled or counted as alive.
+        children.entry(ppid).or_default().push((pid, state == "Z"));
     }
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     let mut todo = vec![root];
     while let Some(p) = todo.pop() {
-        for &c in children.get(&p).map(Vec::as_slice).unwrap_or_default() {
+        for &(c, zombie) in children.get(&p).map(Vec::as_slice).unwrap_or_default() {
             if seen.insert(c) {
-                out.push(c);
+                if !zombie {
+                    out.push(c);
+                }
                 todo.push(c);
             }
         }
@@ -220,10 +224,14 @@ fn kill_tree(grace: Duration) {
     let t = Instant::now();
     let mut termed = HashSet::new();
     let mut ignored = None;
+    let mut empty_walks = 0;
     loop {
         reap(-1, &mut ignored);
         let alive = descendants(me);
-        if alive.is_empty() || t.elapsed() > grace + Duration::from_secs(10) {
+        // Two empty walks in a row: a process re-parented to the keeper between the reads of
+        // one walk is seen by the next.
+        empty_walks = if alive.is_empty() { empty_walks + 1 } else { 0 };
+        if empty_walks >= 2 || t.elapsed() > grace + Duration::from_secs(10) {
             return;
         }
         let hard = t.elapsed() >= grace;
