@@ -5,6 +5,18 @@
 // fail, `#[allow]` it with a `// cannot fail:` comment (tests/no_unwrap.rs checks the comments).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+/// Every note and warning this crate prints on stderr goes through the same escaping as
+/// stdout (issue 33: a snapshot's kernel string or a server's model id can hold `\x1b[2J…`),
+/// and a closed stderr is not a panic. Shadows `std::eprintln!` for every module below.
+macro_rules! eprintln {
+    () => {
+        $crate::render::escape::stderr_line("")
+    };
+    ($($arg:tt)*) => {
+        $crate::render::escape::stderr_line(&format!($($arg)*))
+    };
+}
+
 pub mod clock;
 pub mod commands;
 pub mod import;

@@ -118,3 +118,11 @@ mod tests {
         assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), v);
     }
 }
+
+/// One line on stderr with control characters escaped (the crate's `eprintln!`); a closed or
+/// failing stderr is ignored, as a note is never worth a panic.
+pub fn stderr_line(line: &str) {
+    let text = inferscope_host::quote::escape_controls(line);
+    let mut err = io::stderr().lock();
+    let _ = writeln!(err, "{text}");
+}
