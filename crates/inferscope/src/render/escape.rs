@@ -81,6 +81,14 @@ impl<W: Write> Write for Escape<W> {
     }
 }
 
+/// One line on stderr with control characters escaped (the crate's `eprintln!`); a closed or
+/// failing stderr is ignored, as a note is never worth a panic.
+pub fn stderr_line(line: &str) {
+    let text = inferscope_host::quote::escape_controls(line);
+    let mut err = io::stderr().lock();
+    let _ = writeln!(err, "{text}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,12 +125,4 @@ mod tests {
         assert!(!text.chars().any(|c| c.is_control()), "{text:?}");
         assert_eq!(serde_json::from_str::<serde_json::Value>(&text).unwrap(), v);
     }
-}
-
-/// One line on stderr with control characters escaped (the crate's `eprintln!`); a closed or
-/// failing stderr is ignored, as a note is never worth a panic.
-pub fn stderr_line(line: &str) {
-    let text = inferscope_host::quote::escape_controls(line);
-    let mut err = io::stderr().lock();
-    let _ = writeln!(err, "{text}");
 }
