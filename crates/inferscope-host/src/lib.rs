@@ -40,6 +40,7 @@ macro_rules! serde_as_string {
 
 pub mod cpuset;
 pub mod cuda;
+pub mod engine_command;
 pub mod driver;
 pub mod facts;
 pub mod ids;
