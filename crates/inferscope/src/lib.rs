@@ -8,6 +8,7 @@
 pub mod clock;
 pub mod commands;
 pub mod import;
+pub mod input;
 pub mod load;
 pub mod render;
 
