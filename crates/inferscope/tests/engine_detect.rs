@@ -106,6 +106,8 @@ fn run_refuses_sleep_mode_with_expandable_segments_behind_env() {
     for prefix in [&[][..], &["env", "X=1"], &["env", "-u", "HF_TOKEN"], &["nohup"]] {
         let mut args = vec![
             "run",
+            "--numa-node",
+            "0",
             "--dry-run",
             "--alloc-conf",
             "expandable_segments:True",

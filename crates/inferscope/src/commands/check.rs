@@ -3,7 +3,6 @@
 //! `--fail-on` is found.
 
 use crate::render;
-use anyhow::Context;
 use inferscope_check::{CheckInput, Config, Selection, Severity};
 use inferscope_host::{PlanFacts, Snapshot};
 use std::io::Write;
