@@ -1899,7 +1899,7 @@ mod plan_verdict_tests {
 
     #[test]
     fn the_planners_own_output_gives_its_verdict() {
-        let (_, v) = plan_verdict(&planned("meta-llama/Llama-3.1-8B-Instruct", "h100")).unwrap();
+        let (_, v) = plan_verdict(&planned("meta-llama/Llama-3.1-8B-Instruct", "l40s")).unwrap();
         assert!(v.fits && v.problems.is_empty(), "{v:?}");
         let (_, v) = plan_verdict(&planned("meta-llama/Llama-3.1-70B-Instruct", "l40s")).unwrap();
         assert!(!v.fits && !v.problems.is_empty(), "{v:?}");
