@@ -1188,7 +1188,7 @@ fn push_arg(log: &mut StartupLog, k: String, v: &str) {
 
 /// The engine a command line starts, through its wrappers (`env X=1`, `nohup`, `python -m`).
 pub fn command_engine(cmd: &str) -> Option<Engine> {
-    use inferscope_host::engine_command::{find, EngineKind, Found};
+    use inferscope_host::engine_command::{EngineKind, Found, find};
     let words: Vec<&str> = cmd.split_whitespace().collect();
     match find(&words) {
         Found::Engine { kind, .. } => match kind {

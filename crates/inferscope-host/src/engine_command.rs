@@ -240,12 +240,24 @@ mod tests {
             ("env -u HF_TOKEN vllm serve m", Some(Vllm)),
             ("env --unset=HF_TOKEN vllm serve m", Some(Vllm)),
             ("CUDA_VISIBLE_DEVICES=0 X=1 vllm serve m", Some(Vllm)),
-            ("nohup numactl --cpunodebind=0 --membind=0 -- vllm serve m", Some(Vllm)),
-            ("numactl -N 1 -m 1 python3 -m sglang.launch_server --model-path m", Some(Sglang)),
+            (
+                "nohup numactl --cpunodebind=0 --membind=0 -- vllm serve m",
+                Some(Vllm),
+            ),
+            (
+                "numactl -N 1 -m 1 python3 -m sglang.launch_server --model-path m",
+                Some(Sglang),
+            ),
             ("taskset -c 0-15 llama-server -m x.gguf", Some(LlamaCpp)),
             ("uv run --with vllm vllm serve m", Some(Vllm)),
-            ("python3 -u -X dev -m vllm.entrypoints.openai.api_server --model m", Some(Vllm)),
-            ("sudo -u svc text-generation-launcher --model-id m", Some(Tgi)),
+            (
+                "python3 -u -X dev -m vllm.entrypoints.openai.api_server --model m",
+                Some(Vllm),
+            ),
+            (
+                "sudo -u svc text-generation-launcher --model-id m",
+                Some(Tgi),
+            ),
             ("env python serve.py -m vllm", None),
             ("env", None),
             ("docker run img vllm serve m", None),

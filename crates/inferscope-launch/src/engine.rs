@@ -44,7 +44,7 @@ impl Engine {
     /// `numactl ... --`, `python -m MODULE`): the detector `plan` and `mem startup` share
     /// ([`inferscope_host::engine_command`]).
     pub fn detect(command: &[String]) -> Engine {
-        use inferscope_host::engine_command::{find, EngineKind, Found};
+        use inferscope_host::engine_command::{EngineKind, Found, find};
         match find(command) {
             Found::Engine { kind, .. } => match kind {
                 EngineKind::Vllm => Engine::Vllm,
@@ -61,9 +61,7 @@ impl Engine {
                 Some("sglang") => Engine::Sglang,
                 _ => Engine::Unknown,
             },
-            Found::NoCommand | Found::PythonScript { .. } | Found::Other { .. } => {
-                Engine::Unknown
-            }
+            Found::NoCommand | Found::PythonScript { .. } | Found::Other { .. } => Engine::Unknown,
         }
     }
 
@@ -152,7 +150,10 @@ mod tests {
             ("env -i PATH=/usr/bin vllm serve m", Engine::Vllm),
             ("env -u HF_TOKEN vllm serve m", Engine::Vllm),
             ("VLLM_USE_V1=1 vllm serve m", Engine::Vllm),
-            ("nohup python3 -m sglang.launch_server --model-path m", Engine::Sglang),
+            (
+                "nohup python3 -m sglang.launch_server --model-path m",
+                Engine::Sglang,
+            ),
         ] {
             assert_eq!(Engine::detect(&cmd(c)), e, "{c}");
         }

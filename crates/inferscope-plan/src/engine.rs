@@ -119,7 +119,7 @@ fn err(msg: impl Into<String>) -> EngineError {
 /// `mem startup` share ([`inferscope_host::engine_command`]), so wrappers (`env -u X`, `nohup`,
 /// `numactl ... --`) never change the engine.
 fn detect(args: &[String]) -> Result<(Engine, usize), EngineError> {
-    use inferscope_host::engine_command::{find, EngineKind, Found};
+    use inferscope_host::engine_command::{EngineKind, Found, find};
     const KNOWN: &str = "vllm serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server, text-generation-launcher, llama-server";
     match find(args) {
         Found::Engine { kind, args } => match kind {

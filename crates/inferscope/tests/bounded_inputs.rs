@@ -21,7 +21,9 @@ fn assert_refused(args: &[&str], path: &str) {
     assert_eq!((code, out.as_str()), (2, ""), "{err}");
     assert_eq!(
         err.lines().next().unwrap_or(""),
-        format!("inferscope: error: {path}: larger than 64 MiB, the most inferscope reads from one input file"),
+        format!(
+            "inferscope: error: {path}: larger than 64 MiB, the most inferscope reads from one input file"
+        ),
     );
 }
 

@@ -49,8 +49,14 @@ const SHAPES: &[(&str, &str)] = &[
         "sglang",
     ),
     ("text-generation-launcher --model-id m", "tgi"),
-    ("env -u HF_TOKEN text-generation-launcher --model-id m", "tgi"),
-    ("taskset -c 0-15 llama-server -m x.gguf -c 4096", "llama.cpp"),
+    (
+        "env -u HF_TOKEN text-generation-launcher --model-id m",
+        "tgi",
+    ),
+    (
+        "taskset -c 0-15 llama-server -m x.gguf -c 4096",
+        "llama.cpp",
+    ),
     ("uv run --with vllm vllm serve m", "vllm"),
 ];
 
@@ -103,7 +109,12 @@ fn plan_reads_the_engine_arguments_behind_wrappers() {
 
 #[test]
 fn run_refuses_sleep_mode_with_expandable_segments_behind_env() {
-    for prefix in [&[][..], &["env", "X=1"], &["env", "-u", "HF_TOKEN"], &["nohup"]] {
+    for prefix in [
+        &[][..],
+        &["env", "X=1"],
+        &["env", "-u", "HF_TOKEN"],
+        &["nohup"],
+    ] {
         let mut args = vec![
             "run",
             "--numa-node",

@@ -334,14 +334,16 @@ pub fn run(a: BenchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     } else {
         inferscope_bench::result::write_text(r, out)?;
     }
-    Ok(if r.stop == inferscope_bench::exec::StopReason::Interrupted {
-        // 128 + SIGINT, as `bench --find-capacity` and `tune` exit when stopped (issue 32).
-        ExitCode::from(130)
-    } else if r.valid {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(
+        if r.stop == inferscope_bench::exec::StopReason::Interrupted {
+            // 128 + SIGINT, as `bench --find-capacity` and `tune` exit when stopped (issue 32).
+            ExitCode::from(130)
+        } else if r.valid {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        },
+    )
 }
 
 /// `bench --find-capacity`.

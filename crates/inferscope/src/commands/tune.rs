@@ -480,7 +480,9 @@ fn plan_candidate(a: &TuneArgs, words: &[String]) -> (Option<serde_json::Value>,
             }
             // Unknown, never "fits": the candidate runs unplanned, and plan.json says why.
             Err(e) => (
-                Some(serde_json::json!({ "not_planned": format!("the planner's output could not be read: {e}") })),
+                Some(
+                    serde_json::json!({ "not_planned": format!("the planner's output could not be read: {e}") }),
+                ),
                 None,
             ),
         },
@@ -1907,10 +1909,19 @@ mod plan_verdict_tests {
 
     #[test]
     fn unreadable_output_is_an_error_never_fits() {
-        for bad in [&b""[..], b"{\"fits\": tr", b"{\"hello\": 1}", b"{\"fits\": \"yes\", \"problems\": []}"] {
+        for bad in [
+            &b""[..],
+            b"{\"fits\": tr",
+            b"{\"hello\": 1}",
+            b"{\"fits\": \"yes\", \"problems\": []}",
+        ] {
             let e = plan_verdict(bad).unwrap_err();
             assert!(!e.is_empty(), "{}", String::from_utf8_lossy(bad));
         }
-        assert!(plan_verdict(b"{\"hello\": 1}").unwrap_err().contains("`fits`"));
+        assert!(
+            plan_verdict(b"{\"hello\": 1}")
+                .unwrap_err()
+                .contains("`fits`")
+        );
     }
 }
