@@ -708,9 +708,11 @@ fn scan_arguments(l: &mut Line, log: &mut StartupLog) {
         args_python(log, t.get(i + "Args {".len()..).unwrap_or(""), ':');
     }
     if let Some(i) = t.find("# command: ") {
-        args_command(log, t.get(i + "# command: ".len()..).unwrap_or(""), true);
-        if t.contains("vllm serve ") {
-            engine(log, Engine::Vllm);
+        let cmd = t.get(i + "# command: ".len()..).unwrap_or("");
+        args_command(log, cmd, true);
+        // The detector `run` and `plan` use, so `env X=1 vllm serve` is vLLM here too.
+        if let Some(e) = command_engine(cmd) {
+            engine(log, e);
         }
         return;
     }
@@ -1184,6 +1186,22 @@ fn push_arg(log: &mut StartupLog, k: String, v: &str) {
     }
 }
 
+/// The engine a command line starts, through its wrappers (`env X=1`, `nohup`, `python -m`).
+pub fn command_engine(cmd: &str) -> Option<Engine> {
+    use inferscope_host::engine_command::{EngineKind, Found, find};
+    let words: Vec<&str> = cmd.split_whitespace().collect();
+    match find(&words) {
+        Found::Engine { kind, .. } => match kind {
+            EngineKind::Vllm => Some(Engine::Vllm),
+            EngineKind::Sglang => Some(Engine::Sglang),
+            EngineKind::Tgi => Some(Engine::Tgi),
+            EngineKind::LlamaCpp => Some(Engine::LlamaCpp),
+            EngineKind::Ollama => None,
+        },
+        _ => None,
+    }
+}
+
 /// A command line (`vllm serve M --max-model-len 8192`, `HF_TOKEN=x vllm serve M`,
 /// `python -m vllm.entrypoints.openai.api_server --model M`, `llama-server -m x.gguf -c 8192`).
 /// With `program_first` the words start with environment assignments and the program (and its
@@ -1196,12 +1214,10 @@ fn args_command(log: &mut StartupLog, s: &str, program_first: bool) {
         .filter(|w| !w.is_empty())
         .collect();
     if program_first {
-        // `HF_TOKEN=x CUDA_VISIBLE_DEVICES=0 env exec vllm serve M`.
-        let skip = words
-            .iter()
-            .take_while(|w| is_assignment(w) || matches!(**w, "env" | "exec" | "sudo" | "nohup"))
-            .count();
-        words.drain(..skip);
+        // `HF_TOKEN=x CUDA_VISIBLE_DEVICES=0 env -u X exec vllm serve M`: the wrappers `run` and
+        // `plan` look through too.
+        let skip = inferscope_host::engine_command::skip_wrappers(&words);
+        words.drain(..skip.min(words.len()));
         let program = words
             .first()
             .map_or("", |w| w.rsplit('/').next().unwrap_or(w));
@@ -1236,15 +1252,6 @@ fn args_command(log: &mut StartupLog, s: &str, program_first: bool) {
         };
         push_arg(log, k.replace('-', "_"), &v);
     }
-}
-
-/// `NAME=value` (an environment assignment before a command).
-fn is_assignment(w: &str) -> bool {
-    w.split_once('=').is_some_and(|(k, _)| {
-        !k.is_empty()
-            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !k.starts_with(|c: char| c.is_ascii_digit())
-    })
 }
 
 #[cfg(test)]

@@ -40,42 +40,29 @@ pub struct Rules {
 }
 
 impl Engine {
-    /// Detect the engine from the server command (program name, or `python -m MODULE`).
+    /// Detect the engine from the server command, through wrappers (`env X=1`, `nohup`,
+    /// `numactl ... --`, `python -m MODULE`): the detector `plan` and `mem startup` share
+    /// ([`inferscope_host::engine_command`]).
     pub fn detect(command: &[String]) -> Engine {
-        let Some(program) = command.first() else {
-            return Engine::Unknown;
-        };
-        let base = program.rsplit('/').next().unwrap_or(program);
-        match base {
-            "vllm" => return Engine::Vllm,
-            "text-generation-launcher" => return Engine::Tgi,
-            "llama-server" => return Engine::LlamaCpp,
-            "ollama" => return Engine::Ollama,
-            _ => {}
+        use inferscope_host::engine_command::{EngineKind, Found, find};
+        match find(command) {
+            Found::Engine { kind, .. } => match kind {
+                EngineKind::Vllm => Engine::Vllm,
+                EngineKind::Sglang => Engine::Sglang,
+                EngineKind::Tgi => Engine::Tgi,
+                EngineKind::LlamaCpp => Engine::LlamaCpp,
+                EngineKind::Ollama => Engine::Ollama,
+            },
+            // Any `vllm` subcommand or `vllm.*`/`sglang.*` module imports the engine, so its
+            // environment rules apply even where `plan` would not call it a server.
+            Found::VllmNotServe { .. } => Engine::Vllm,
+            Found::PythonModule { module, .. } => match module.split('.').next() {
+                Some("vllm") => Engine::Vllm,
+                Some("sglang") => Engine::Sglang,
+                _ => Engine::Unknown,
+            },
+            Found::NoCommand | Found::PythonScript { .. } | Found::Other { .. } => Engine::Unknown,
         }
-        if base.starts_with("python") {
-            let mut words = command.iter().skip(1);
-            while let Some(w) = words.next() {
-                let module = if w == "-m" {
-                    words.next().map(String::as_str)
-                } else {
-                    w.strip_prefix("-m").filter(|m| !m.is_empty())
-                };
-                if let Some(m) = module {
-                    let root = m.split('.').next().unwrap_or(m);
-                    return match root {
-                        "vllm" => Engine::Vllm,
-                        "sglang" => Engine::Sglang,
-                        _ => Engine::Unknown,
-                    };
-                }
-                if !w.starts_with('-') {
-                    // A script, not a module: its contents are not read.
-                    return Engine::Unknown;
-                }
-            }
-        }
-        Engine::Unknown
     }
 
     /// The compatibility row of this engine.
@@ -159,6 +146,14 @@ mod tests {
             ("python serve.py -m vllm", Engine::Unknown),
             ("python -mtorch.distributed.run x", Engine::Unknown),
             ("sh -c env", Engine::Unknown),
+            ("env X=1 vllm serve m --enable-sleep-mode", Engine::Vllm),
+            ("env -i PATH=/usr/bin vllm serve m", Engine::Vllm),
+            ("env -u HF_TOKEN vllm serve m", Engine::Vllm),
+            ("VLLM_USE_V1=1 vllm serve m", Engine::Vllm),
+            (
+                "nohup python3 -m sglang.launch_server --model-path m",
+                Engine::Sglang,
+            ),
         ] {
             assert_eq!(Engine::detect(&cmd(c)), e, "{c}");
         }

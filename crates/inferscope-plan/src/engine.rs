@@ -115,51 +115,36 @@ fn err(msg: impl Into<String>) -> EngineError {
     EngineError(msg.into())
 }
 
-/// Which engine a command runs, and where its own arguments start.
+/// Which engine a command runs, and where its own arguments start: the detector `run` and
+/// `mem startup` share ([`inferscope_host::engine_command`]), so wrappers (`env -u X`, `nohup`,
+/// `numactl ... --`) never change the engine.
 fn detect(args: &[String]) -> Result<(Engine, usize), EngineError> {
-    let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_string();
-    let mut i = 0;
-    // Skip environment assignments and wrappers users paste (`env X=1`, `CUDA_VISIBLE_DEVICES=0`).
-    while args
-        .get(i)
-        .is_some_and(|a| a == "env" || (a.contains('=') && !a.starts_with('-')))
-    {
-        i += 1;
-    }
-    let Some(first) = args.get(i) else {
-        return Err(err(
-            "no command after `--` (expected e.g. `vllm serve MODEL ...`)",
-        ));
-    };
-    let b = base(first);
-    if b.starts_with("python") {
-        if args.get(i + 1).map(String::as_str) != Some("-m") {
-            return Err(err(format!(
-                "`{first}` without `-m MODULE`: cannot tell which engine runs"
-            )));
-        }
-        let module = args.get(i + 2).map(String::as_str).unwrap_or("");
-        return match module {
-            m if m.starts_with("vllm.entrypoints") => Ok((Engine::Vllm, i + 3)),
-            "sglang.launch_server" => Ok((Engine::Sglang, i + 3)),
-            other => Err(err(format!(
-                "python module `{other}` is not a serving engine inferscope knows (vllm.entrypoints.openai.api_server, sglang.launch_server)"
+    use inferscope_host::engine_command::{EngineKind, Found, find};
+    const KNOWN: &str = "vllm serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server, text-generation-launcher, llama-server";
+    match find(args) {
+        Found::Engine { kind, args } => match kind {
+            EngineKind::Vllm => Ok((Engine::Vllm, args)),
+            EngineKind::Sglang => Ok((Engine::Sglang, args)),
+            EngineKind::Tgi => Ok((Engine::Tgi, args)),
+            EngineKind::LlamaCpp => Ok((Engine::LlamaCpp, args)),
+            EngineKind::Ollama => Err(err(format!(
+                "`ollama` is not a serving engine inferscope knows ({KNOWN})"
             ))),
-        };
-    }
-    match b.as_str() {
-        "vllm" => {
-            if args.get(i + 1).map(String::as_str) != Some("serve") {
-                return Err(err(
-                    "`vllm` without `serve`: only `vllm serve MODEL ...` is a server",
-                ));
-            }
-            Ok((Engine::Vllm, i + 2))
-        }
-        "text-generation-launcher" => Ok((Engine::Tgi, i + 1)),
-        "llama-server" | "llama-cpp-server" => Ok((Engine::LlamaCpp, i + 1)),
-        other => Err(err(format!(
-            "`{other}` is not a serving engine inferscope knows (vllm serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server, text-generation-launcher, llama-server)"
+        },
+        Found::NoCommand => Err(err(
+            "no command after `--` (expected e.g. `vllm serve MODEL ...`)",
+        )),
+        Found::PythonScript { program } => Err(err(format!(
+            "`{program}` without `-m MODULE`: cannot tell which engine runs"
+        ))),
+        Found::PythonModule { module, .. } => Err(err(format!(
+            "python module `{module}` is not a serving engine inferscope knows (vllm.entrypoints.openai.api_server, sglang.launch_server)"
+        ))),
+        Found::VllmNotServe { .. } => Err(err(
+            "`vllm` without `serve`: only `vllm serve MODEL ...` is a server",
+        )),
+        Found::Other { program } => Err(err(format!(
+            "`{program}` is not a serving engine inferscope knows ({KNOWN})"
         ))),
     }
 }

@@ -20,6 +20,7 @@ macro_rules! eprintln {
 pub mod clock;
 pub mod commands;
 pub mod import;
+pub mod input;
 pub mod load;
 pub mod render;
 

@@ -285,3 +285,19 @@ fn list_and_explain() {
     assert_eq!(code, 2);
     assert!(err.contains("unknown check code"), "{err}");
 }
+
+/// Issue 32: a file that is not `plan --json` output is exit 2 naming what is missing or wrong
+/// (fixtures/bad/check-plan/EXPECTED.md), never a plan that "does not fit" with 0.00 GiB.
+#[test]
+fn files_that_are_not_plans_are_refused() {
+    common::assert_bad_inputs(
+        "fixtures/bad/check-plan",
+        &[
+            "check",
+            "--root",
+            "fixtures/hosts/h100-sxm8-2s-switch-12nic/root",
+            "--plan",
+        ],
+        6,
+    );
+}

@@ -173,3 +173,28 @@ fn bad_pid_and_bad_interval_are_usage_errors() {
         "{err}"
     );
 }
+
+/// Issue 32: SIGTERM ends a watch like Ctrl-C: the summary is written and the exit is 0 (it
+/// used to kill the watch with no summary).
+#[test]
+fn sigterm_stops_the_watch_with_its_summary() {
+    for (signal, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
+        let pid = std::process::id().to_string();
+        let child = Command::new(env!("CARGO_BIN_EXE_inferscope"))
+            .args(["watch", "--pid", &pid, "--interval", "100ms", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(800));
+        // SAFETY: kill(2) on the child this test started.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{name}: {err}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let procs = v["processes"].as_array().unwrap();
+        assert_eq!(procs[0]["pid"], std::process::id(), "{name}: {v:#}");
+        assert!(v["duration_s"].as_f64().unwrap() > 0.3, "{name}: {v:#}");
+    }
+}

@@ -3,7 +3,6 @@
 //! `--fail-on` is found.
 
 use crate::render;
-use anyhow::Context;
 use inferscope_check::{CheckInput, Config, Selection, Severity};
 use inferscope_host::{PlanFacts, Snapshot};
 use std::io::Write;
@@ -36,23 +35,41 @@ pub struct CheckArgs<'a> {
 }
 
 fn read_small(path: &Path, what: &str) -> anyhow::Result<String> {
-    let meta = std::fs::metadata(path)
-        .with_context(|| format!("cannot read {what} {}", path.display()))?;
-    if meta.len() > 16 << 20 {
-        anyhow::bail!("{}: larger than 16 MiB; not a {what}", path.display());
-    }
-    std::fs::read_to_string(path).with_context(|| format!("cannot read {what} {}", path.display()))
+    crate::input::read_text(path, what)
 }
+
+/// Keys every `inferscope plan --json` output has: a file without one is not a plan (issue 32:
+/// `{"hello":1}` was read as a plan that does not fit with 0.00 GiB).
+const PLAN_KEYS: [&str; 3] = ["fits", "kv_cache_tokens", "max_concurrency"];
 
 /// Load a plan file: the planner's `--json` output (extra keys are ignored).
 pub fn load_plan(path: &Path) -> anyhow::Result<PlanFacts> {
     let text = read_small(path, "plan")?;
-    serde_json::from_str(&text).map_err(|e| {
+    let not_a_plan = |why: String| {
         anyhow::anyhow!(
-            "{}: not a plan (expected `inferscope plan --json` output): {e}",
+            "{}: not a plan (expected `inferscope plan --json` output): {why}",
             path.display()
         )
-    })
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| not_a_plan(e.to_string()))?;
+    let Some(object) = value.as_object() else {
+        return Err(not_a_plan("expected a JSON object".into()));
+    };
+    for key in PLAN_KEYS {
+        let Some(v) = object.get(key) else {
+            return Err(not_a_plan(format!("missing `{key}`")));
+        };
+        let (ok, expected) = match key {
+            "fits" => (v.is_boolean(), "true or false"),
+            "kv_cache_tokens" => (v.is_u64(), "a whole number of tokens"),
+            _ => (v.is_number(), "a number"),
+        };
+        if !ok {
+            return Err(not_a_plan(format!("`{key}`: expected {expected}, got {v}")));
+        }
+    }
+    serde_json::from_value(value).map_err(|e| not_a_plan(e.to_string()))
 }
 
 /// Run the command.
@@ -62,6 +79,8 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?,
         None => Config::default(),
     };
+    // A bad plan file is refused before the machine is read.
+    let plan = args.plan.map(load_plan).transpose()?;
     let (snapshot, source): (Snapshot, String) = match (args.snapshot, args.root) {
         (Some(f), _) => (crate::load::snapshot_file(f)?, f.display().to_string()),
         (None, Some(r)) => (super::capture_root(r)?, format!("--root {}", r.display())),
@@ -70,7 +89,6 @@ pub fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             "this machine".to_string(),
         ),
     };
-    let plan = args.plan.map(load_plan).transpose()?;
     if let Some(pid) = args.pids.first()
         && args.snapshot.is_some()
     {

@@ -44,8 +44,7 @@ pub struct CompareArgs {
 }
 
 fn read_result(path: &Path) -> anyhow::Result<BenchResult> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = crate::input::read_text(path, "bench result")?;
     inferscope_bench::result::from_json(&text)
         .with_context(|| format!("{}: not an inferscope bench result", path.display()))
 }

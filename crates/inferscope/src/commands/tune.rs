@@ -189,9 +189,6 @@ pub struct TuneArgs {
     pub quiet: bool,
 }
 
-/// Largest journal read back (a journal line is one bench result, ~10–50 KB).
-const MAX_JOURNAL_BYTES: usize = 256 << 20;
-
 /// The smallest run-to-run noise assumed (a fraction): `compare`'s default throughput threshold
 /// (5 %), since one run each shows no spread.
 const NOISE_FLOOR: f64 = 0.05;
@@ -471,24 +468,43 @@ fn plan_candidate(a: &TuneArgs, words: &[String]) -> (Option<serde_json::Value>,
             Some(serde_json::json!({ "not_planned": format!("{e:#}") })),
             None,
         ),
-        Ok(_) => {
-            let v: serde_json::Value = serde_json::from_slice(&buf).unwrap_or_default();
-            let fits = v.get("fits").and_then(|f| f.as_bool());
-            let why = (fits == Some(false)).then(|| {
-                let problems: Vec<String> = v
-                    .get("problems")
-                    .and_then(|p| p.as_array())
-                    .map(|p| {
-                        p.iter()
-                            .filter_map(|x| x.as_str().map(String::from))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                format!("the planner says it does not fit: {}", problems.join("; "))
-            });
-            (Some(v), why)
-        }
+        Ok(_) => match plan_verdict(&buf) {
+            Ok((v, verdict)) => {
+                let why = (!verdict.fits).then(|| {
+                    format!(
+                        "the planner says it does not fit: {}",
+                        verdict.problems.join("; ")
+                    )
+                });
+                (Some(v), why)
+            }
+            // Unknown, never "fits": the candidate runs unplanned, and plan.json says why.
+            Err(e) => (
+                Some(
+                    serde_json::json!({ "not_planned": format!("the planner's output could not be read: {e}") }),
+                ),
+                None,
+            ),
+        },
     }
+}
+
+/// The planner's verdict on a candidate, typed: what `tune` reads of `plan --json`.
+#[derive(Debug, serde::Deserialize)]
+struct PlanVerdict {
+    /// The candidate fits.
+    fits: bool,
+    /// Why it does not.
+    problems: Vec<String>,
+}
+
+/// Read the verdict from `plan --json` output; output without a readable `fits`/`problems` is
+/// an error (issue 32: it used to count as "fits").
+fn plan_verdict(buf: &[u8]) -> Result<(serde_json::Value, PlanVerdict), String> {
+    let v: serde_json::Value = serde_json::from_slice(buf).map_err(|e| e.to_string())?;
+    let verdict: PlanVerdict =
+        serde::Deserialize::deserialize(&v).map_err(|e: serde_json::Error| e.to_string())?;
+    Ok((v, verdict))
 }
 
 /// Outcome of one start-measure-stop.
@@ -919,14 +935,8 @@ fn resume(
     fp: &str,
     cands: &mut [Cand],
 ) -> anyhow::Result<()> {
-    let read = std::fs::read(journal).and_then(|b| {
-        if b.len() > MAX_JOURNAL_BYTES {
-            return Err(std::io::Error::other(format!(
-                "{} bytes, more than the {} MiB a tune journal can plausibly be",
-                b.len(),
-                MAX_JOURNAL_BYTES >> 20
-            )));
-        }
+    // The one bounded reader (docs/SECURITY.md): a huge journal is refused, never read whole.
+    let read = crate::input::read_bytes(journal).and_then(|b| {
         String::from_utf8(b).map_err(|_| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
@@ -1871,4 +1881,47 @@ fn write_text(r: &Report, a: &TuneArgs, out: &mut dyn Write) -> std::io::Result<
 
 fn humantime(d: Duration) -> String {
     format!("{}s", d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod plan_verdict_tests {
+    use super::*;
+
+    fn planned(model: &str, gpu: &str) -> Vec<u8> {
+        let args = super::super::plan::PlanArgs {
+            model: Some(model.into()),
+            gpu: Some(gpu.into()),
+            json: true,
+            ..Default::default()
+        };
+        let mut buf = Vec::new();
+        super::super::plan::run(&args, &mut buf).unwrap();
+        buf
+    }
+
+    #[test]
+    fn the_planners_own_output_gives_its_verdict() {
+        let (_, v) = plan_verdict(&planned("meta-llama/Llama-3.1-8B-Instruct", "l40s")).unwrap();
+        assert!(v.fits && v.problems.is_empty(), "{v:?}");
+        let (_, v) = plan_verdict(&planned("meta-llama/Llama-3.1-70B-Instruct", "l40s")).unwrap();
+        assert!(!v.fits && !v.problems.is_empty(), "{v:?}");
+    }
+
+    #[test]
+    fn unreadable_output_is_an_error_never_fits() {
+        for bad in [
+            &b""[..],
+            b"{\"fits\": tr",
+            b"{\"hello\": 1}",
+            b"{\"fits\": \"yes\", \"problems\": []}",
+        ] {
+            let e = plan_verdict(bad).unwrap_err();
+            assert!(!e.is_empty(), "{}", String::from_utf8_lossy(bad));
+        }
+        assert!(
+            plan_verdict(b"{\"hello\": 1}")
+                .unwrap_err()
+                .contains("`fits`")
+        );
+    }
 }

@@ -182,12 +182,15 @@ pub fn run(args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         }
     }
     let pids = choose_pids(&args, &mut sampler)?;
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
+    // Ctrl-C and SIGTERM (`kill`, systemd, `timeout`) both end the watch with its summary.
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(
+                sig,
+                on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            );
+        }
     }
     let to_stdout = args.out.as_deref() == Some(std::path::Path::new("-"));
     let mut jsonl: Option<Box<dyn Write>> = match &args.out {
