@@ -280,12 +280,15 @@ pub fn time_series_svg(title: &str, series: &[(String, Vec<[f64; 2]>)]) -> Strin
         .fold(0.0f64, f64::max)
         .max(1e-3)
         * 1.02;
-    let f = Frame {
-        x_max,
-        y_max: 1.05,
-    };
+    let f = Frame { x_max, y_max: 1.05 };
     let mut svg = String::new();
-    axes(&mut svg, &f, title, "seconds since the run started", "value / series maximum");
+    axes(
+        &mut svg,
+        &f,
+        title,
+        "seconds since the run started",
+        "value / series maximum",
+    );
     let mut labels = Vec::new();
     for ((l, pts), c) in series
         .iter()

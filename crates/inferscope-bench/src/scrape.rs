@@ -113,10 +113,7 @@ async fn fetch(client: &reqwest::Client, url: &str) -> Result<String, String> {
     let mut body = Vec::new();
     while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
         if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(format!(
-                "body larger than {} MiB",
-                MAX_BODY_BYTES >> 20
-            ));
+            return Err(format!("body larger than {} MiB", MAX_BODY_BYTES >> 20));
         }
         body.extend_from_slice(&chunk);
     }

@@ -280,7 +280,9 @@ pub fn compare_lines(base: Option<&ServerMetrics>, cand: Option<&ServerMetrics>)
     let [cp, ck, cw, cr] = c;
     let mut parts = Vec::new();
     if let (Some(c), Some(b)) = (cp, bp) {
-        parts.push(format!("the candidate preempted {c:.0} requests, the baseline {b:.0}"));
+        parts.push(format!(
+            "the candidate preempted {c:.0} requests, the baseline {b:.0}"
+        ));
     }
     if let (Some(c), Some(b)) = (ck, bk) {
         parts.push(format!(
@@ -373,7 +375,10 @@ mod tests {
     use super::*;
 
     fn fixture(name: &str) -> String {
-        let p = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/server-metrics/");
+        let p = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fixtures/server-metrics/"
+        );
         std::fs::read_to_string(format!("{p}{name}")).unwrap()
     }
 
@@ -436,17 +441,35 @@ mod tests {
         let mut other = ServerMetrics::new("http://h/metrics", 1.0);
         other.add_body(0.5, "python_gc_objects_collected_total 3\n");
         assert_eq!(other.status, "unknown");
-        assert!(other.reason.as_deref().unwrap().contains("none of the engine metrics"));
+        assert!(
+            other
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("none of the engine metrics")
+        );
     }
 
     #[test]
     fn compare_names_the_preemption_and_kv_difference() {
         let mut base = ServerMetrics::new("http://b/metrics", 1.0);
-        base.add_body(0.0, "vllm:num_preemptions_total 5\nvllm:kv_cache_usage_perc 0.1\n");
-        base.add_body(1.0, "vllm:num_preemptions_total 5\nvllm:kv_cache_usage_perc 0.42\n");
+        base.add_body(
+            0.0,
+            "vllm:num_preemptions_total 5\nvllm:kv_cache_usage_perc 0.1\n",
+        );
+        base.add_body(
+            1.0,
+            "vllm:num_preemptions_total 5\nvllm:kv_cache_usage_perc 0.42\n",
+        );
         let mut cand = ServerMetrics::new("http://c/metrics", 1.0);
-        cand.add_body(0.0, "vllm:num_preemptions_total 2\nvllm:kv_cache_usage_perc 0.3\n");
-        cand.add_body(1.0, "vllm:num_preemptions_total 39\nvllm:kv_cache_usage_perc 1\n");
+        cand.add_body(
+            0.0,
+            "vllm:num_preemptions_total 2\nvllm:kv_cache_usage_perc 0.3\n",
+        );
+        cand.add_body(
+            1.0,
+            "vllm:num_preemptions_total 39\nvllm:kv_cache_usage_perc 1\n",
+        );
         let lines = compare_lines(Some(&base), Some(&cand));
         assert_eq!(
             lines,

@@ -141,7 +141,10 @@ fn a_bench_records_the_servers_metrics_as_series_and_summary() {
     assert!(proc_.windows(2).all(|w| w[1][0] > w[0][0]), "{proc_:?}");
     assert!(proc_[0][0] < 0.1, "first scrape at start: {proc_:?}");
     let s = m.summary["llamacpp:requests_processing"];
-    assert_eq!((s.first, s.last, s.max), (0.0, (served - 1) as f64, (served - 1) as f64));
+    assert_eq!(
+        (s.first, s.last, s.max),
+        (0.0, (served - 1) as f64, (served - 1) as f64)
+    );
     let t = m.summary["llamacpp:tokens_predicted_total"];
     assert_eq!((t.first, t.last, t.max), (16.0, 16.0, 16.0));
     assert!(!m.series.contains_key("llamacpp:prompt_seconds_total"));
@@ -152,7 +155,10 @@ fn a_bench_records_the_servers_metrics_as_series_and_summary() {
     assert_eq!(sm["source"], url);
     assert_eq!(sm["interval_s"], 0.2);
     assert_eq!(sm["series"]["llamacpp:requests_processing"][1][1], 1.0);
-    assert_eq!(sm["summary"]["llamacpp:tokens_predicted_total"]["max"], 16.0);
+    assert_eq!(
+        sm["summary"]["llamacpp:tokens_predicted_total"]["max"],
+        16.0
+    );
     // And a plot of them.
     let plots = inferscope_bench::plot::plots(&[("run".to_string(), r)]);
     let svg = &plots
@@ -220,5 +226,8 @@ fn a_server_without_metrics_is_unknown_not_an_error() {
     let m = out.result.server_metrics.as_ref().unwrap();
     assert!(out.result.valid);
     assert_eq!(m.status, "unknown");
-    assert!(m.reason.as_deref().unwrap().contains("HTTP status"), "{m:?}");
+    assert!(
+        m.reason.as_deref().unwrap().contains("HTTP status"),
+        "{m:?}"
+    );
 }

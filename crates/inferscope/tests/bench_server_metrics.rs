@@ -24,7 +24,12 @@ fn healthy(port: u16) -> bool {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if write!(s, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").is_err() {
+    if write!(
+        s,
+        "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .is_err()
+    {
         return false;
     }
     let mut out = String::new();
@@ -42,7 +47,14 @@ fn start(bin: &Path, gguf: &Path, log: &Path, slots: u32) -> (Guard, u16) {
     let child = Command::new(bin)
         .arg("-m")
         .arg(gguf)
-        .args(["--alias", "tiny", "--host", "127.0.0.1", "--metrics", "--port"])
+        .args([
+            "--alias",
+            "tiny",
+            "--host",
+            "127.0.0.1",
+            "--metrics",
+            "--port",
+        ])
         .arg(port.to_string())
         .args(["-c", "4096", "-np", &slots.to_string(), "-t", "1"])
         .stdin(Stdio::null())
@@ -101,7 +113,11 @@ fn a_bench_against_llama_server_with_metrics_records_llamacpp_series() {
     assert_eq!(m["interval_s"], 0.1);
     // A fresh server predicted exactly the run's tokens: the counter's last value says so.
     let predicted = &m["summary"]["llamacpp:tokens_predicted_total"];
-    assert_eq!(predicted["last"], r["output_tokens"].as_f64().unwrap(), "{m:#}");
+    assert_eq!(
+        predicted["last"],
+        r["output_tokens"].as_f64().unwrap(),
+        "{m:#}"
+    );
     assert_eq!(r["output_tokens"], 24 * 64);
     // One slot, four in flight: requests wait in llama-server's deferred queue.
     let deferred = m["summary"]["llamacpp:requests_deferred"]["max"]
@@ -129,9 +145,8 @@ fn compare_names_the_engine_side_difference_of_two_real_runs() {
         serde_json::from_str(&std::fs::read_to_string(d.join(n)).unwrap()).unwrap()
     };
     let (np1, np4) = (read("np1.json"), read("np4.json"));
-    let peak = |r: &serde_json::Value, k: &str| {
-        r["server_metrics"]["summary"][k]["max"].as_f64().unwrap()
-    };
+    let peak =
+        |r: &serde_json::Value, k: &str| r["server_metrics"]["summary"][k]["max"].as_f64().unwrap();
     let (_, text, _) = common::inferscope(&[
         "compare",
         d.join("np1.json").to_str().unwrap(),

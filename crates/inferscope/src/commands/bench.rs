@@ -11,7 +11,9 @@ use inferscope_bench::client::{Api, RequestSettings};
 use inferscope_bench::dataset::DatasetSpec;
 use inferscope_bench::record;
 use inferscope_bench::result::{BenchResult, MachineSummary, TokenizerSetting};
-use inferscope_bench::run::{LocalTokenizer, MetricsScrape, Plan, ProgressFn, ProgressView, execute_repeated};
+use inferscope_bench::run::{
+    LocalTokenizer, MetricsScrape, Plan, ProgressFn, ProgressView, execute_repeated,
+};
 use inferscope_bench::schedule::{Arrival, Limits, Schedule, Warmup};
 use inferscope_bench::stats::Slo;
 use inferscope_bench::tokenizer::{MAX_TOKENIZER_BYTES, TokenCounter};
