@@ -173,3 +173,24 @@ fn compare_names_the_engine_side_difference_of_two_real_runs() {
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["server_metrics"][0], want.trim_start_matches("engine: "));
 }
+
+/// Bad metrics flags are usage errors (exit 2) naming the flag, before any load is sent.
+#[test]
+fn bad_server_metrics_flags_exit_2() {
+    for (args, says) in [
+        (
+            vec!["--server-metrics", "localhost:9/metrics"],
+            "--server-metrics localhost:9/metrics: expected http://",
+        ),
+        (
+            vec!["--server-metrics-interval", "10ms"],
+            "--server-metrics-interval",
+        ),
+    ] {
+        let mut all = vec!["bench", "--url", "http://127.0.0.1:9", "--requests", "1"];
+        all.extend(args);
+        let (code, _, err) = common::inferscope(&all);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(says), "{err}");
+    }
+}
