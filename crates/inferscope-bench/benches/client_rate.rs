@@ -194,6 +194,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         tool: "client_rate".into(),
         trace: None,
         tokenizer: None,
+        server_metrics: None,
     };
     let out = execute(&plan, None, None);
     let _ = server.kill();

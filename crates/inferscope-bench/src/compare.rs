@@ -423,6 +423,10 @@ pub struct Comparison {
     /// What is better and what worse, for a `trade_off` verdict.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trade_off: Option<TradeOff>,
+    /// What the engines' own metrics say differed (preemptions, KV peak), shown beside the
+    /// verdict; not judged.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub server_metrics: Vec<String>,
 }
 
 /// A metric's value in one run's statistics.
@@ -732,6 +736,10 @@ pub fn compare(
         needed_repeats,
         slo: j.slo,
         trade_off: trade.filter(|_| verdict == Verdict::TradeOff),
+        server_metrics: crate::server_metrics::compare_lines(
+            base.server_metrics.as_ref(),
+            cand.server_metrics.as_ref(),
+        ),
     }
 }
 
@@ -1234,6 +1242,9 @@ pub fn write_text(c: &Comparison, out: &mut dyn Write) -> std::io::Result<()> {
     }
     for r in &c.reasons {
         writeln!(out, "  {r}")?;
+    }
+    for l in &c.server_metrics {
+        writeln!(out, "engine: {l}")?;
     }
     Ok(())
 }

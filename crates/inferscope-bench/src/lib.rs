@@ -42,6 +42,8 @@ pub mod record;
 pub mod result;
 pub mod run;
 pub mod schedule;
+pub mod scrape;
+pub mod server_metrics;
 pub mod significance;
 pub mod sse;
 pub mod stats;

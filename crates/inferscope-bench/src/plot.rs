@@ -270,8 +270,52 @@ pub fn pareto_svg(title: &str, ylabel: &str, points: &[ParetoPoint]) -> String {
     svg
 }
 
+/// Engine metrics over time: x = seconds since the run started, y = each series divided by its
+/// own largest value (their units differ: a KV fraction, a queue length, a counter), the maximum
+/// named in the legend. `(label, points)`; empty series are left out.
+pub fn time_series_svg(title: &str, series: &[(String, Vec<[f64; 2]>)]) -> String {
+    let x_max = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|q| q[0]))
+        .fold(0.0f64, f64::max)
+        .max(1e-3)
+        * 1.02;
+    let f = Frame { x_max, y_max: 1.05 };
+    let mut svg = String::new();
+    axes(
+        &mut svg,
+        &f,
+        title,
+        "seconds since the run started",
+        "value / series maximum",
+    );
+    let mut labels = Vec::new();
+    for ((l, pts), c) in series
+        .iter()
+        .filter(|(_, p)| !p.is_empty())
+        .zip(COLORS.iter().cycle())
+    {
+        let max = pts.iter().map(|q| q[1]).fold(0.0f64, f64::max);
+        let scale = if max > 0.0 { max } else { 1.0 };
+        let path: Vec<String> = pts
+            .iter()
+            .map(|q| format!("{:.1},{:.1}", f.x(q[0]), f.y(q[1] / scale)))
+            .collect();
+        let _ = writeln!(
+            svg,
+            r#"<polyline fill="none" stroke="{c}" stroke-width="2" points="{}"/>"#,
+            path.join(" ")
+        );
+        labels.push(format!("{l} (max {})", fmt_tick(max)));
+    }
+    legend(&mut svg, &labels);
+    svg.push_str("</svg>\n");
+    svg
+}
+
 /// All plots for one or several labelled results: `{ttft,tpot,itl,e2e}_cdf.svg`, and
-/// `sweep_ttft.svg`/`sweep_e2e.svg` when any result has a sweep. Returns `(file name, svg)`.
+/// `sweep_ttft.svg`/`sweep_e2e.svg` when any result has a sweep, `server_metrics.svg` when any
+/// recorded engine metrics. Returns `(file name, svg)`.
 pub fn plots(results: &[(String, &BenchResult)]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for (m, title) in [
@@ -328,6 +372,26 @@ pub fn plots(results: &[(String, &BenchResult)]) -> Vec<(String, String)> {
                 sweep_svg(title, &format!("{} (ms)", m.to_uppercase()), &series),
             ));
         }
+    }
+    let engine: Vec<(String, Vec<[f64; 2]>)> = results
+        .iter()
+        .filter_map(|(l, r)| Some((l, r.server_metrics.as_ref()?)))
+        .flat_map(|(l, m)| {
+            m.series.iter().map(move |(name, pts)| {
+                let label = if results.len() > 1 {
+                    format!("{l}: {name}")
+                } else {
+                    name.clone()
+                };
+                (label, pts.clone())
+            })
+        })
+        .collect();
+    if engine.iter().any(|(_, p)| !p.is_empty()) {
+        out.push((
+            "server_metrics.svg".into(),
+            time_series_svg("Engine metrics during the run", &engine),
+        ));
     }
     out
 }

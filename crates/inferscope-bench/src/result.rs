@@ -20,7 +20,8 @@ use inferscope_host::Snapshot;
 use serde::{Deserialize, Serialize};
 
 /// Layout version of the result file.
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: `server_metrics` (issue 27).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Every setting of the run, enough to reproduce it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -193,6 +194,10 @@ pub struct BenchResult {
     /// pool all runs. `compare` judges on the between-run variance of these.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repeats: Vec<Stats>,
+    /// The server's own metrics scraped during the run (absent with `--no-server-metrics` and in
+    /// schema 1 files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<crate::server_metrics::ServerMetrics>,
 }
 
 /// Decide validity (pure): the reasons a run is not valid; empty means valid.
@@ -375,6 +380,9 @@ pub fn write_text(r: &BenchResult, out: &mut dyn std::io::Write) -> std::io::Res
             r.client.cpu_system_s,
             c * 1e6
         )?;
+    }
+    if let Some(m) = &r.server_metrics {
+        writeln!(out, "{}", crate::server_metrics::describe(m))?;
     }
     if r.valid {
         writeln!(out, "run: valid")?;

@@ -59,6 +59,17 @@ pub struct Plan {
     /// Local tokenizer (`--tokenizer`): counts output tokens when the server reports no usage,
     /// and prompt tokens.
     pub tokenizer: Option<LocalTokenizer>,
+    /// Scrape the server's Prometheus endpoint while the run goes (`None`: `--no-server-metrics`).
+    pub server_metrics: Option<MetricsScrape>,
+}
+
+/// Where and how often to scrape engine metrics during a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricsScrape {
+    /// The `/metrics` URL.
+    pub url: String,
+    /// Time between scrapes.
+    pub interval: Duration,
 }
 
 /// A loaded `--tokenizer` and how the result file names it.
@@ -153,7 +164,16 @@ pub fn execute(
     )?;
     let rt = client_runtime()
         .map_err(|e| BenchError::Input(format!("cannot start the async runtime: {e}")))?;
-    rt.block_on(execute_async(plan, machine, progress, &dataset))
+    let scraper = plan
+        .server_metrics
+        .as_ref()
+        .map(crate::scrape::Scraper::start);
+    let outcome = rt.block_on(execute_async(plan, machine, progress, &dataset));
+    let metrics = scraper.map(crate::scrape::Scraper::finish);
+    outcome.map(|mut o| {
+        o.result.server_metrics = metrics;
+        o
+    })
 }
 
 /// Resolves to true at the first Ctrl-C (SIGINT) or SIGTERM (what `timeout`, systemd, Kubernetes
@@ -391,6 +411,7 @@ fn assemble(
         stats,
         sweep,
         repeats: Vec::new(),
+        server_metrics: None,
     };
     Ok(Outcome {
         result,
@@ -461,6 +482,10 @@ pub fn merge_repeats(outcomes: Vec<Outcome>, slo: &Slo) -> Option<Outcome> {
             result.stop = o.result.stop.clone();
         }
         result.saturated |= o.result.saturated;
+        if let (Some(mine), Some(theirs)) = (&mut result.server_metrics, &o.result.server_metrics) {
+            // Each run's clock starts at 0: place it after the runs before it.
+            mine.append(theirs, wall - o.result.client.wall_s);
+        }
         repeats.push(o.result.stats);
         // Each run's clock starts at 0: shift it after the previous run so the pooled window
         // (and so throughput) is the sum of the runs', not their overlap.

@@ -52,6 +52,7 @@ fn plan(url: String, requests: u64) -> Plan {
         tool: "test".into(),
         trace: None,
         tokenizer: None,
+        server_metrics: None,
     }
 }
 

@@ -48,6 +48,7 @@ fn plan(url: String) -> Plan {
         tool: "test".into(),
         trace: None,
         tokenizer: None,
+        server_metrics: None,
     }
 }
 

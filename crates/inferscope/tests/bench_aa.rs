@@ -131,6 +131,7 @@ fn result(recs: &[RequestRecord]) -> BenchResult {
         stats,
         sweep: None,
         repeats: Vec::new(),
+        server_metrics: None,
     }
 }
 

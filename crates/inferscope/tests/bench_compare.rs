@@ -93,6 +93,7 @@ fn result(recs: &[RequestRecord], trace: &Path) -> BenchResult {
         stats,
         sweep: None,
         repeats: Vec::new(),
+        server_metrics: None,
     }
 }
 

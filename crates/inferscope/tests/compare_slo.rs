@@ -124,6 +124,7 @@ fn write_run(dir: &Path, name: &str, recs: &[RequestRecord], slo: &str) -> Strin
         stats,
         sweep: None,
         repeats: Vec::new(),
+        server_metrics: None,
     };
     let path = dir.join(format!("{name}.json"));
     write_json(&result, &mut std::fs::File::create(&path).unwrap()).unwrap();

@@ -11,7 +11,9 @@ use inferscope_bench::client::{Api, RequestSettings};
 use inferscope_bench::dataset::DatasetSpec;
 use inferscope_bench::record;
 use inferscope_bench::result::{BenchResult, MachineSummary, TokenizerSetting};
-use inferscope_bench::run::{LocalTokenizer, Plan, ProgressFn, ProgressView, execute_repeated};
+use inferscope_bench::run::{
+    LocalTokenizer, MetricsScrape, Plan, ProgressFn, ProgressView, execute_repeated,
+};
 use inferscope_bench::schedule::{Arrival, Limits, Schedule, Warmup};
 use inferscope_bench::stats::Slo;
 use inferscope_bench::tokenizer::{MAX_TOKENIZER_BYTES, TokenCounter};
@@ -123,6 +125,16 @@ pub struct BenchArgs {
     /// spelling, still works).
     #[arg(long = "server-snapshot", alias = "snapshot", value_name = "FILE")]
     pub snapshot: Option<PathBuf>,
+    /// Scrape engine metrics (Prometheus text) from this URL while the run goes, instead of
+    /// the default URL/metrics (vLLM, SGLang, TGI, llama-server --metrics).
+    #[arg(long, value_name = "URL", conflicts_with = "no_server_metrics")]
+    pub server_metrics: Option<String>,
+    /// Do not scrape the server's /metrics during the run.
+    #[arg(long)]
+    pub no_server_metrics: bool,
+    /// Time between two scrapes of the server's metrics.
+    #[arg(long, value_name = "D", default_value = "1s", value_parser = super::duration_arg)]
+    pub server_metrics_interval: Duration,
     /// No live progress on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -186,6 +198,7 @@ pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
     if !a.temperature.is_finite() || a.temperature < 0.0 {
         anyhow::bail!("--temperature must be a non-negative number");
     }
+    let server_metrics = server_metrics(a)?;
     let duration = match (a.duration, a.requests) {
         (None, None) => Some(Duration::from_secs(30)),
         (d, _) => d,
@@ -221,7 +234,31 @@ pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
         tool: crate::tool_name(),
         trace: a.trace.as_ref().map(|p| p.display().to_string()),
         tokenizer: None,
+        server_metrics,
     })
+}
+
+/// `--server-metrics`/`--no-server-metrics`/`--server-metrics-interval`: by default the
+/// server's own `/metrics`.
+fn server_metrics(a: &BenchArgs) -> anyhow::Result<Option<MetricsScrape>> {
+    if a.no_server_metrics {
+        return Ok(None);
+    }
+    if a.server_metrics_interval < Duration::from_millis(100) {
+        anyhow::bail!(
+            "--server-metrics-interval {:?}: at least 100ms (scrapes cost the server time)",
+            a.server_metrics_interval
+        );
+    }
+    let url = match &a.server_metrics {
+        Some(u) if u.starts_with("http://") || u.starts_with("https://") => u.clone(),
+        Some(u) => anyhow::bail!("--server-metrics {u}: expected http://HOST:PORT/PATH"),
+        None => format!("{}/metrics", inferscope_bench::client::base_url(&a.url)),
+    };
+    Ok(Some(MetricsScrape {
+        url,
+        interval: a.server_metrics_interval,
+    }))
 }
 
 /// Read and load `--tokenizer FILE` (bounded: the size is checked before reading).

@@ -599,6 +599,12 @@ fn run_once(
             );
             let mut p = bench.clone();
             p.url = format!("http://127.0.0.1:{port}");
+            // Each candidate's result carries its engine metrics (issue 27): what tune's JSON
+            // report shows beside the verdict.
+            p.server_metrics = Some(inferscope_bench::run::MetricsScrape {
+                url: format!("{}/metrics", p.url),
+                interval: Duration::from_secs(1),
+            });
             let measured = match objective {
                 Objective::Capacity => super::capacity::find(&p, search_settings(a), None, None)
                     .map(|r| {
@@ -732,6 +738,7 @@ fn bench_plan(a: &TuneArgs) -> anyhow::Result<Plan> {
         tool: crate::tool_name(),
         trace: None,
         tokenizer: None,
+        server_metrics: None,
     })
 }
 
@@ -1824,6 +1831,13 @@ fn write_text(r: &Report, a: &TuneArgs, out: &mut dyn Write) -> std::io::Result<
         writeln!(out, "Note: {w}")?;
     }
     writeln!(out, "Verdict: {}", r.verdict)?;
+    // What each engine said about itself, beside the verdict (issue 27).
+    for c in &r.candidates {
+        if let Some(m) = c.result.as_ref().and_then(|x| x.server_metrics.as_ref()) {
+            let line = inferscope_bench::server_metrics::describe(m);
+            writeln!(out, "  `{}`: {line}", c.label)?;
+        }
+    }
     if let Some(w) = &r.winner {
         writeln!(out)?;
         if r.inconclusive {

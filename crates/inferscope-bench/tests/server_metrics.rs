@@ -1,0 +1,233 @@
+//! Engine metrics during a bench (issue 27 item 3): a scripted completions server plus a
+//! scripted `/metrics` serving the real llama-server exposition (fixtures/server-metrics), and
+//! an unreachable metrics URL that leaves the run valid with "unknown".
+
+mod common;
+
+use common::{Mode, start_in_thread};
+use inferscope_bench::client::{Api, RequestSettings};
+use inferscope_bench::dataset::DatasetSpec;
+use inferscope_bench::run::{MetricsScrape, Plan, execute};
+use inferscope_bench::schedule::{Limits, Schedule, Warmup};
+use inferscope_bench::stats::Slo;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+fn plan(url: String, metrics: Option<MetricsScrape>) -> Plan {
+    Plan {
+        url,
+        request: RequestSettings {
+            api: Api::Completions,
+            model: String::new(),
+            stream: true,
+            ignore_eos: true,
+            temperature: 0.0,
+            timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(5),
+        },
+        schedule: Schedule::Closed { concurrency: 2 },
+        sweep_steps: 0,
+        limits: Limits {
+            requests: None,
+            duration: Some(Duration::from_millis(1200)),
+        },
+        warmup: Warmup::None,
+        max_duration: Duration::from_secs(30),
+        max_inflight: 64,
+        max_send_lag: Duration::from_secs(1),
+        max_error_rate: 0.5,
+        dataset: DatasetSpec::Random {
+            input: 8,
+            output: 4,
+            spread: 0.0,
+        },
+        default_max_tokens: 4,
+        seed: 3,
+        slo: Slo::default(),
+        min_requests: 1,
+        started_at: "2026-12-04T00:00:00Z".into(),
+        tool: "test".into(),
+        trace: None,
+        tokenizer: None,
+        server_metrics: metrics,
+    }
+}
+
+fn completions() -> common::TestServer {
+    start_in_thread(Mode::Stream {
+        ttft: Duration::from_millis(5),
+        itl: Duration::from_millis(2),
+        tokens: 4,
+        stagger: false,
+    })
+}
+
+/// A `/metrics` endpoint answering the real llama-server exposition, with
+/// `llamacpp:requests_processing` set to the scrape's number (0, 1, 2, ...) so the series is
+/// known; every other line is the captured text, verbatim.
+fn metrics_server() -> (String, Arc<AtomicU64>) {
+    let real = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/server-metrics/llama-server.metrics"
+    ))
+    .unwrap();
+    assert!(real.contains("\nllamacpp:requests_processing 0\n"));
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/metrics", listener.local_addr().unwrap());
+    let n = Arc::new(AtomicU64::new(0));
+    let count = n.clone();
+    std::thread::spawn(move || {
+        for sock in listener.incoming() {
+            let Ok(mut sock) = sock else { continue };
+            let mut buf = Vec::new();
+            let mut tmp = [0u8; 1024];
+            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                match sock.read(&mut tmp) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => buf.extend_from_slice(&tmp[..k]),
+                }
+            }
+            let k = count.fetch_add(1, Ordering::SeqCst);
+            let body = real.replace(
+                "\nllamacpp:requests_processing 0\n",
+                &format!("\nllamacpp:requests_processing {k}\n"),
+            );
+            let _ = write!(
+                sock,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (url, n)
+}
+
+#[test]
+fn a_bench_records_the_servers_metrics_as_series_and_summary() {
+    let server = completions();
+    let (url, scrapes) = metrics_server();
+    let interval = Duration::from_millis(200);
+    let out = execute(
+        &plan(
+            server.url(),
+            Some(MetricsScrape {
+                url: url.clone(),
+                interval,
+            }),
+        ),
+        None,
+        None,
+    )
+    .unwrap();
+    let r = &out.result;
+    assert!(r.valid, "{:?}", r.invalid_reasons);
+    let m = r.server_metrics.as_ref().expect("server_metrics recorded");
+    let served = scrapes.load(Ordering::SeqCst);
+    assert_eq!(m.status, "ok");
+    assert_eq!(m.reason, None);
+    assert_eq!(m.source, url);
+    assert_eq!(m.interval_s, 0.2);
+    assert_eq!(m.scrapes, served);
+    assert_eq!(m.failed_scrapes, 0);
+    // 1.2 s at 0.2 s: the first scrape, about 6 more, and the last one at the end.
+    assert!((6..=12).contains(&served), "{served} scrapes");
+    let proc_ = &m.series["llamacpp:requests_processing"];
+    let values: Vec<f64> = proc_.iter().map(|p| p[1]).collect();
+    let expected: Vec<f64> = (0..served).map(|k| k as f64).collect();
+    assert_eq!(values, expected);
+    assert!(proc_.windows(2).all(|w| w[1][0] > w[0][0]), "{proc_:?}");
+    assert!(proc_[0][0] < 0.1, "first scrape at start: {proc_:?}");
+    let s = m.summary["llamacpp:requests_processing"];
+    assert_eq!(
+        (s.first, s.last, s.max),
+        (0.0, (served - 1) as f64, (served - 1) as f64)
+    );
+    let t = m.summary["llamacpp:tokens_predicted_total"];
+    assert_eq!((t.first, t.last, t.max), (16.0, 16.0, 16.0));
+    assert!(!m.series.contains_key("llamacpp:prompt_seconds_total"));
+    // The contract keys, exactly.
+    let json = serde_json::to_value(r).unwrap();
+    assert_eq!(json["schema_version"], 2);
+    let sm = &json["server_metrics"];
+    assert_eq!(sm["source"], url);
+    assert_eq!(sm["interval_s"], 0.2);
+    assert_eq!(sm["series"]["llamacpp:requests_processing"][1][1], 1.0);
+    assert_eq!(
+        sm["summary"]["llamacpp:tokens_predicted_total"]["max"],
+        16.0
+    );
+    // And a plot of them.
+    let plots = inferscope_bench::plot::plots(&[("run".to_string(), r)]);
+    let svg = &plots
+        .iter()
+        .find(|(n, _)| n == "server_metrics.svg")
+        .expect("server_metrics.svg")
+        .1;
+    assert!(svg.contains("llamacpp:requests_processing (max"), "{svg}");
+}
+
+#[test]
+fn an_unreachable_metrics_url_leaves_the_run_valid_and_unknown() {
+    let server = completions();
+    // A port nobody listens on: bound, then closed.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let out = execute(
+        &plan(
+            server.url(),
+            Some(MetricsScrape {
+                url: url.clone(),
+                interval: Duration::from_millis(300),
+            }),
+        ),
+        None,
+        None,
+    )
+    .unwrap();
+    let r = &out.result;
+    assert!(r.valid, "{:?}", r.invalid_reasons);
+    let m = r.server_metrics.as_ref().unwrap();
+    assert_eq!(m.status, "unknown");
+    assert!(m.series.is_empty() && m.summary.is_empty());
+    assert!(m.scrapes >= 2 && m.failed_scrapes == m.scrapes, "{m:?}");
+    let why = m.reason.as_deref().unwrap();
+    assert!(why.starts_with(&format!("GET {url}: ")), "{why}");
+    let mut text = Vec::new();
+    inferscope_bench::result::write_text(r, &mut text).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.contains("server metrics: unknown (GET "), "{text}");
+    assert!(text.contains("run: valid"), "{text}");
+}
+
+/// The scripted completions server has no `/metrics` (404): unknown, with the status named.
+#[test]
+fn a_server_without_metrics_is_unknown_not_an_error() {
+    let server = completions();
+    let url = format!("{}/metrics", server.url());
+    let out = execute(
+        &plan(
+            server.url(),
+            Some(MetricsScrape {
+                url,
+                interval: Duration::from_millis(500),
+            }),
+        ),
+        None,
+        None,
+    )
+    .unwrap();
+    let m = out.result.server_metrics.as_ref().unwrap();
+    assert!(out.result.valid);
+    assert_eq!(m.status, "unknown");
+    assert!(
+        m.reason.as_deref().unwrap().contains("HTTP status"),
+        "{m:?}"
+    );
+}
