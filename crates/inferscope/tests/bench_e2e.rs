@@ -283,14 +283,21 @@ fn bench_against_a_real_llama_server() {
     assert_eq!(r["requests"]["completed"], 6);
     assert_eq!(r["output_tokens"], 6 * 8);
 
-    // A run compared with itself is kept.
+    // A run compared with itself is never a roll back: every delta is zero. With 6 requests the
+    // interval of a p50 can be wider than its 10 % threshold, and then "inconclusive" (exit 0) is
+    // the honest verdict; which one depends on the spread this run happened to have (a CI run
+    // got tpot_p50 [-0.204, +0.204] ms around 0.701 ms), so both are accepted.
     let args: Vec<String> = ["compare", &p("c.json"), &p("c.json")]
         .iter()
         .map(|s| s.to_string())
         .collect();
     let (status, out, _) = run_bench(&args);
     assert!(status.success(), "{out}");
-    assert!(out.contains("verdict: keep"), "{out}");
+    assert!(
+        out.contains("verdict: keep") || out.contains("verdict: inconclusive"),
+        "{out}"
+    );
+    assert!(!out.contains("roll back"), "{out}");
 }
 
 /// Issue 16 done-when against the real server: two identical servers are kept or inconclusive,
