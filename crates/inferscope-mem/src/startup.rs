@@ -669,6 +669,18 @@ fn diagnose(log: &StartupLog, m: &Measured) -> String {
     }
 }
 
+/// vLLM's default `--gpu-memory-utilization` for the log's release, as the planner uses it
+/// (`rules::default_gpu_memory_utilization`), and where it comes from.
+fn vllm_default_utilization(version: Option<&str>) -> (f64, String) {
+    let (release, note, _) = inferscope_plan::rules::resolve_release(version);
+    let d = inferscope_plan::rules::default_gpu_memory_utilization(release);
+    let mut src = format!("vLLM {release}'s default ({})", d.source);
+    if let Some(n) = note {
+        src.push_str(&format!("; {n}"));
+    }
+    (d.value, src)
+}
+
 /// The figures the log-only fixes need, normalised per GPU.
 fn log_figures(
     log: &StartupLog,
@@ -681,12 +693,15 @@ fn log_figures(
         .engine_version
         .as_deref()
         .and_then(inferscope_plan::EngineVersion::parse);
-    let util = log
+    let given = log
         .figure("gpu_memory_utilization")
         .map(|f| f.value)
         .or(arg_f(log, &["gpu_memory_utilization"]))
-        .filter(|u| *u > 0.0 && *u <= 1.0)
-        .unwrap_or(0.9);
+        .filter(|u| *u > 0.0 && *u <= 1.0);
+    let (util, util_source) = match given {
+        Some(u) => (u, "the log".to_string()),
+        None => vllm_default_utilization(log.engine_version.as_deref()),
+    };
     let planned = req.map(|r| (r, plan(r)));
     let max_len = arg_u(log, &["max_model_len"])
         .or(m.max_model_len)
@@ -741,6 +756,7 @@ fn log_figures(
         total_gib: total,
         free_at_start_gib: gib(log, "free_at_start"),
         utilization: util,
+        utilization_source: util_source,
         weights_gib: m.weights_gib,
         activation_gib: m.activation_peak_gib,
         cuda_graph_gib: m.cuda_graph_gib,
@@ -856,7 +872,10 @@ fn planner_fixes(req: &PlanRequest, base: &Plan, measured_kv: Option<f64>) -> Ve
         }
     }
     // The smallest utilisation (up to 0.98) that fits.
-    let u0 = req.gpu_memory_utilization.unwrap_or(0.9);
+    let u0 = req.gpu_memory_utilization.unwrap_or(match req.engine {
+        Engine::Vllm => vllm_default_utilization(req.engine_version.as_deref()).0,
+        _ => 0.9,
+    });
     let mut u = ((u0 * 100.0).round() as u32 + 1).max(50);
     while u <= 98 {
         let mut r = req.clone();

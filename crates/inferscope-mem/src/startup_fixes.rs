@@ -68,6 +68,8 @@ pub struct LogFigures {
     pub free_at_start_gib: Option<f64>,
     /// Utilisation in force.
     pub utilization: f64,
+    /// Where it comes from (`the log`, or the release's default and its source).
+    pub utilization_source: String,
     /// Weights per GPU.
     pub weights_gib: Option<f64>,
     /// Activation peak.
@@ -219,6 +221,12 @@ fn vllm(f: &LogFigures, b: &Budget) -> Vec<Fix> {
                 "budget {u:.2} × {total:.2} GiB ({src}) is short by {short:.2} GiB{bound}: \
                  {u:.2} + {short:.2}/{total:.2} = {new:.2}"
             );
+            if f.utilization_source != "the log" {
+                why.push_str(&format!(
+                    "; the log does not print the fraction: {} assumed",
+                    f.utilization_source
+                ));
+            }
             if !free_ok {
                 why.push_str(&format!(
                     "; only {:.2} GiB was free at start-up, so vLLM refuses it",

@@ -269,3 +269,41 @@ fn contradictory_figures_never_give_an_impossible_utilisation() {
         r.fixes
     );
 }
+
+/// A vLLM log that does not print the utilisation fraction is read with the release's default,
+/// the one the planner's rules use (issue 28 item 5): 0.9 up to 0.19, 0.92 from 0.20. The 0.21
+/// log used to be read at 0.9 while `plan --engine-version 0.21.0` used 0.92.
+#[test]
+fn an_unprinted_utilisation_is_the_releases_default_as_in_the_planner() {
+    use inferscope_plan::rules::{VllmContext, vllm};
+    for (header, version, want) in [(V011, "0.11.0", 0.9), (V021, "0.21.0", 0.92)] {
+        let planner = vllm(&VllmContext {
+            version: Some(version),
+            ..VllmContext::default()
+        })
+        .utilization;
+        assert_eq!(planner, want, "{version}");
+        let r = report_on(
+            &format!("{header}{}", need(131072, 4.50, 1.71)),
+            None,
+            Some("H100 SXM"),
+        );
+        let b = r.budget.unwrap();
+        assert_eq!(b.utilization, Some(planner), "{version}");
+        let total = b.total_gib.unwrap();
+        let short = b.shortfall_gib.unwrap();
+        let expect = ((want + short / total) * 100.0).ceil() / 100.0;
+        let fix = r
+            .fixes
+            .iter()
+            .find(|f| f.change.starts_with("--gpu-memory-utilization"))
+            .unwrap_or_else(|| panic!("{version}: {:#?}", r.fixes));
+        assert_eq!(
+            fix.change,
+            format!("--gpu-memory-utilization {expect:.2}"),
+            "{version}"
+        );
+        assert!(fix.why.contains(&format!("{want}")), "{}", fix.why);
+        assert!(fix.why.contains("does not print"), "{}", fix.why);
+    }
+}
