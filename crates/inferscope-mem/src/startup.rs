@@ -190,6 +190,9 @@ pub struct StartupReport {
     pub earlier_startups: Vec<EarlierStartup>,
     /// First line of the start-up reported.
     pub first_line: u64,
+    /// The excerpt has no line that sizes the KV budget and none that says the start-up failed:
+    /// which of the engine's lines is missing (`no budget line: …`), so no fix can be derived.
+    pub missing_budget_line: Option<String>,
     /// Oddities.
     pub notes: Vec<String>,
     /// Lines read.
@@ -397,9 +400,13 @@ pub fn analyse(log: &StartupLog, hints: &Hints) -> StartupReport {
         device: log.device.clone(),
         earlier_startups: earlier,
         first_line: log.first_line,
+        missing_budget_line: missing_budget_line(log, &m),
         notes,
         lines_read: log.lines,
     };
+    if let Some(why) = &report.missing_budget_line {
+        report.notes.push(why.clone());
+    }
 
     // The planner request, from the log's own inputs.
     let req = request(log, &report, &m, hints, false);
@@ -470,6 +477,57 @@ pub fn analyse(log: &StartupLog, hints: &Hints) -> StartupReport {
         report.fixes = fixes;
     }
     report
+}
+
+/// The engine's budget lines the excerpt lacks, when it has neither a KV figure nor a failure:
+/// without them no fix can be derived (the case of a paste that stops before the error).
+fn missing_budget_line(log: &StartupLog, m: &Measured) -> Option<String> {
+    if log.failed || m.kv_cache_gib.is_some() || m.kv_cache_tokens.is_some() {
+        return None;
+    }
+    let mut missing: Vec<&str> = Vec::new();
+    match log.engine {
+        Some(LogEngine::Vllm) => {
+            missing.push(
+                "vLLM's `Available KV cache memory: X GiB` (gpu_worker.py \
+                 determine_available_memory) or `# GPU blocks: N`",
+            );
+            missing.push(
+                "its error (`X GiB KV cache is needed …`, `No available memory for the cache \
+                 blocks`, `CUDA out of memory`)",
+            );
+        }
+        Some(LogEngine::Sglang) => {
+            if m.avail_before_weights_gib.is_none() {
+                missing.push(
+                    "SGLang's `Load weight begin. avail mem=X GB` (the free memory \
+                     profile_max_num_token multiplies by 1 − mem_fraction_static)",
+                );
+            }
+            if m.avail_after_weights_gib.is_none() {
+                missing.push("`Load weight end. … avail mem=X GB`");
+            }
+            missing.push(
+                "`KV Cache is allocated. #tokens: N` / `max_total_num_tokens=N` or the error \
+                 (`Not enough memory`, `leave no GPU memory for the KV cache`)",
+            );
+        }
+        Some(LogEngine::Tgi) => missing.push(
+            "TGI's `Setting max batch total tokens to N` or the warm-up error (`Not enough \
+             memory to handle N prefill tokens`)",
+        ),
+        Some(LogEngine::LlamaCpp) => missing.push(
+            "llama.cpp's `KV self size` / `llama_kv_cache` size line or its allocation error \
+             (`failed to allocate … buffer`)",
+        ),
+        None => return None,
+    }
+    Some(format!(
+        "no budget line: {} {} not in the excerpt, and no line says the start-up failed; no fix \
+         can be derived from it (paste the lines up to the error)",
+        missing.join("; "),
+        if missing.len() > 1 { "are" } else { "is" }
+    ))
 }
 
 fn request(
