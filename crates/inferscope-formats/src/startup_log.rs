@@ -114,6 +114,10 @@ pub struct StartupLog {
     pub gpu_model: Option<String>,
     /// The device kind when it is not a GPU (`cpu`: vLLM's CPU backend), else `None`.
     pub device: Option<String>,
+    /// A line about the device that does not identify one card (an attention backend, the
+    /// platform, several kinds of GPU): `(line number, text)`, so the report can say why it
+    /// asks for `--gpu` rather than guess.
+    pub gpu_unidentified: Option<(u64, String)>,
     /// Every figure recognised, first (lowest rank) per key.
     pub figures: Vec<Figure>,
     /// Distinct ranks seen in line prefixes (bounded to 0..64).
@@ -632,6 +636,7 @@ fn scan(l: &mut Line, log: &mut StartupLog) {
     scan_engine(l, log);
     scan_arguments(l, log);
     scan_gpu(l, log);
+    scan_device_hint(l, log);
     scan_vllm(l, log);
     scan_sglang(l, log);
     scan_tgi(l, log);
@@ -646,7 +651,10 @@ fn scan_engine(l: &mut Line, log: &mut StartupLog) {
         engine(log, Engine::Vllm);
         log.engine_version.get_or_insert_with(|| v.to_string());
     }
-    if t.contains("Initializing a V1 LLM engine (v") || t.contains("Initializing an LLM engine (v")
+    // 0.8.x names the engine it fell back to: "Initializing a V0 LLM engine (v0.8.5.post1)".
+    if t.contains("Initializing a V1 LLM engine (v")
+        || t.contains("Initializing a V0 LLM engine (v")
+        || t.contains("Initializing an LLM engine (v")
     {
         engine(log, Engine::Vllm);
         if let Some(v) = word_after(t, "LLM engine (v") {
@@ -749,12 +757,59 @@ fn scan_gpu(l: &mut Line, log: &mut StartupLog) {
         {
             log.gpu_model = Some(name.replace('_', " "));
         }
+        // vLLM `platforms/cuda.py` `check_if_supports_dtype`: "… Your Tesla T4 GPU has compute
+        // capability 7.5. You can use float16 instead …"
+        if let Some(i) = t.find("Your ")
+            && let Some(rest) = t.get(i + 5..)
+            && let Some(j) = rest.find(" GPU has compute capability")
+            && let Some(name) = rest.get(..j)
+            && !name.is_empty()
+        {
+            log.gpu_model = Some(name.trim().to_string());
+        }
+        // vLLM `config/model.py` `_resolve_auto_dtype`: "Your device 'Tesla V100-SXM2-32GB' (with
+        // compute capability 7.0) doesn't support torch.bfloat16. Falling back to …"
+        if let Some(i) = t.find("Your device '")
+            && let Some(rest) = t.get(i + 13..)
+            && let Some(j) = rest.find('\'')
+            && let Some(name) = rest.get(..j)
+            && !name.is_empty()
+        {
+            log.gpu_model = Some(name.trim().to_string());
+        }
+        // TGI launcher `compute_type`: nvidia-smi's gpu_name, spaces as `-`, lower case, printed
+        // for a card it has no FLOPS for: "Unkown compute for card nvidia-rtx-a6000".
+        if let Some(card) = word_after(t, "Unkown compute for card ")
+            .or_else(|| word_after(t, "Unknown compute for card "))
+        {
+            log.gpu_model = Some(card.replace('-', " "));
+        }
         // llama.cpp / ggml: `Device 0: NVIDIA GeForce RTX 4090, compute capability 8.9`
         if let Some(i) = t.find("Device 0: ")
             && let Some(name) = t.get(i + 10..).and_then(|r| r.split(',').next())
         {
             log.gpu_model = Some(name.trim().to_string());
         }
+    }
+}
+
+/// Device lines that do not name one card: kept so the report can say why it asks for `--gpu`.
+fn scan_device_hint(l: &Line, log: &mut StartupLog) {
+    let t = l.text;
+    // vLLM `platforms/cuda.py` `log_warnings`: GPUs of several kinds: which one runs is unknown.
+    if t.contains("Detected different devices in the system: ") {
+        log.gpu_unidentified = Some((l.no, t.trim().to_string()));
+        return;
+    }
+    if log.gpu_unidentified.is_some() {
+        return;
+    }
+    // An attention backend or the platform names a family of cards at most.
+    let backend = (t.contains("Using ") && t.contains(" backend"))
+        || t.contains("Automatically detected platform ")
+        || t.contains("Attention backend not set");
+    if backend {
+        log.gpu_unidentified = Some((l.no, t.trim().to_string()));
     }
 }
 

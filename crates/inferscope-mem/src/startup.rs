@@ -319,7 +319,13 @@ pub fn analyse(log: &StartupLog, hints: &Hints) -> StartupReport {
     // overrides.
     let gpu_model = hints.gpu.clone().or_else(|| {
         log.gpu_model.as_deref().map(|g| match gpus::lookup(g) {
-            Ok(spec) => spec.name.clone(),
+            Ok(spec) => {
+                notes.push(format!(
+                    "GPU from the log: {g:?} is the catalog's {} (pass --gpu to override)",
+                    spec.name
+                ));
+                spec.name.clone()
+            }
             Err(_) => g.to_string(),
         })
     });
@@ -575,7 +581,16 @@ fn request(
         }
         return Err(match &r.gpu_model {
             Some(g) => format!("GPU {g:?} is not in the catalog: pass --gpu NAME"),
-            None => "the log does not name the GPU: pass --gpu NAME".to_string(),
+            None => match &log.gpu_unidentified {
+                // A backend or platform line is not a card: say so rather than guess one.
+                Some((n, line)) => format!(
+                    "the log does not name the GPU (line {n}, {:?}, names an attention \
+                     backend, the platform or several kinds of GPU, not one card): pass --gpu \
+                     NAME",
+                    line.chars().take(160).collect::<String>()
+                ),
+                None => "the log does not name the GPU: pass --gpu NAME".to_string(),
+            },
         });
     };
     let tp = r.tp_size.unwrap_or(1).max(1);
