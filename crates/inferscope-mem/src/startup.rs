@@ -728,6 +728,19 @@ fn diagnose(log: &StartupLog, m: &Measured) -> String {
             "TGI's warm-up could not run a {n}-token prefill in the memory left after weights"
         );
     }
+    if let Some((what, dev)) = &log.failed_buffer {
+        let size = gib(log, "failed_alloc").map_or(String::new(), |g| format!(" of {g:.2} GiB"));
+        let what = match *what {
+            "kv_cache" => "the KV cache",
+            "compute" => "the compute buffer",
+            "weights" => "the model weights",
+            _ => "a buffer",
+        };
+        return format!(
+            "llama.cpp could not allocate {what}{size} on {dev}{}",
+            count(log, "n_ctx").map_or(String::new(), |n| format!(" (n_ctx {n})"))
+        );
+    }
     if t.contains("out of memory") || t.contains("OutOfMemoryError") {
         return "out of memory during start-up: pass the message to `inferscope mem oom` for the \
                 allocator's figures"
@@ -839,6 +852,61 @@ fn log_figures(
         tp: r.tp_size.unwrap_or(1).max(1),
         sglang_free,
         tgi_prefill_tokens: count(log, "prefill_tokens_in_error"),
+        llama: (engine == "llama.cpp").then(|| llama_figures(log, m, catalog_total)),
+    }
+}
+
+/// The failed device's figures of a llama-server log (`startup_fixes_llama`).
+fn llama_figures(
+    log: &StartupLog,
+    m: &Measured,
+    card: Option<f64>,
+) -> crate::startup_fixes_llama::LlamaFigures {
+    let (failed, device) = log
+        .failed_buffer
+        .clone()
+        .unwrap_or(("unknown", "?".to_string()));
+    let failed_gib = gib(log, "failed_alloc");
+    let on_gpu = device.starts_with("CUDA") || device.starts_with("ROCm");
+    crate::startup_fixes_llama::LlamaFigures {
+        n_ctx: count(log, "n_ctx"),
+        kv_gib: if failed == "kv_cache" {
+            failed_gib
+        } else {
+            m.kv_cache_gib
+        },
+        weights_gib: gib(log, "device_weights").or(if on_gpu { None } else { m.weights_gib }),
+        compute_gib: if failed == "compute" {
+            failed_gib
+        } else {
+            gib(log, "device_compute")
+        },
+        failed,
+        free_gib: if on_gpu { gib(log, "free_at_start") } else { None },
+        card_gib: if on_gpu { card } else { None },
+        device,
+        cache_type_k: arg_s(log, &["cache_type_k", "ctk"]).unwrap_or_else(|| "f16".to_string()),
+        slots: count(log, "n_slots")
+            .or(count(log, "n_seq_max"))
+            .or(arg_u(log, &["parallel", "np"])),
+        layers: count(log, "layers_offloaded").zip(count(log, "layers_total")),
+        fit: match (
+            gib(log, "fit_shortfall"),
+            gib(log, "fit_context"),
+            gib(log, "fit_compute"),
+        ) {
+            (Some(shortfall_gib), Some(context_gib), Some(compute_gib)) => {
+                Some(crate::startup_fixes_llama::OwnFit {
+                    shortfall_gib,
+                    context_gib,
+                    compute_gib,
+                    projected_gib: gib(log, "fit_projected").unwrap_or(0.0),
+                    total_gib: gib(log, "fit_total").unwrap_or(0.0),
+                    target_gib: gib(log, "fit_target").unwrap_or(0.0),
+                })
+            }
+            _ => None,
+        },
     }
 }
 
