@@ -1231,7 +1231,11 @@ fn scan_llama_cpp_failure(l: &mut Line, log: &mut StartupLog) {
             .and_then(|v| v.parse::<f64>().ok())
             .filter(|v| v.is_finite() && *v >= 0.0);
         if let Some(v) = free {
-            let key = if dev == "CPU" { "host_free" } else { "free_at_start" };
+            let key = if dev == "CPU" {
+                "host_free"
+            } else {
+                "free_at_start"
+            };
             set(log, l, key, v, "MiB", Some(v / 1024.0));
         }
         if dev != "CPU" && log.gpu_model.is_none() {
@@ -1261,8 +1265,22 @@ fn scan_llama_cpp_failure(l: &mut Line, log: &mut StartupLog) {
             && log.figure("fit_context").is_none()
         {
             set(log, l, "fit_model", *model, "MiB", Some(model / 1024.0));
-            set(log, l, "fit_context", *context, "MiB", Some(context / 1024.0));
-            set(log, l, "fit_compute", *compute, "MiB", Some(compute / 1024.0));
+            set(
+                log,
+                l,
+                "fit_context",
+                *context,
+                "MiB",
+                Some(context / 1024.0),
+            );
+            set(
+                log,
+                l,
+                "fit_compute",
+                *compute,
+                "MiB",
+                Some(compute / 1024.0),
+            );
         }
     }
     // "offloaded 62/62 layers to GPU"
@@ -1278,12 +1296,12 @@ fn scan_llama_cpp_failure(l: &mut Line, log: &mut StartupLog) {
         set(log, l, "layers_total", f64::from(total), "layers", None);
     }
     // "allocating 204800.00 MiB on device 0: cudaMalloc failed: out of memory"
-    if t.contains("cudaMalloc failed") || t.contains("hipMalloc failed") {
-        if set_mem(log, l, "failed_alloc", "allocating ") {
-            let dev = word_after(t, "on device ").map(|d| d.trim_end_matches(':'));
-            log.failed_buffer
-                .get_or_insert(("unknown", format!("CUDA{}", dev.unwrap_or("?"))));
-        }
+    if (t.contains("cudaMalloc failed") || t.contains("hipMalloc failed"))
+        && set_mem(log, l, "failed_alloc", "allocating ")
+    {
+        let dev = word_after(t, "on device ").map(|d| d.trim_end_matches(':'));
+        log.failed_buffer
+            .get_or_insert(("unknown", format!("CUDA{}", dev.unwrap_or("?"))));
     }
     // "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 137438953504"
     // and ggml-alloc's "failed to allocate CUDA0 buffer of size 9332334592" (bytes).
@@ -1292,13 +1310,21 @@ fn scan_llama_cpp_failure(l: &mut Line, log: &mut StartupLog) {
         && log.figure("failed_alloc").is_none()
         && let Some((v, _)) = l.num_after("buffer of size ")
     {
-        set(log, l, "failed_alloc", v, "B", Some(v / (1u64 << 30) as f64));
+        set(
+            log,
+            l,
+            "failed_alloc",
+            v,
+            "B",
+            Some(v / (1u64 << 30) as f64),
+        );
         let dev = t
             .get(i + 19..)
             .and_then(|r| r.split_whitespace().next())
             .filter(|d| *d != "buffer")
             .unwrap_or(if t.contains("_cpu_") { "CPU" } else { "?" });
-        log.failed_buffer.get_or_insert(("unknown", dev.to_string()));
+        log.failed_buffer
+            .get_or_insert(("unknown", dev.to_string()));
     }
     let kind = if t.contains("failed to allocate buffer for kv cache")
         || t.contains("llama_kv_cache_init() failed")

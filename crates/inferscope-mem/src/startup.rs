@@ -882,7 +882,11 @@ fn llama_figures(
             gib(log, "device_compute")
         },
         failed,
-        free_gib: if on_gpu { gib(log, "free_at_start") } else { None },
+        free_gib: if on_gpu {
+            gib(log, "free_at_start")
+        } else {
+            None
+        },
         card_gib: if on_gpu { card } else { None },
         device,
         cache_type_k: arg_s(log, &["cache_type_k", "ctk"]).unwrap_or_else(|| "f16".to_string()),

@@ -150,7 +150,8 @@ pub fn budget(f: &LogFigures) -> Budget {
     let one = f.one_request_gib.as_ref().map(|(g, _)| *g);
     // llama-server: what the device needed beyond the free memory it printed.
     if let Some(l) = &f.llama {
-        let need = l.weights_gib.unwrap_or(0.0) + l.kv_gib.unwrap_or(0.0) + l.compute_gib.unwrap_or(0.0);
+        let need =
+            l.weights_gib.unwrap_or(0.0) + l.kv_gib.unwrap_or(0.0) + l.compute_gib.unwrap_or(0.0);
         return Budget {
             kv_available_gib: None,
             one_request_gib: None,

@@ -152,10 +152,17 @@ fn a_bare_driver_oom_has_unknown_figures_and_the_phase_its_traceback_shows() {
     assert_eq!(a.diagnosis, Diagnosis::NotEnoughInformation);
     assert_eq!((a.free_bytes, a.requested_bytes), (None, None));
     assert_eq!(a.phase, Some("graph_capture"));
-    assert_eq!(a.phase_evidence.as_deref(), Some("capture_model"));
+    assert_eq!(a.phase_evidence, Some("capture_model"));
     assert_eq!(a.remedies[0].id, "enforce_eager");
     let b = analyse("torch-bare-cuda-error-no-context.txt");
     assert_eq!(b.diagnosis, Diagnosis::NotEnoughInformation);
-    assert_eq!((b.free_bytes, b.requested_bytes, b.phase), (None, None, None));
-    assert!(b.explanation.contains("no allocator figures"), "{}", b.explanation);
+    assert_eq!(
+        (b.free_bytes, b.requested_bytes, b.phase),
+        (None, None, None)
+    );
+    assert!(
+        b.explanation.contains("no allocator figures"),
+        "{}",
+        b.explanation
+    );
 }

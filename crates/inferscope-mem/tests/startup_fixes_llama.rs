@@ -37,18 +37,28 @@ fn the_real_kv_failure_gets_a_context_the_engine_itself_says_fits() {
     let r = report(&file("cpu-c67108864-np2-kv-alloc.log"), None);
     assert!(r.failed);
     assert!(
-        r.diagnosis.as_deref().unwrap().contains("KV cache of 64.00 GiB on CPU"),
+        r.diagnosis
+            .as_deref()
+            .unwrap()
+            .contains("KV cache of 64.00 GiB on CPU"),
         "{:?}",
         r.diagnosis
     );
     assert_eq!(r.budget.as_ref().unwrap().shortfall_gib, Some(73.46));
-    let c = r.fixes.iter().find(|f| f.change.starts_with("-c ")).unwrap();
+    let c = r
+        .fixes
+        .iter()
+        .find(|f| f.change.starts_with("-c "))
+        .unwrap();
     assert!(c.fits, "{c:#?}");
     let cells: u64 = c.change[3..].parse().unwrap();
     assert_eq!(cells % 256, 0);
     // The engine's own check of that value: the same llama-server, -c as computed.
     let check = file("cpu-c15083776-np2-fit-check.log");
-    assert!(check.contains(&format!("-c {cells} ")), "the check is of another -c");
+    assert!(
+        check.contains(&format!("-c {cells} ")),
+        "the check is of another -c"
+    );
     assert!(check.contains("successfully fit params to free device memory"));
     let log = parse(check.as_bytes()).unwrap();
     let used = log.figure("fit_projected").unwrap().value;
@@ -69,7 +79,11 @@ fn without_free_memory_no_fix_claims_to_fit_and_a_fix_above_the_card_cannot() {
     assert!(!r.fixes.is_empty());
     for f in &r.fixes {
         assert!(!f.fits, "{f:#?}");
-        assert!(f.why.contains("does not print CPU's free memory"), "{}", f.why);
+        assert!(
+            f.why.contains("does not print CPU's free memory"),
+            "{}",
+            f.why
+        );
     }
     // 128 KiB per cell: -c 524288 takes 64 GiB.
     let c = r.fixes.iter().find(|f| f.change == "-c 524288").unwrap();
@@ -77,11 +91,27 @@ fn without_free_memory_no_fix_claims_to_fit_and_a_fix_above_the_card_cannot() {
 
     let a100 = file("llama-cpp-python-1944-a100-kv-204800mib.log");
     let r = report(&a100, None);
-    let q8 = r.fixes.iter().find(|f| f.change.starts_with("-ctk")).unwrap();
-    assert!(!q8.fits && q8.why.contains("fits only if at least 106.25 GiB"), "{}", q8.why);
+    let q8 = r
+        .fixes
+        .iter()
+        .find(|f| f.change.starts_with("-ctk"))
+        .unwrap();
+    assert!(
+        !q8.fits && q8.why.contains("fits only if at least 106.25 GiB"),
+        "{}",
+        q8.why
+    );
     let r = report(&a100, Some("A100 SXM 80GB"));
-    let q8 = r.fixes.iter().find(|f| f.change.starts_with("-ctk")).unwrap();
-    assert!(!q8.fits && q8.why.contains("more than the whole card"), "{}", q8.why);
+    let q8 = r
+        .fixes
+        .iter()
+        .find(|f| f.change.starts_with("-ctk"))
+        .unwrap();
+    assert!(
+        !q8.fits && q8.why.contains("more than the whole card"),
+        "{}",
+        q8.why
+    );
 }
 
 /// llama.cpp's wording (`common_param` device list, `load_tensors`, `llama_kv_cache`, ggml-cuda's
@@ -110,11 +140,19 @@ fn with_free_memory_printed_the_fix_is_checked_on_the_log() {
     let r = report(&rtx4090(2000.0), None);
     assert!(r.failed);
     assert_eq!(r.gpu_model.as_deref(), Some("RTX 4090"));
-    let c = r.fixes.iter().find(|f| f.change.starts_with("-c ")).unwrap();
+    let c = r
+        .fixes
+        .iter()
+        .find(|f| f.change.starts_with("-c "))
+        .unwrap();
     // Room for KV: 23500 − 18000 − 2000 = 3500 MiB → 32768 × 3500 / 4096 → 27904 (÷256).
     assert_eq!(c.change, "-c 27904");
     assert!(c.fits && c.checked_by == "log", "{c:#?}");
-    let q8 = r.fixes.iter().find(|f| f.change.starts_with("-ctk")).unwrap();
+    let q8 = r
+        .fixes
+        .iter()
+        .find(|f| f.change.starts_with("-ctk"))
+        .unwrap();
     assert!(q8.fits, "{q8:#?}"); // 4096 × 34/64 = 2176 MiB: 22176 ≤ 23500
     // A compute buffer larger than what the weights leave: no context or KV type closes it.
     let r = report(&rtx4090(6000.0), None);

@@ -39,7 +39,12 @@ fn a_card_named_by_the_log_is_the_catalog_gpu_and_a_backend_line_is_not() {
     let v100 =
         std::fs::read_to_string(logs().join("device/vllm-054-v100-bf16-refused.log")).unwrap();
     let r = report(&v100, &hints);
-    assert_eq!(r.gpu_model.as_deref(), Some("V100 SXM2 32GB"), "{:?}", r.notes);
+    assert_eq!(
+        r.gpu_model.as_deref(),
+        Some("V100 SXM2 32GB"),
+        "{:?}",
+        r.notes
+    );
     assert!(r.notes.iter().any(|n| n.contains("Tesla V100-SXM2-32GB")));
     // `--gpu` overrides the log.
     let over = report(
@@ -64,7 +69,10 @@ fn a_card_named_by_the_log_is_the_catalog_gpu_and_a_backend_line_is_not() {
             "Automatically detected platform cuda.",
         ),
         (
-            case("vllm-recent.jsonl", "vllm-i33155-gpt-oss-120b-h100-v0.14.1-oom"),
+            case(
+                "vllm-recent.jsonl",
+                "vllm-i33155-gpt-oss-120b-h100-v0.14.1-oom",
+            ),
             "Using Triton backend",
         ),
     ] {

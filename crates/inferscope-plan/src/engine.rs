@@ -187,7 +187,11 @@ fn parse_len(flag: &str, v: &str) -> Result<u64, EngineError> {
 /// 1000 (decimals allowed), `K`/`M`/`G` powers of 1024 (no decimals), else a plain integer.
 fn human_readable_int(flag: &str, v: &str) -> Result<u64, EngineError> {
     let v = v.trim();
-    let bad = || err(format!("{flag} {v:?}: expected an integer such as 4G, 4000m or 4294967296"));
+    let bad = || {
+        err(format!(
+            "{flag} {v:?}: expected an integer such as 4G, 4000m or 4294967296"
+        ))
+    };
     let Some(last) = v.chars().last() else {
         return Err(bad());
     };
@@ -207,7 +211,8 @@ fn human_readable_int(flag: &str, v: &str) -> Result<u64, EngineError> {
     let is_number = |n: &str| {
         !n.is_empty()
             && n.split('.').count() <= 2
-            && n.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            && n.split('.')
+                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
     };
     if let Some(m) = decimal.filter(|_| is_number(number)) {
         let x: f64 = number.parse().map_err(|_| bad())?;

@@ -24,7 +24,10 @@ fn plan(gpu: &str, version: Option<&str>, flags: &[&str]) -> (i32, Value, String
 fn max_model_len_auto_is_the_largest_length_that_fits_and_says_so() {
     // Qwen3-8B (40960 positions) on an L4: the full length does not fit.
     let (code, full, _) = plan("L4", None, &[]);
-    assert_eq!(code, 1, "the model's full length must not fit for this test");
+    assert_eq!(
+        code, 1,
+        "the model's full length must not fit for this test"
+    );
     let full_len = full["max_model_len"].as_u64().unwrap();
     for spelling in ["auto", "-1", "AUTO"] {
         let (code, v, err) = plan("L4", None, &["--max-model-len", spelling]);
@@ -68,7 +71,12 @@ fn kv_cache_memory_bytes_sets_the_kv_budget_directly() {
     let (_, half, _) = plan(
         "H100 SXM",
         None,
-        &["--kv-cache-memory-bytes", "4G", "--gpu-memory-utilization", "0.5"],
+        &[
+            "--kv-cache-memory-bytes",
+            "4G",
+            "--gpu-memory-utilization",
+            "0.5",
+        ],
     );
     assert_eq!(half["kv_cache_tokens"], v["kv_cache_tokens"]);
     let (_, dec, _) = plan("H100 SXM", None, &["--kv-cache-memory-bytes", "4g"]);
@@ -87,7 +95,10 @@ fn kv_cache_memory_bytes_sets_the_kv_budget_directly() {
     // More than the card holds: vLLM skipped profiling and runs out of memory.
     let (code, big, _) = plan("L4", None, &["--kv-cache-memory-bytes", "30G"]);
     assert_eq!(code, 1);
-    assert!(big["problems"].to_string().contains("runs out of memory"), "{big}");
+    assert!(
+        big["problems"].to_string().contains("runs out of memory"),
+        "{big}"
+    );
     // vLLM's parser refuses a decimal with a binary suffix.
     let (code, _, err) = plan("L4", None, &["--kv-cache-memory-bytes", "1.5G"]);
     assert_eq!(code, 2);
@@ -98,12 +109,22 @@ fn kv_cache_memory_bytes_sets_the_kv_budget_directly() {
 fn releases_without_the_flags_refuse_them_with_their_own_error() {
     let (code, _, err) = plan("L4", Some("0.10.1"), &["--kv-cache-memory-bytes", "4G"]);
     assert_eq!(code, 2);
-    assert!(err.contains("unrecognized arguments: --kv-cache-memory-bytes"), "{err}");
-    let (code, _, _) = plan("H100 SXM", Some("0.10.2"), &["--kv-cache-memory-bytes", "4G"]);
+    assert!(
+        err.contains("unrecognized arguments: --kv-cache-memory-bytes"),
+        "{err}"
+    );
+    let (code, _, _) = plan(
+        "H100 SXM",
+        Some("0.10.2"),
+        &["--kv-cache-memory-bytes", "4G"],
+    );
     assert_eq!(code, 1); // accepted (4 GiB is less than one request)
     let (code, _, err) = plan("L4", Some("0.13.0"), &["--max-model-len", "auto"]);
     assert_eq!(code, 2);
-    assert!(err.contains("invalid human_readable_int value: 'auto'"), "{err}");
+    assert!(
+        err.contains("invalid human_readable_int value: 'auto'"),
+        "{err}"
+    );
     let (code, _, _) = plan("L4", Some("0.14.0"), &["--max-model-len", "-1"]);
     assert_eq!(code, 0);
 }
