@@ -114,6 +114,13 @@ pub struct StartupLog {
     pub gpu_model: Option<String>,
     /// The device kind when it is not a GPU (`cpu`: vLLM's CPU backend), else `None`.
     pub device: Option<String>,
+    /// A line about the device that does not identify one card (an attention backend, the
+    /// platform, several kinds of GPU): `(line number, text)`, so the report can say why it
+    /// asks for `--gpu` rather than guess.
+    pub gpu_unidentified: Option<(u64, String)>,
+    /// llama.cpp: the buffer whose allocation failed (`kv_cache`, `compute`, `weights`) and
+    /// the device it was for (`CUDA0`, `CPU`).
+    pub failed_buffer: Option<(&'static str, String)>,
     /// Every figure recognised, first (lowest rank) per key.
     pub figures: Vec<Figure>,
     /// Distinct ranks seen in line prefixes (bounded to 0..64).
@@ -632,6 +639,7 @@ fn scan(l: &mut Line, log: &mut StartupLog) {
     scan_engine(l, log);
     scan_arguments(l, log);
     scan_gpu(l, log);
+    scan_device_hint(l, log);
     scan_vllm(l, log);
     scan_sglang(l, log);
     scan_tgi(l, log);
@@ -646,7 +654,10 @@ fn scan_engine(l: &mut Line, log: &mut StartupLog) {
         engine(log, Engine::Vllm);
         log.engine_version.get_or_insert_with(|| v.to_string());
     }
-    if t.contains("Initializing a V1 LLM engine (v") || t.contains("Initializing an LLM engine (v")
+    // 0.8.x names the engine it fell back to: "Initializing a V0 LLM engine (v0.8.5.post1)".
+    if t.contains("Initializing a V1 LLM engine (v")
+        || t.contains("Initializing a V0 LLM engine (v")
+        || t.contains("Initializing an LLM engine (v")
     {
         engine(log, Engine::Vllm);
         if let Some(v) = word_after(t, "LLM engine (v") {
@@ -677,6 +688,7 @@ fn scan_engine(l: &mut Line, log: &mut StartupLog) {
     if t.contains("llama_context:")
         || t.contains("llama_model_loader:")
         || t.contains("llama_kv_cache")
+        || t.contains("llama_new_context_with_model:")
     {
         engine(log, Engine::LlamaCpp);
     }
@@ -749,12 +761,59 @@ fn scan_gpu(l: &mut Line, log: &mut StartupLog) {
         {
             log.gpu_model = Some(name.replace('_', " "));
         }
+        // vLLM `platforms/cuda.py` `check_if_supports_dtype`: "… Your Tesla T4 GPU has compute
+        // capability 7.5. You can use float16 instead …"
+        if let Some(i) = t.find("Your ")
+            && let Some(rest) = t.get(i + 5..)
+            && let Some(j) = rest.find(" GPU has compute capability")
+            && let Some(name) = rest.get(..j)
+            && !name.is_empty()
+        {
+            log.gpu_model = Some(name.trim().to_string());
+        }
+        // vLLM `config/model.py` `_resolve_auto_dtype`: "Your device 'Tesla V100-SXM2-32GB' (with
+        // compute capability 7.0) doesn't support torch.bfloat16. Falling back to …"
+        if let Some(i) = t.find("Your device '")
+            && let Some(rest) = t.get(i + 13..)
+            && let Some(j) = rest.find('\'')
+            && let Some(name) = rest.get(..j)
+            && !name.is_empty()
+        {
+            log.gpu_model = Some(name.trim().to_string());
+        }
+        // TGI launcher `compute_type`: nvidia-smi's gpu_name, spaces as `-`, lower case, printed
+        // for a card it has no FLOPS for: "Unkown compute for card nvidia-rtx-a6000".
+        if let Some(card) = word_after(t, "Unkown compute for card ")
+            .or_else(|| word_after(t, "Unknown compute for card "))
+        {
+            log.gpu_model = Some(card.replace('-', " "));
+        }
         // llama.cpp / ggml: `Device 0: NVIDIA GeForce RTX 4090, compute capability 8.9`
         if let Some(i) = t.find("Device 0: ")
             && let Some(name) = t.get(i + 10..).and_then(|r| r.split(',').next())
         {
             log.gpu_model = Some(name.trim().to_string());
         }
+    }
+}
+
+/// Device lines that do not name one card: kept so the report can say why it asks for `--gpu`.
+fn scan_device_hint(l: &Line, log: &mut StartupLog) {
+    let t = l.text;
+    // vLLM `platforms/cuda.py` `log_warnings`: GPUs of several kinds: which one runs is unknown.
+    if t.contains("Detected different devices in the system: ") {
+        log.gpu_unidentified = Some((l.no, t.trim().to_string()));
+        return;
+    }
+    if log.gpu_unidentified.is_some() {
+        return;
+    }
+    // An attention backend or the platform names a family of cards at most.
+    let backend = (t.contains("Using ") && t.contains(" backend"))
+        || t.contains("Automatically detected platform ")
+        || t.contains("Attention backend not set");
+    if backend {
+        log.gpu_unidentified = Some((l.no, t.trim().to_string()));
     }
 }
 
@@ -1102,10 +1161,188 @@ fn scan_llama_cpp(l: &mut Line, log: &mut StartupLog) {
     if t.contains("compute buffer size =") {
         set_mem(log, l, "activation_peak", "compute buffer size =");
     }
+    scan_llama_cpp_failure(l, log);
     if log.engine == Some(Engine::LlamaCpp)
         && (t.contains("failed to allocate") || t.contains("failed to load model"))
     {
         fail(log, l);
+    }
+}
+
+/// llama.cpp's older context lines and its allocation failures (ggml-cuda.cu
+/// `ggml_backend_cuda_buffer_type_alloc_buffer`, ggml-backend.cpp's CPU buffer, ggml-alloc.c
+/// `ggml_gallocr_reserve_n`), and the free memory newer builds print per device.
+fn scan_llama_cpp_failure(l: &mut Line, log: &mut StartupLog) {
+    let t = l.text;
+    // ≤ b3xxx: "llama_new_context_with_model: n_ctx      = 1048576", "KV self size  = 5120.00 MiB"
+    if t.contains("llama_context: n_seq_max ") {
+        set_count(log, l, "n_seq_max", "= ", "seqs");
+    }
+    if t.contains("llama_new_context_with_model: n_ctx ") {
+        set_count(log, l, "n_ctx", "= ", "tokens");
+    }
+    if t.contains("KV self size") && log.figure("kv_cache").is_none() {
+        set_mem(log, l, "kv_cache", "=");
+    }
+    // "llama_model_load_from_file_impl: using device CUDA0 (NVIDIA GeForce RTX 4090) - 23008 MiB free"
+    if t.contains("using device ") && t.contains(" MiB free") {
+        if let Some(i) = t.rfind(") - ") {
+            let rest = l.text.get(i + 4..).unwrap_or("");
+            if let Some(v) = rest
+                .split_whitespace()
+                .next()
+                .and_then(|w| w.parse::<f64>().ok())
+                .filter(|v| v.is_finite() && *v >= 0.0)
+            {
+                set(log, l, "free_at_start", v, "MiB", Some(v / 1024.0));
+            }
+        }
+        if let (Some(a), Some(b)) = (t.find(" ("), t.rfind(") - "))
+            && a + 2 < b
+            && log.gpu_model.is_none()
+        {
+            log.gpu_model = t.get(a + 2..b).map(|n| n.trim().to_string());
+        }
+    }
+    // The first GPU's own buffers ("CUDA0 model buffer size = …", "CUDA0 compute buffer size = …").
+    if t.contains("CUDA") || t.contains("ROCm") {
+        if t.contains("model buffer size =") {
+            set_mem(log, l, "device_weights", "model buffer size =");
+        }
+        if t.contains("compute buffer size =") {
+            set_mem(log, l, "device_compute", "compute buffer size =");
+        }
+    }
+    // common/arg.cpp device list: "- CPU     : AMD EPYC (24105 MiB, 24105 MiB free)",
+    // "- CUDA0   : NVIDIA GeForce RTX 4090 (24080 MiB, 23500 MiB free)".
+    if t.contains("common_param:")
+        && t.contains(" MiB free)")
+        && let Some(i) = t.find("- ")
+        && let Some(rest) = t.get(i + 2..)
+        && let Some((dev, desc)) = rest.split_once(':')
+        && let Some(j) = desc.rfind('(')
+    {
+        let dev = dev.trim();
+        let inside = desc.get(j + 1..).unwrap_or("");
+        let free = inside
+            .split(',')
+            .nth(1)
+            .and_then(|f| f.split_whitespace().next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| v.is_finite() && *v >= 0.0);
+        if let Some(v) = free {
+            let key = if dev == "CPU" {
+                "host_free"
+            } else {
+                "free_at_start"
+            };
+            set(log, l, key, v, "MiB", Some(v / 1024.0));
+        }
+        if dev != "CPU" && log.gpu_model.is_none() {
+            log.gpu_model = desc.get(..j).map(|n| n.trim().to_string());
+        }
+    }
+    // common.cpp `common_params_fit_impl`, llama.cpp's own fit (b7xxx+): "projected to use 98308
+    // MiB of host memory vs. 24105 MiB of total host memory", "cannot meet free memory target of
+    // 1024 MiB, need to reduce device memory by 75227 MiB", and the breakdown row
+    // "|   - Host   |   98308 =     2 +   65536 +   32770   |" (self = model + context + compute).
+    if t.contains("common_params_fit_impl:") {
+        set_mem(log, l, "fit_projected", "projected to use ");
+        set_mem(log, l, "fit_total", " vs. ");
+        set_mem(log, l, "fit_target", "free memory target of ");
+        set_mem(log, l, "fit_shortfall", "reduce device memory by ");
+    }
+    if t.contains("common_memory_breakdown_print:")
+        && let Some(eq) = t.find('=')
+    {
+        let parts: Vec<f64> = t
+            .get(eq + 1..)
+            .unwrap_or("")
+            .split(['+', '|'])
+            .filter_map(|p| p.trim().parse::<f64>().ok())
+            .collect();
+        if let [model, context, compute, ..] = parts.as_slice()
+            && log.figure("fit_context").is_none()
+        {
+            set(log, l, "fit_model", *model, "MiB", Some(model / 1024.0));
+            set(
+                log,
+                l,
+                "fit_context",
+                *context,
+                "MiB",
+                Some(context / 1024.0),
+            );
+            set(
+                log,
+                l,
+                "fit_compute",
+                *compute,
+                "MiB",
+                Some(compute / 1024.0),
+            );
+        }
+    }
+    // "offloaded 62/62 layers to GPU"
+    if let Some(i) = t.find("offloaded ")
+        && t.contains(" layers to GPU")
+        && let Some((on, total)) = t
+            .get(i + 10..)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|w| w.split_once('/'))
+        && let (Ok(on), Ok(total)) = (on.parse::<u32>(), total.parse::<u32>())
+    {
+        set(log, l, "layers_offloaded", f64::from(on), "layers", None);
+        set(log, l, "layers_total", f64::from(total), "layers", None);
+    }
+    // "allocating 204800.00 MiB on device 0: cudaMalloc failed: out of memory"
+    if (t.contains("cudaMalloc failed") || t.contains("hipMalloc failed"))
+        && set_mem(log, l, "failed_alloc", "allocating ")
+    {
+        let dev = word_after(t, "on device ").map(|d| d.trim_end_matches(':'));
+        log.failed_buffer
+            .get_or_insert(("unknown", format!("CUDA{}", dev.unwrap_or("?"))));
+    }
+    // "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 137438953504"
+    // and ggml-alloc's "failed to allocate CUDA0 buffer of size 9332334592" (bytes).
+    if let Some(i) = t.find("failed to allocate ")
+        && t.contains("buffer of size ")
+        && log.figure("failed_alloc").is_none()
+        && let Some((v, _)) = l.num_after("buffer of size ")
+    {
+        set(
+            log,
+            l,
+            "failed_alloc",
+            v,
+            "B",
+            Some(v / (1u64 << 30) as f64),
+        );
+        let dev = t
+            .get(i + 19..)
+            .and_then(|r| r.split_whitespace().next())
+            .filter(|d| *d != "buffer")
+            .unwrap_or(if t.contains("_cpu_") { "CPU" } else { "?" });
+        log.failed_buffer
+            .get_or_insert(("unknown", dev.to_string()));
+    }
+    let kind = if t.contains("failed to allocate buffer for kv cache")
+        || t.contains("llama_kv_cache_init() failed")
+    {
+        Some("kv_cache")
+    } else if t.contains("failed to allocate compute buffers") {
+        Some("compute")
+    } else if t.contains("unable to allocate") && t.contains("buffer") {
+        Some("weights")
+    } else {
+        None
+    };
+    if let Some(k) = kind {
+        match log.failed_buffer.as_mut() {
+            Some(fb) if fb.0 == "unknown" => fb.0 = k,
+            Some(_) => {}
+            None => log.failed_buffer = Some((k, "?".to_string())),
+        }
     }
 }
 

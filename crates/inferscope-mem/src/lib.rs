@@ -27,4 +27,5 @@ pub mod oom_phase;
 pub mod snapshot;
 pub mod startup;
 pub mod startup_fixes;
+pub mod startup_fixes_llama;
 pub mod watch;

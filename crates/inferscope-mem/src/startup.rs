@@ -190,6 +190,9 @@ pub struct StartupReport {
     pub earlier_startups: Vec<EarlierStartup>,
     /// First line of the start-up reported.
     pub first_line: u64,
+    /// The excerpt has no line that sizes the KV budget and none that says the start-up failed:
+    /// which of the engine's lines is missing (`no budget line: …`), so no fix can be derived.
+    pub missing_budget_line: Option<String>,
     /// Oddities.
     pub notes: Vec<String>,
     /// Lines read.
@@ -316,7 +319,13 @@ pub fn analyse(log: &StartupLog, hints: &Hints) -> StartupReport {
     // overrides.
     let gpu_model = hints.gpu.clone().or_else(|| {
         log.gpu_model.as_deref().map(|g| match gpus::lookup(g) {
-            Ok(spec) => spec.name.clone(),
+            Ok(spec) => {
+                notes.push(format!(
+                    "GPU from the log: {g:?} is the catalog's {} (pass --gpu to override)",
+                    spec.name
+                ));
+                spec.name.clone()
+            }
             Err(_) => g.to_string(),
         })
     });
@@ -397,9 +406,13 @@ pub fn analyse(log: &StartupLog, hints: &Hints) -> StartupReport {
         device: log.device.clone(),
         earlier_startups: earlier,
         first_line: log.first_line,
+        missing_budget_line: missing_budget_line(log, &m),
         notes,
         lines_read: log.lines,
     };
+    if let Some(why) = &report.missing_budget_line {
+        report.notes.push(why.clone());
+    }
 
     // The planner request, from the log's own inputs.
     let req = request(log, &report, &m, hints, false);
@@ -472,6 +485,57 @@ pub fn analyse(log: &StartupLog, hints: &Hints) -> StartupReport {
     report
 }
 
+/// The engine's budget lines the excerpt lacks, when it has neither a KV figure nor a failure:
+/// without them no fix can be derived (the case of a paste that stops before the error).
+fn missing_budget_line(log: &StartupLog, m: &Measured) -> Option<String> {
+    if log.failed || m.kv_cache_gib.is_some() || m.kv_cache_tokens.is_some() {
+        return None;
+    }
+    let mut missing: Vec<&str> = Vec::new();
+    match log.engine {
+        Some(LogEngine::Vllm) => {
+            missing.push(
+                "vLLM's `Available KV cache memory: X GiB` (gpu_worker.py \
+                 determine_available_memory) or `# GPU blocks: N`",
+            );
+            missing.push(
+                "its error (`X GiB KV cache is needed …`, `No available memory for the cache \
+                 blocks`, `CUDA out of memory`)",
+            );
+        }
+        Some(LogEngine::Sglang) => {
+            if m.avail_before_weights_gib.is_none() {
+                missing.push(
+                    "SGLang's `Load weight begin. avail mem=X GB` (the free memory \
+                     profile_max_num_token multiplies by 1 − mem_fraction_static)",
+                );
+            }
+            if m.avail_after_weights_gib.is_none() {
+                missing.push("`Load weight end. … avail mem=X GB`");
+            }
+            missing.push(
+                "`KV Cache is allocated. #tokens: N` / `max_total_num_tokens=N` or the error \
+                 (`Not enough memory`, `leave no GPU memory for the KV cache`)",
+            );
+        }
+        Some(LogEngine::Tgi) => missing.push(
+            "TGI's `Setting max batch total tokens to N` or the warm-up error (`Not enough \
+             memory to handle N prefill tokens`)",
+        ),
+        Some(LogEngine::LlamaCpp) => missing.push(
+            "llama.cpp's `KV self size` / `llama_kv_cache` size line or its allocation error \
+             (`failed to allocate … buffer`)",
+        ),
+        None => return None,
+    }
+    Some(format!(
+        "no budget line: {} {} not in the excerpt, and no line says the start-up failed; no fix \
+         can be derived from it (paste the lines up to the error)",
+        missing.join("; "),
+        if missing.len() > 1 { "are" } else { "is" }
+    ))
+}
+
 fn request(
     log: &StartupLog,
     r: &StartupReport,
@@ -517,7 +581,16 @@ fn request(
         }
         return Err(match &r.gpu_model {
             Some(g) => format!("GPU {g:?} is not in the catalog: pass --gpu NAME"),
-            None => "the log does not name the GPU: pass --gpu NAME".to_string(),
+            None => match &log.gpu_unidentified {
+                // A backend or platform line is not a card: say so rather than guess one.
+                Some((n, line)) => format!(
+                    "the log does not name the GPU (line {n}, {:?}, names an attention \
+                     backend, the platform or several kinds of GPU, not one card): pass --gpu \
+                     NAME",
+                    line.chars().take(160).collect::<String>()
+                ),
+                None => "the log does not name the GPU: pass --gpu NAME".to_string(),
+            },
         });
     };
     let tp = r.tp_size.unwrap_or(1).max(1);
@@ -655,6 +728,19 @@ fn diagnose(log: &StartupLog, m: &Measured) -> String {
             "TGI's warm-up could not run a {n}-token prefill in the memory left after weights"
         );
     }
+    if let Some((what, dev)) = &log.failed_buffer {
+        let size = gib(log, "failed_alloc").map_or(String::new(), |g| format!(" of {g:.2} GiB"));
+        let what = match *what {
+            "kv_cache" => "the KV cache",
+            "compute" => "the compute buffer",
+            "weights" => "the model weights",
+            _ => "a buffer",
+        };
+        return format!(
+            "llama.cpp could not allocate {what}{size} on {dev}{}",
+            count(log, "n_ctx").map_or(String::new(), |n| format!(" (n_ctx {n})"))
+        );
+    }
     if t.contains("out of memory") || t.contains("OutOfMemoryError") {
         return "out of memory during start-up: pass the message to `inferscope mem oom` for the \
                 allocator's figures"
@@ -669,6 +755,18 @@ fn diagnose(log: &StartupLog, m: &Measured) -> String {
     }
 }
 
+/// vLLM's default `--gpu-memory-utilization` for the log's release, as the planner uses it
+/// (`rules::default_gpu_memory_utilization`), and where it comes from.
+fn vllm_default_utilization(version: Option<&str>) -> (f64, String) {
+    let (release, note, _) = inferscope_plan::rules::resolve_release(version);
+    let d = inferscope_plan::rules::default_gpu_memory_utilization(release);
+    let mut src = format!("vLLM {release}'s default ({})", d.source);
+    if let Some(n) = note {
+        src.push_str(&format!("; {n}"));
+    }
+    (d.value, src)
+}
+
 /// The figures the log-only fixes need, normalised per GPU.
 fn log_figures(
     log: &StartupLog,
@@ -681,12 +779,15 @@ fn log_figures(
         .engine_version
         .as_deref()
         .and_then(inferscope_plan::EngineVersion::parse);
-    let util = log
+    let given = log
         .figure("gpu_memory_utilization")
         .map(|f| f.value)
         .or(arg_f(log, &["gpu_memory_utilization"]))
-        .filter(|u| *u > 0.0 && *u <= 1.0)
-        .unwrap_or(0.9);
+        .filter(|u| *u > 0.0 && *u <= 1.0);
+    let (util, util_source) = match given {
+        Some(u) => (u, "the log".to_string()),
+        None => vllm_default_utilization(log.engine_version.as_deref()),
+    };
     let planned = req.map(|r| (r, plan(r)));
     let max_len = arg_u(log, &["max_model_len"])
         .or(m.max_model_len)
@@ -741,6 +842,7 @@ fn log_figures(
         total_gib: total,
         free_at_start_gib: gib(log, "free_at_start"),
         utilization: util,
+        utilization_source: util_source,
         weights_gib: m.weights_gib,
         activation_gib: m.activation_peak_gib,
         cuda_graph_gib: m.cuda_graph_gib,
@@ -750,6 +852,65 @@ fn log_figures(
         tp: r.tp_size.unwrap_or(1).max(1),
         sglang_free,
         tgi_prefill_tokens: count(log, "prefill_tokens_in_error"),
+        llama: (engine == "llama.cpp").then(|| llama_figures(log, m, catalog_total)),
+    }
+}
+
+/// The failed device's figures of a llama-server log (`startup_fixes_llama`).
+fn llama_figures(
+    log: &StartupLog,
+    m: &Measured,
+    card: Option<f64>,
+) -> crate::startup_fixes_llama::LlamaFigures {
+    let (failed, device) = log
+        .failed_buffer
+        .clone()
+        .unwrap_or(("unknown", "?".to_string()));
+    let failed_gib = gib(log, "failed_alloc");
+    let on_gpu = device.starts_with("CUDA") || device.starts_with("ROCm");
+    crate::startup_fixes_llama::LlamaFigures {
+        n_ctx: count(log, "n_ctx"),
+        kv_gib: if failed == "kv_cache" {
+            failed_gib
+        } else {
+            m.kv_cache_gib
+        },
+        weights_gib: gib(log, "device_weights").or(if on_gpu { None } else { m.weights_gib }),
+        compute_gib: if failed == "compute" {
+            failed_gib
+        } else {
+            gib(log, "device_compute")
+        },
+        failed,
+        free_gib: if on_gpu {
+            gib(log, "free_at_start")
+        } else {
+            None
+        },
+        card_gib: if on_gpu { card } else { None },
+        device,
+        cache_type_k: arg_s(log, &["cache_type_k", "ctk"]).unwrap_or_else(|| "f16".to_string()),
+        slots: count(log, "n_slots")
+            .or(count(log, "n_seq_max"))
+            .or(arg_u(log, &["parallel", "np"])),
+        layers: count(log, "layers_offloaded").zip(count(log, "layers_total")),
+        fit: match (
+            gib(log, "fit_shortfall"),
+            gib(log, "fit_context"),
+            gib(log, "fit_compute"),
+        ) {
+            (Some(shortfall_gib), Some(context_gib), Some(compute_gib)) => {
+                Some(crate::startup_fixes_llama::OwnFit {
+                    shortfall_gib,
+                    context_gib,
+                    compute_gib,
+                    projected_gib: gib(log, "fit_projected").unwrap_or(0.0),
+                    total_gib: gib(log, "fit_total").unwrap_or(0.0),
+                    target_gib: gib(log, "fit_target").unwrap_or(0.0),
+                })
+            }
+            _ => None,
+        },
     }
 }
 
@@ -856,7 +1017,10 @@ fn planner_fixes(req: &PlanRequest, base: &Plan, measured_kv: Option<f64>) -> Ve
         }
     }
     // The smallest utilisation (up to 0.98) that fits.
-    let u0 = req.gpu_memory_utilization.unwrap_or(0.9);
+    let u0 = req.gpu_memory_utilization.unwrap_or(match req.engine {
+        Engine::Vllm => vllm_default_utilization(req.engine_version.as_deref()).0,
+        _ => 0.9,
+    });
     let mut u = ((u0 * 100.0).round() as u32 + 1).max(50);
     while u <= 98 {
         let mut r = req.clone();

@@ -68,6 +68,8 @@ pub struct LogFigures {
     pub free_at_start_gib: Option<f64>,
     /// Utilisation in force.
     pub utilization: f64,
+    /// Where it comes from (`the log`, or the release's default and its source).
+    pub utilization_source: String,
     /// Weights per GPU.
     pub weights_gib: Option<f64>,
     /// Activation peak.
@@ -84,6 +86,8 @@ pub struct LogFigures {
     pub sglang_free: Option<(f64, f64)>,
     /// TGI: the prefill that did not fit.
     pub tgi_prefill_tokens: Option<u64>,
+    /// llama-server: the failed device's figures.
+    pub llama: Option<crate::startup_fixes_llama::LlamaFigures>,
 }
 
 /// One fix: the JSON contract `fixes[{change, fits}]` plus `checked_by` and `why`.
@@ -126,12 +130,12 @@ impl Fix {
         }
     }
 
-    fn cost(mut self, cost: String) -> Fix {
+    pub(crate) fn cost(mut self, cost: String) -> Fix {
         self.cost = cost;
         self
     }
 
-    fn kv(mut self, gib: Option<f64>) -> Fix {
+    pub(crate) fn kv(mut self, gib: Option<f64>) -> Fix {
         self.kv_cache_gib = gib.map(r2);
         self
     }
@@ -144,6 +148,28 @@ fn r2(v: f64) -> f64 {
 /// The budget the fixes close.
 pub fn budget(f: &LogFigures) -> Budget {
     let one = f.one_request_gib.as_ref().map(|(g, _)| *g);
+    // llama-server: what the device needed beyond the free memory it printed.
+    if let Some(l) = &f.llama {
+        let need =
+            l.weights_gib.unwrap_or(0.0) + l.kv_gib.unwrap_or(0.0) + l.compute_gib.unwrap_or(0.0);
+        return Budget {
+            kv_available_gib: None,
+            one_request_gib: None,
+            one_request_source: None,
+            shortfall_gib: match l.fit {
+                Some(fit) => Some(r2(fit.shortfall_gib)),
+                None => l.free_gib.map(|free| r2(need - free)),
+            },
+            shortfall_is_lower_bound: l.fit.is_none() && l.compute_gib.is_none(),
+            total_gib: l.fit.map(|fit| fit.total_gib).or(l.free_gib).or(l.card_gib),
+            total_source: match (l.fit, l.free_gib, l.card_gib) {
+                (Some(_), _, _) | (None, Some(_), _) => Some("log"),
+                (None, None, Some(_)) => Some("catalog"),
+                _ => None,
+            },
+            utilization: None,
+        };
+    }
     let (shortfall, lower) = match (f.kv_gib, one) {
         (Some(kv), Some(one)) => (Some(one - kv), false),
         (Some(kv), None) if kv <= 0.0 => (Some(-kv), true),
@@ -167,6 +193,11 @@ pub fn log_fixes(f: &LogFigures, b: &Budget) -> Vec<Fix> {
         "vllm" => vllm(f, b),
         "sglang" => sglang(f),
         "tgi" => tgi(f),
+        "llama.cpp" => f
+            .llama
+            .as_ref()
+            .map(crate::startup_fixes_llama::fixes)
+            .unwrap_or_default(),
         _ => Vec::new(),
     }
 }
@@ -219,6 +250,12 @@ fn vllm(f: &LogFigures, b: &Budget) -> Vec<Fix> {
                 "budget {u:.2} × {total:.2} GiB ({src}) is short by {short:.2} GiB{bound}: \
                  {u:.2} + {short:.2}/{total:.2} = {new:.2}"
             );
+            if f.utilization_source != "the log" {
+                why.push_str(&format!(
+                    "; the log does not print the fraction: {} assumed",
+                    f.utilization_source
+                ));
+            }
             if !free_ok {
                 why.push_str(&format!(
                     "; only {:.2} GiB was free at start-up, so vLLM refuses it",

@@ -142,3 +142,27 @@ fn a_process_list_cut_at_256_says_so() {
         a.notes
     );
 }
+
+/// The driver's bare `RuntimeError: CUDA error: out of memory` (issue 28 item 5), on real pastes:
+/// no allocator figures, so none are invented; the phase comes from the traceback when it names
+/// one (vLLM's `capture_model`, vllm#6746) and stays unknown when nothing does (IIM#28).
+#[test]
+fn a_bare_driver_oom_has_unknown_figures_and_the_phase_its_traceback_shows() {
+    let a = analyse("vllm-v0-capture-bare-cuda-error-405b-8xh100.txt");
+    assert_eq!(a.diagnosis, Diagnosis::NotEnoughInformation);
+    assert_eq!((a.free_bytes, a.requested_bytes), (None, None));
+    assert_eq!(a.phase, Some("graph_capture"));
+    assert_eq!(a.phase_evidence, Some("capture_model"));
+    assert_eq!(a.remedies[0].id, "enforce_eager");
+    let b = analyse("torch-bare-cuda-error-no-context.txt");
+    assert_eq!(b.diagnosis, Diagnosis::NotEnoughInformation);
+    assert_eq!(
+        (b.free_bytes, b.requested_bytes, b.phase),
+        (None, None, None)
+    );
+    assert!(
+        b.explanation.contains("no allocator figures"),
+        "{}",
+        b.explanation
+    );
+}

@@ -37,6 +37,7 @@ fn report_on(text: &str, model: Option<&str>, gpu: Option<&str>) -> StartupRepor
 #[test]
 fn every_failed_start_up_gets_a_log_fix_that_closes_the_shortfall() {
     let mut n = 0;
+    let mut exceptions = 0;
     for f in ["sglang.jsonl", "tgi.jsonl", "vllm-recent.jsonl"] {
         let text = std::fs::read_to_string(fixtures().join(f)).unwrap();
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
@@ -50,10 +51,25 @@ fn every_failed_start_up_gets_a_log_fix_that_closes_the_shortfall() {
             let Ok(log) = parse(raw.as_bytes()) else {
                 continue;
             };
+            let id = c["id"].as_str().unwrap();
+            let outcome = c["startup_outcome"].as_str().unwrap_or("");
             if !log.failed {
+                if outcome.starts_with("failed") || outcome.starts_with("crash") {
+                    // A failure the excerpt does not show: one of the listed exceptions, and the
+                    // report names the line that is missing.
+                    let (_, why) = NO_BUDGET_LINE
+                        .iter()
+                        .find(|(x, _)| *x == id)
+                        .unwrap_or_else(|| panic!("{id}: failed but not read as failed"));
+                    let r = report(&raw, c["model_id"].as_str());
+                    let note = r.missing_budget_line.clone().unwrap_or_default();
+                    assert!(note.starts_with("no budget line: "), "{id} ({why}): {note}");
+                    assert!(r.notes.contains(&note), "{id}");
+                    assert!(r.fixes.is_empty(), "{id}");
+                    exceptions += 1;
+                }
                 continue;
             }
-            let id = c["id"].as_str().unwrap();
             for model in [None, c["model_id"].as_str()] {
                 let r = report(&raw, model);
                 let fix = r
@@ -74,6 +90,42 @@ fn every_failed_start_up_gets_a_log_fix_that_closes_the_shortfall() {
         }
     }
     assert_eq!(n, 2, "the two failed start-ups in the fixtures");
+    assert_eq!(exceptions, NO_BUDGET_LINE.len());
+}
+
+/// Failed start-ups whose excerpt holds neither a budget line nor the failure (issue 28 item 4):
+/// nothing in them sizes the KV budget, so no fix can be derived; `mem startup` names the missing
+/// line instead.
+const NO_BUDGET_LINE: &[(&str, &str)] = &[
+    (
+        "sgl-i3416-deepseek-v3-8xh200-weights-only",
+        "one line, `Load weight end … avail mem=58.12 GB`: without the free memory before the \
+         weights and mem_fraction_static (neither printed) the pool cannot be sized; at the issue's \
+         0.81 on a 139.8 GiB H200 the pool would be 58.12 − 139.8 × 0.19 ≈ 31.6 GiB, positive, so \
+         the crash is not the KV budget",
+    ),
+    (
+        "vllm-i33155-gpt-oss-120b-h100-v0.14.1-oom",
+        "`Model loading took 64.38 GiB` only: the OOM line and `Available KV cache memory` were \
+         not retained, and the utilisation (0.97) is in the command, not in the log",
+    ),
+];
+
+#[test]
+fn an_excerpt_without_budget_lines_names_the_missing_line() {
+    let sglang = "[2025-02-09 03:13:36 TP7] Load weight end. type=DeepseekV3ForCausalLM, \
+                  dtype=torch.bfloat16, avail mem=58.12 GB\n";
+    let r = report(sglang, None);
+    let note = r.missing_budget_line.unwrap();
+    assert!(note.contains("Load weight begin. avail mem="), "{note}");
+    assert!(!note.contains("Load weight end"), "{note}");
+    let vllm = "(EngineCore_DP0 pid=70073) INFO 01-27 00:31:59 [gpu_model_runner.py:3905] Model \
+                loading took 64.38 GiB memory and 14.380607 seconds\n";
+    let note = report(vllm, None).missing_budget_line.unwrap();
+    assert!(note.contains("Available KV cache memory"), "{note}");
+    // A log with its KV line is not missing it.
+    let full = format!("{V011}{}", negative_kv(-2.14));
+    assert_eq!(report(&full, None).missing_budget_line, None);
 }
 
 const V011: &str =
@@ -268,4 +320,42 @@ fn contradictory_figures_never_give_an_impossible_utilisation() {
         "{:#?}",
         r.fixes
     );
+}
+
+/// A vLLM log that does not print the utilisation fraction is read with the release's default,
+/// the one the planner's rules use (issue 28 item 5): 0.9 up to 0.19, 0.92 from 0.20. The 0.21
+/// log used to be read at 0.9 while `plan --engine-version 0.21.0` used 0.92.
+#[test]
+fn an_unprinted_utilisation_is_the_releases_default_as_in_the_planner() {
+    use inferscope_plan::rules::{VllmContext, vllm};
+    for (header, version, want) in [(V011, "0.11.0", 0.9), (V021, "0.21.0", 0.92)] {
+        let planner = vllm(&VllmContext {
+            version: Some(version),
+            ..VllmContext::default()
+        })
+        .utilization;
+        assert_eq!(planner, want, "{version}");
+        let r = report_on(
+            &format!("{header}{}", need(131072, 4.50, 1.71)),
+            None,
+            Some("H100 SXM"),
+        );
+        let b = r.budget.unwrap();
+        assert_eq!(b.utilization, Some(planner), "{version}");
+        let total = b.total_gib.unwrap();
+        let short = b.shortfall_gib.unwrap();
+        let expect = ((want + short / total) * 100.0).ceil() / 100.0;
+        let fix = r
+            .fixes
+            .iter()
+            .find(|f| f.change.starts_with("--gpu-memory-utilization"))
+            .unwrap_or_else(|| panic!("{version}: {:#?}", r.fixes));
+        assert_eq!(
+            fix.change,
+            format!("--gpu-memory-utilization {expect:.2}"),
+            "{version}"
+        );
+        assert!(fix.why.contains(&format!("{want}")), "{}", fix.why);
+        assert!(fix.why.contains("does not print"), "{}", fix.why);
+    }
 }

@@ -49,6 +49,12 @@ pub struct EngineSettings {
     pub pipeline_parallel_size: Option<u32>,
     /// Maximum context length.
     pub max_model_len: Option<u64>,
+    /// vLLM `--max-model-len auto` / `-1` (0.14+): the largest length whose one request fits.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub max_model_len_auto: bool,
+    /// vLLM `--kv-cache-memory-bytes` (0.10.2+): the KV cache per GPU, bytes, set directly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_memory_bytes: Option<u64>,
     /// Share of GPU memory the engine may use (vLLM `--gpu-memory-utilization`, SGLang
     /// `--mem-fraction-static`, TGI `--cuda-memory-fraction`).
     pub gpu_memory_utilization: Option<f64>,
@@ -89,6 +95,8 @@ impl EngineSettings {
             tensor_parallel_size: None,
             pipeline_parallel_size: None,
             max_model_len: None,
+            max_model_len_auto: false,
+            kv_cache_memory_bytes: None,
             gpu_memory_utilization: None,
             kv_cache_dtype: None,
             max_num_seqs: None,
@@ -175,12 +183,99 @@ fn parse_len(flag: &str, v: &str) -> Result<u64, EngineError> {
         .ok_or_else(|| err(format!("{flag} {v:?}: too large")))
 }
 
+/// vLLM's `human_readable_int` (0.10.2+ `vllm/engine/arg_utils.py`): `k`/`m`/`g` are powers of
+/// 1000 (decimals allowed), `K`/`M`/`G` powers of 1024 (no decimals), else a plain integer.
+fn human_readable_int(flag: &str, v: &str) -> Result<u64, EngineError> {
+    let v = v.trim();
+    let bad = || {
+        err(format!(
+            "{flag} {v:?}: expected an integer such as 4G, 4000m or 4294967296"
+        ))
+    };
+    let Some(last) = v.chars().last() else {
+        return Err(bad());
+    };
+    let number = &v[..v.len() - last.len_utf8()];
+    let decimal = match last {
+        'k' => Some(1e3),
+        'm' => Some(1e6),
+        'g' => Some(1e9),
+        _ => None,
+    };
+    let binary: Option<u64> = match last {
+        'K' => Some(1 << 10),
+        'M' => Some(1 << 20),
+        'G' => Some(1 << 30),
+        _ => None,
+    };
+    let is_number = |n: &str| {
+        !n.is_empty()
+            && n.split('.').count() <= 2
+            && n.split('.')
+                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    };
+    if let Some(m) = decimal.filter(|_| is_number(number)) {
+        let x: f64 = number.parse().map_err(|_| bad())?;
+        let b = (x * m).floor();
+        return if b.is_finite() && b < 1e19 {
+            Ok(b as u64)
+        } else {
+            Err(bad())
+        };
+    }
+    if let Some(m) = binary.filter(|_| is_number(number)) {
+        if number.contains('.') {
+            return Err(err(format!(
+                "{flag} {v:?}: Decimals are not allowed with binary suffixes like {last} (vLLM's \
+                 words); did you mean {number}{}?",
+                last.to_ascii_lowercase()
+            )));
+        }
+        let n: u64 = number.parse().map_err(|_| bad())?;
+        return n.checked_mul(m).ok_or_else(bad);
+    }
+    v.parse::<u64>().map_err(|_| bad())
+}
+
+/// A flag the pasted command uses that the `--engine-version` release does not have: that
+/// release's own error (vLLM's argparse, or what it would do with the value). `None`: accepted.
+pub fn refused_by_release(s: &EngineSettings, version: Option<&str>) -> Option<String> {
+    if s.engine != Engine::Vllm {
+        return None;
+    }
+    let v = crate::memory::EngineVersion::parse(version?)?;
+    let at = |mi: u32, pa: u32| {
+        v >= crate::memory::EngineVersion {
+            major: 0,
+            minor: mi,
+            patch: pa,
+        }
+    };
+    if s.kv_cache_memory_bytes.is_some() && !at(10, 2) {
+        return Some(format!(
+            "--kv-cache-memory-bytes: vLLM {v} has no such option (vllm serve: error: \
+             unrecognized arguments: --kv-cache-memory-bytes); it appeared in 0.10.2 \
+             (vllm/engine/arg_utils.py EngineArgs.add_cli_args)"
+        ));
+    }
+    if s.max_model_len_auto && !at(14, 0) {
+        return Some(format!(
+            "--max-model-len auto/-1: vLLM {v} has no automatic length (vllm serve: error: \
+             argument --max-model-len: invalid human_readable_int value: 'auto'; `-1` is taken \
+             as a length); it appeared in 0.14.0 (vllm/engine/arg_utils.py \
+             human_readable_int_or_auto, vllm/v1/core/kv_cache_utils.py _auto_fit_max_model_len)"
+        ));
+    }
+    None
+}
+
 /// What one flag means for one engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Meaning {
     Tp,
     Pp,
     MaxLen,
+    KvBytes,
     GpuUtil,
     KvDtype,
     MaxSeqs,
@@ -216,6 +311,7 @@ fn meaning(engine: Engine, flag: &str) -> Option<Meaning> {
         (Engine::Vllm, "--tensor-parallel-size" | "-tp") => Tp,
         (Engine::Vllm, "--pipeline-parallel-size" | "-pp") => Pp,
         (Engine::Vllm, "--max-model-len") => MaxLen,
+        (Engine::Vllm, "--kv-cache-memory-bytes") => KvBytes,
         (Engine::Vllm, "--gpu-memory-utilization") => GpuUtil,
         (Engine::Vllm, "--kv-cache-dtype") => KvDtype,
         (Engine::Vllm, "--max-num-seqs") => MaxSeqs,
@@ -398,7 +494,15 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
             Meaning::Pp => s.pipeline_parallel_size = Some(parse_num(&flag, &v)?),
             // llama.cpp: `-c 0` is the model's own context.
             Meaning::MaxLen if engine == Engine::LlamaCpp && v == "0" => s.max_model_len = None,
+            // vLLM 0.14+ `human_readable_int_or_auto`: `-1` or `auto` is the largest that fits.
+            Meaning::MaxLen
+                if engine == Engine::Vllm && (v == "-1" || v.eq_ignore_ascii_case("auto")) =>
+            {
+                s.max_model_len = None;
+                s.max_model_len_auto = true;
+            }
             Meaning::MaxLen => s.max_model_len = Some(parse_len(&flag, &v)?),
+            Meaning::KvBytes => s.kv_cache_memory_bytes = Some(human_readable_int(&flag, &v)?),
             Meaning::GpuUtil => {
                 let u: f64 = parse_num(&flag, &v)?;
                 if !(u > 0.0 && u <= 1.0) {

@@ -15,6 +15,7 @@
 
 pub mod allocator;
 pub mod arch;
+pub mod auto_len;
 pub mod catalog;
 pub mod checkpoint;
 pub mod engine;

@@ -52,6 +52,10 @@ pub struct PlanRequest {
     pub expert_parallel: bool,
     /// `--max-model-len`.
     pub max_model_len: Option<u64>,
+    /// vLLM `--max-model-len auto` / `-1`: the largest length whose one request fits.
+    pub max_model_len_auto: bool,
+    /// vLLM `--kv-cache-memory-bytes`: the KV cache per GPU, bytes (utilisation ignored).
+    pub kv_cache_memory_bytes: Option<u64>,
     /// `--gpu-memory-utilization` (vLLM default 0.9).
     pub gpu_memory_utilization: Option<f64>,
     /// `--kv-cache-dtype` (`auto` = model dtype).
@@ -110,6 +114,13 @@ impl PlanRequest {
         if s.max_model_len.is_some() {
             req.max_model_len = s.max_model_len;
         }
+        if s.max_model_len_auto {
+            req.max_model_len = None;
+            req.max_model_len_auto = true;
+        }
+        if s.kv_cache_memory_bytes.is_some() {
+            req.kv_cache_memory_bytes = s.kv_cache_memory_bytes;
+        }
         if s.gpu_memory_utilization.is_some() {
             req.gpu_memory_utilization = s.gpu_memory_utilization;
         }
@@ -159,6 +170,8 @@ impl PlanRequest {
             pp: 1,
             expert_parallel: false,
             max_model_len: None,
+            max_model_len_auto: false,
+            kv_cache_memory_bytes: None,
             gpu_memory_utilization: None,
             kv_cache_dtype: None,
             dtype: None,
@@ -511,6 +524,8 @@ struct StageInputs<'a> {
     total: u64,
     kv_dtype: Dtype,
     block: u64,
+    /// `--kv-cache-memory-bytes`: the KV cache, set directly.
+    kv_bytes: Option<u64>,
 }
 
 /// Phase 5: vLLM's sizing per pipeline stage (first, last and one middle stage).
@@ -531,6 +546,7 @@ fn stages(req: &PlanRequest, i: &StageInputs) -> Stages {
         total,
         kv_dtype,
         block,
+        kv_bytes,
     } = *i;
     let mut first = Stage::default();
     let mut min_blocks = u64::MAX;
@@ -578,7 +594,12 @@ fn stages(req: &PlanRequest, i: &StageInputs) -> Stages {
             cuda_graph_bytes(layers_here, tp)
         };
         let in_budget = if graphs_in_budget { graph } else { 0 };
-        let kv = usable as i64 - (w + nt + act + in_budget) as i64;
+        // vLLM ≥ 0.10.2 `determine_available_memory`: `--kv-cache-memory-bytes` is returned as
+        // is, with no profiling against the utilisation budget.
+        let kv = match kv_bytes {
+            Some(b) => b.min(1 << 60) as i64,
+            None => usable as i64 - (w + nt + act + in_budget) as i64,
+        };
         let layout = kv_layout(arch, range, tp, kv_dtype, block);
         let blocks = if kv <= 0 {
             0
@@ -587,7 +608,11 @@ fn stages(req: &PlanRequest, i: &StageInputs) -> Stages {
         } else {
             kv as u64 / (layout.bytes_per_token * block).max(1)
         };
-        let free_after = total as i64 - usable as i64 - (graph - in_budget) as i64;
+        let free_after = match kv_bytes {
+            // nothing was profiled: everything allocated must fit the card itself
+            Some(b) => total as i64 - (w + nt + act + graph) as i64 - b.min(1 << 60) as i64,
+            None => total as i64 - usable as i64 - (graph - in_budget) as i64,
+        };
         if kv <= 0 {
             all_fit_weights = false;
         }
@@ -1012,8 +1037,27 @@ pub fn plan(req: &PlanRequest) -> Plan {
             total,
             kv_dtype,
             block,
+            kv_bytes: req.kv_cache_memory_bytes.filter(|_| vllm),
         },
     );
+
+    // ---- vLLM's own sizing flags ----
+    let max_len = if vllm && req.max_model_len_auto && layout.bytes_per_token > 0 {
+        crate::auto_len::auto_max_len(
+            &layout,
+            (blocks, block, batched_tokens, v1),
+            max_len,
+            first.kv,
+            (&mut assumptions, &mut problems),
+        )
+    } else {
+        max_len
+    };
+    let kv_set = req.kv_cache_memory_bytes.filter(|_| vllm);
+    if let Some(b) = kv_set {
+        let others = first.weights + first.non_torch + first.activation + first.cuda_graph;
+        crate::auto_len::kv_bytes_notes(b, others, total, &mut assumptions, &mut problems);
+    }
 
     // ---- tokens and concurrency ----
     let (kv_tokens, max_conc, groups) =
@@ -1026,7 +1070,8 @@ pub fn plan(req: &PlanRequest) -> Plan {
         vllm_problems(
             &first,
             all_fit_weights,
-            graphs_fit,
+            // with the KV set directly, what overflows the card is said by kv_bytes_notes
+            graphs_fit || kv_set.is_some(),
             (layout.bytes_per_token > 0).then_some((kv_tokens, max_conc)),
             (usable, util, total, max_len),
             &mut problems,

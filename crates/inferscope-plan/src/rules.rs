@@ -206,6 +206,42 @@ pub fn resolve_release(asked: Option<&str>) -> (EngineVersion, Option<String>, A
     (ver, None, Accounting::Modelled)
 }
 
+/// vLLM's `--gpu-memory-utilization` when it is not given, for one release.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DefaultUtilization {
+    /// The fraction.
+    pub value: f64,
+    /// 0.34's extensible KV cache sets it (1.0) rather than `CacheConfig`'s field default.
+    pub extensible: bool,
+    /// Where the release's source says so.
+    pub source: &'static str,
+}
+
+/// The default `--gpu-memory-utilization` of a vLLM release (resolve the text with
+/// [`resolve_release`]). One function for `plan` and `mem startup`, so a log that does not print
+/// the fraction is read with the same default the planner predicts with.
+pub fn default_gpu_memory_utilization(release: EngineVersion) -> DefaultUtilization {
+    if release >= v(0, 34, 0) {
+        DefaultUtilization {
+            value: 1.0,
+            extensible: true,
+            source: "0.34.0 vllm/config/cache.py CacheConfig.resolved_gpu_memory_utilization: 1.0 with the extensible KV cache (default on CUDA), else 0.92",
+        }
+    } else if release >= v(0, 20, 0) {
+        DefaultUtilization {
+            value: 0.92,
+            extensible: false,
+            source: "0.20.0 vllm/config/cache.py CacheConfig.gpu_memory_utilization default 0.92",
+        }
+    } else {
+        DefaultUtilization {
+            value: 0.9,
+            extensible: false,
+            source: "0.4.2–0.19.0 CacheConfig gpu_memory_utilization default 0.9 (vllm/engine/arg_utils.py)",
+        }
+    }
+}
+
 /// vLLM's rules for one start-up.
 ///
 /// One piece (~280 lines) on purpose: it is the release table read top to bottom, each rule
@@ -425,18 +461,12 @@ pub fn vllm(ctx: &VllmContext) -> VllmRules {
     });
 
     // ---- budget: utilization, non-torch, graphs ----
-    let extensible = at(0, 34, 0) && ctx.gpu_memory_utilization.is_none();
-    let default_util = if extensible {
-        1.0
-    } else if at(0, 20, 0) {
-        0.92
-    } else {
-        0.9
-    };
+    let default = default_gpu_memory_utilization(ver);
+    let extensible = default.extensible && ctx.gpu_memory_utilization.is_none();
     let utilization = ctx
         .gpu_memory_utilization
         .filter(|u| u.is_finite())
-        .unwrap_or(default_util)
+        .unwrap_or(default.value)
         .clamp(0.0, 1.0);
     rules.push(rule(
         "gpu_memory_utilization",
@@ -450,13 +480,7 @@ pub fn vllm(ctx: &VllmContext) -> VllmRules {
                 " (default)"
             }
         ),
-        if extensible {
-            "0.34.0 vllm/config/cache.py CacheConfig.resolved_gpu_memory_utilization: 1.0 with the extensible KV cache (default on CUDA), else 0.92"
-        } else if at(0, 20, 0) {
-            "0.20.0 vllm/config/cache.py CacheConfig.gpu_memory_utilization default 0.92"
-        } else {
-            "0.4.2–0.19.0 CacheConfig gpu_memory_utilization default 0.9 (vllm/engine/arg_utils.py)"
-        },
+        default.source,
     ));
     let non_torch = if v1 || at(0, 6, 6) {
         NonTorch::Increase

@@ -539,6 +539,13 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         req.quantization = None;
     }
     req.engine_version = args.engine_version.clone();
+    // A flag the asked-for release does not have is that release's error, not a plan.
+    if let Some(why) = settings
+        .as_ref()
+        .and_then(|s| engine::refused_by_release(s, req.engine_version.as_deref()))
+    {
+        bail!("serving command: {why}");
+    }
     req.concurrency = args.concurrency;
     req.use_catalog_gpu(gpus::lookup(&gpu.name).ok());
     if req.tp.saturating_mul(req.pp) > gpu.count {
