@@ -501,6 +501,11 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
                 s.max_model_len = None;
                 s.max_model_len_auto = true;
             }
+            // vLLM types `--max-model-len` and `--max-num-batched-tokens` as `human_readable_int`
+            // (vllm/engine/arg_utils.py `_compute_kwargs`, 0.10.1.1 and later): `32k` is 32,000.
+            Meaning::MaxLen if engine == Engine::Vllm => {
+                s.max_model_len = Some(human_readable_int(&flag, &v)?)
+            }
             Meaning::MaxLen => s.max_model_len = Some(parse_len(&flag, &v)?),
             Meaning::KvBytes => s.kv_cache_memory_bytes = Some(human_readable_int(&flag, &v)?),
             Meaning::GpuUtil => {
@@ -514,6 +519,9 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
             // llama.cpp: `-np -1` is auto.
             Meaning::MaxSeqs if engine == Engine::LlamaCpp && v == "-1" => s.max_num_seqs = None,
             Meaning::MaxSeqs => s.max_num_seqs = Some(parse_num(&flag, &v)?),
+            Meaning::BatchedTokens if engine == Engine::Vllm => {
+                s.max_num_batched_tokens = Some(human_readable_int(&flag, &v)?)
+            }
             Meaning::BatchedTokens => s.max_num_batched_tokens = Some(parse_len(&flag, &v)?),
             Meaning::Eager => {
                 s.enforce_eager = Some(
@@ -607,6 +615,28 @@ mod tests {
     }
 
     #[test]
+    fn vllm_lengths_read_as_vllm_reads_them() {
+        // vllm/engine/arg_utils.py human_readable_int: k = 1000, K = 1024
+        for (flag, want) in [
+            ("32K", 32_768),
+            ("32k", 32_000),
+            ("25.6k", 25_600),
+            ("4096", 4096),
+        ] {
+            let s = parse_command(&words(&format!(
+                "vllm serve m --max-model-len {flag} --max-num-batched-tokens {flag}"
+            )))
+            .unwrap();
+            assert_eq!(s.max_model_len, Some(want), "{flag}");
+            assert_eq!(s.max_num_batched_tokens, Some(want), "{flag}");
+        }
+        assert!(parse_command(&words("vllm serve m --max-model-len 1.5K")).is_err());
+        // llama.cpp's -c is a plain integer: unchanged
+        let s = parse_command(&words("llama-server -m x.gguf -c 4096")).unwrap();
+        assert_eq!(s.max_model_len, Some(4096));
+    }
+
+    #[test]
     fn vllm_serve_with_memory_flags_and_unknowns() {
         let s = parse_command(&words(
             "vllm serve Qwen/Qwen2.5-72B-Instruct-AWQ --tensor-parallel-size 2 --max-model-len 32k \
@@ -617,7 +647,8 @@ mod tests {
         assert_eq!(s.engine, Engine::Vllm);
         assert_eq!(s.model.as_deref(), Some("Qwen/Qwen2.5-72B-Instruct-AWQ"));
         assert_eq!(s.tensor_parallel_size, Some(2));
-        assert_eq!(s.max_model_len, Some(32 * 1024));
+        // vLLM's human_readable_int: lower-case k is decimal (32,000), upper-case K binary
+        assert_eq!(s.max_model_len, Some(32_000));
         assert_eq!(s.gpu_memory_utilization, Some(0.92));
         assert_eq!(s.kv_cache_dtype.as_deref(), Some("fp8"));
         assert_eq!(s.enforce_eager, Some(true));
