@@ -299,6 +299,14 @@ pub struct ModelArch {
     /// layer (`index_head_dim`), which SGLang caches beside the latent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nsa_index_head_dim: Option<u32>,
+    /// Layers that keep a recurrent state per sequence (linear attention, Mamba), hybrid
+    /// models only ([`crate::state`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub state_layers: Vec<crate::state::StateLayer>,
+    /// The SSM state dtype the checkpoint asks for (`mamba_ssm_cache_dtype` /
+    /// `mamba_ssm_dtype`), when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_ssm_dtype: Option<Dtype>,
 }
 
 // ---- limits -------------------------------------------------------------------------------
@@ -313,13 +321,13 @@ const MAX_EXPERTS: u64 = 1 << 14;
 /// Largest model accepted, in parameters (10^15: a thousand times the largest published).
 const MAX_PARAMS: f64 = 1e15;
 
-struct Cfg<'a> {
+pub(crate) struct Cfg<'a> {
     text: &'a Map<String, Value>,
     top: &'a Map<String, Value>,
 }
 
 impl<'a> Cfg<'a> {
-    fn get(&self, key: &str) -> Option<&'a Value> {
+    pub(crate) fn get(&self, key: &str) -> Option<&'a Value> {
         match self.text.get(key) {
             Some(Value::Null) | None => match self.top.get(key) {
                 Some(Value::Null) | None => None,
@@ -334,7 +342,12 @@ impl<'a> Cfg<'a> {
     }
 
     /// Unsigned integer under any of `keys`, bounded by `max`.
-    fn uint(&self, field: &'static str, keys: &[&str], max: u64) -> Result<Option<u64>, PlanError> {
+    pub(crate) fn uint(
+        &self,
+        field: &'static str,
+        keys: &[&str],
+        max: u64,
+    ) -> Result<Option<u64>, PlanError> {
         let Some(v) = self.first(keys) else {
             return Ok(None);
         };
@@ -382,7 +395,7 @@ impl<'a> Cfg<'a> {
         self.get(key).and_then(Value::as_bool)
     }
 
-    fn string(&self, key: &str) -> Option<&'a str> {
+    pub(crate) fn string(&self, key: &str) -> Option<&'a str> {
         self.get(key).and_then(Value::as_str)
     }
 }
@@ -965,7 +978,13 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
     });
     let c = core_shape(&cfg, family)?;
     let n = c.num_layers as usize;
-    let kinds = attention_kinds(&cfg, family, n, c.max_position_embeddings)?;
+    let mut kinds = attention_kinds(&cfg, family, n, c.max_position_embeddings)?;
+    // hybrid models: state layers keep no KV cache (crate::state)
+    let state_layers = crate::state::parse(&cfg, &model_type, c.hidden_size, &mut kinds)?;
+    let state_ssm_dtype = cfg
+        .string("mamba_ssm_cache_dtype")
+        .or_else(|| cfg.string("mamba_ssm_dtype"))
+        .and_then(Dtype::parse);
     let layers = layer_attention(&cfg, &kinds, c.kv_heads, c.head_dim)?;
     let mla = mla(&cfg)?;
     let moe = moe(&cfg, family, n, c.intermediate_size)?;
@@ -1037,6 +1056,8 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
         published_params: None,
         checkpoint_bytes: None,
         nsa_index_head_dim: nsa_index_head_dim(&cfg, architecture_is_dsa)?,
+        state_layers,
+        state_ssm_dtype,
     })
 }
 

@@ -235,6 +235,8 @@ pub fn from_gguf(h: &GgufHeader) -> Result<ModelArch, GgufArchError> {
         published_params: Some(params),
         checkpoint_bytes: Some(h.total_tensor_bytes),
         nsa_index_head_dim: None,
+        state_layers: Vec::new(),
+        state_ssm_dtype: None,
     })
 }
 

@@ -22,12 +22,14 @@ pub mod find;
 pub mod flags;
 pub mod gguf_arch;
 pub mod gguf_quant;
+pub mod hybrid;
 pub mod llama_cpp;
 pub mod memory;
 pub mod plan;
 pub mod prices;
 pub mod rules;
 pub mod sglang;
+pub mod state;
 pub mod suggest;
 pub mod tgi;
 

@@ -723,6 +723,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
         gpus: Vec::new(),
         numa_nodes: Vec::new(),
         kv_bytes_per_token,
+        state_bytes_per_sequence: 0,
         blocks: 0,
         block_size: 1,
         kv_cache_groups: 1 + u32::from(kv.has_swa),

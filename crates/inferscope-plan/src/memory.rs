@@ -641,8 +641,18 @@ pub struct KvLayout {
     pub page_bytes: u64,
     /// Layers sharing one block id (group size).
     pub group_size: u32,
-    /// Kinds and their group counts.
+    /// Kinds and their group counts; a [`AttentionKind::NoKv`] kind is a group of
+    /// recurrent-state layers (hybrid models, [`crate::hybrid`]).
     pub kinds: Vec<KvGroupKind>,
+    /// Tokens per block (vLLM raises it for hybrid models so a page holds one state).
+    #[serde(default)]
+    pub block_size: u64,
+    /// Recurrent-state bytes of one sequence over this GPU's state layers (unpadded).
+    #[serde(default)]
+    pub state_bytes_per_seq: u64,
+    /// Blocks a request holds in each state group ([`crate::hybrid::state_blocks_per_request`]).
+    #[serde(default)]
+    pub state_blocks_per_request: u64,
 }
 
 impl KvLayout {
@@ -671,7 +681,8 @@ impl KvLayout {
                 AttentionKind::ChunkedLocal(c) => {
                     cdiv((u64::from(c) + batched_tokens).min(max_len), block)
                 }
-                AttentionKind::NoKv => 0,
+                // a state group holds one block per request (MambaSpec.max_memory_usage_bytes)
+                AttentionKind::NoKv => self.state_blocks_per_request.max(1),
             };
             total += per * u64::from(k.groups);
         }
@@ -735,6 +746,9 @@ pub fn kv_layout(
         page_bytes: page,
         group_size: group_size.max(1),
         kinds,
+        block_size: block,
+        state_bytes_per_seq: 0,
+        state_blocks_per_request: 0,
     }
 }
 

@@ -251,6 +251,10 @@ pub struct Plan {
     pub numa_nodes: Vec<u32>,
     /// KV bytes per token on one GPU, all its layers, windows ignored.
     pub kv_bytes_per_token: u64,
+    /// Recurrent-state bytes of one sequence on one GPU, all its state layers (hybrid models:
+    /// linear attention, Mamba), before the engine pads them to its page size.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub state_bytes_per_sequence: u64,
     /// KV cache blocks (`num_gpu_blocks`).
     pub blocks: u64,
     /// Tokens per block.
@@ -511,6 +515,10 @@ struct StageInputs<'a> {
     total: u64,
     kv_dtype: Dtype,
     block: u64,
+    /// Conv and SSM state dtypes of hybrid models' state layers.
+    state_dtypes: (Dtype, Dtype),
+    /// The vLLM release whose rules apply.
+    version: memory::EngineVersion,
 }
 
 /// Phase 5: vLLM's sizing per pipeline stage (first, last and one middle stage).
@@ -531,6 +539,8 @@ fn stages(req: &PlanRequest, i: &StageInputs) -> Stages {
         total,
         kv_dtype,
         block,
+        state_dtypes,
+        version,
     } = *i;
     let mut first = Stage::default();
     let mut min_blocks = u64::MAX;
@@ -579,7 +589,11 @@ fn stages(req: &PlanRequest, i: &StageInputs) -> Stages {
         };
         let in_budget = if graphs_in_budget { graph } else { 0 };
         let kv = usable as i64 - (w + nt + act + in_budget) as i64;
-        let layout = kv_layout(arch, range, tp, kv_dtype, block);
+        let layout = if arch.state_layers.is_empty() {
+            kv_layout(arch, range, tp, kv_dtype, block)
+        } else {
+            crate::hybrid::vllm_layout(arch, range, tp, kv_dtype, block, state_dtypes, version)
+        };
         let blocks = if kv <= 0 {
             0
         } else if v1 {
@@ -930,6 +944,12 @@ fn own_problems(
 /// piece (~185 lines, most of them argument lists) because the order in which the phases push
 /// assumptions is the text and JSON contract the goldens pin.
 pub fn plan(req: &PlanRequest) -> Plan {
+    // a state layer the engine's accounting is not modelled for: no plan as if it were attention
+    if let Some(why) =
+        crate::hybrid::unmodelled(&req.arch, req.engine, req.engine_version.as_deref())
+    {
+        return refused(req, why);
+    }
     if req.engine == Engine::LlamaCpp {
         return crate::llama_cpp::plan(req);
     }
@@ -985,6 +1005,8 @@ pub fn plan(req: &PlanRequest) -> Plan {
     let block = u64::from(rules.block_size);
     checkpoint_notes(req, arch, quant, flag_quant.is_some(), &mut assumptions);
 
+    let state_dtypes = crate::hybrid::vllm_state_dtypes(arch, version, None, None);
+
     // ---- per stage ----
     let usable = (util * total as f64) as u64;
     let mut usable_out = usable;
@@ -1012,12 +1034,30 @@ pub fn plan(req: &PlanRequest) -> Plan {
             total,
             kv_dtype,
             block,
+            state_dtypes,
+            version,
         },
     );
+    // hybrid models: vLLM raised the block so that one page holds one state
+    let block = if arch.state_layers.is_empty() {
+        block
+    } else {
+        layout.block_size.max(block)
+    };
+    if layout.state_bytes_per_seq > 0 {
+        hybrid_notes(arch, &layout, block, state_dtypes, &mut assumptions);
+    }
 
     // ---- tokens and concurrency ----
     let (kv_tokens, max_conc, groups) =
         vllm_tokens(&layout, blocks, block, max_len, batched_tokens, v1);
+    // hybrid models from 0.21: the printed size is the concurrency times max_model_len
+    let kv_tokens =
+        if layout.state_bytes_per_seq > 0 && crate::hybrid::prints_concurrency_tokens(version) {
+            (max_conc * max_len as f64) as u64
+        } else {
+            kv_tokens
+        };
     kv_notes(req, arch, quant, &layout, groups, v1, &mut assumptions);
 
     // SGLang and TGI size the KV cache their own way below, with their own verdicts.
@@ -1105,6 +1145,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
         gpus: Vec::new(),
         numa_nodes: Vec::new(),
         kv_bytes_per_token: cell_out,
+        state_bytes_per_sequence: layout.state_bytes_per_seq,
         blocks,
         block_size: block_out,
         kv_cache_groups: groups,
@@ -1149,4 +1190,77 @@ fn layout_has_window(arch: &ModelArch) -> bool {
             AttentionKind::Sliding(_) | AttentionKind::ChunkedLocal(_)
         )
     })
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// What a hybrid model's state costs and how vLLM pages it ([`crate::hybrid`]).
+fn hybrid_notes(
+    arch: &ModelArch,
+    layout: &crate::memory::KvLayout,
+    block: u64,
+    (conv, ssm): (Dtype, Dtype),
+    assumptions: &mut Vec<String>,
+) {
+    let state_layers = layout
+        .kinds
+        .iter()
+        .filter(|k| k.kind == AttentionKind::NoKv)
+        .map(|k| k.layers)
+        .sum::<u32>();
+    let types: Vec<&str> = {
+        let mut t: Vec<&str> = arch
+            .state_layers
+            .iter()
+            .map(|s| s.layer_type.as_str())
+            .collect();
+        t.dedup();
+        t
+    };
+    assumptions.push(format!(
+        "hybrid state: {state_layers} `{}` layers keep {} B per sequence on this GPU (conv state {conv}, SSM state {ssm}); vLLM pages them with the attention KV: block raised to {block} tokens so one {} B page holds one layer's state, one block per state group per request [0.11.0 model_executor/models/config.py HybridAttentionMambaModelConfig.verify_and_update_config; 0.34.0 platforms/interface.py _align_hybrid_block_size; layers/mamba/mamba_utils.py MambaStateShapeCalculator]",
+        types.join("`, `"),
+        layout.state_bytes_per_seq,
+        layout.page_bytes,
+    ));
+}
+
+/// The answer for a model the engine's accounting does not cover: no numbers, one problem.
+fn refused(req: &PlanRequest, why: String) -> Plan {
+    Plan {
+        fits: false,
+        problems: vec![why],
+        per_gpu: PerGpu::default(),
+        kv_cache_tokens: 0,
+        max_concurrency: 0.0,
+        concurrency: req.concurrency,
+        meets_concurrency: req.concurrency.map(|_| false),
+        max_model_len: req.max_model_len,
+        tensor_parallel_size: Some(req.tp),
+        pipeline_parallel_size: req.pp,
+        gpus_used: req.tp.saturating_mul(req.pp),
+        weights_bytes_total: None,
+        weights_bytes_per_gpu: 0,
+        gpus: Vec::new(),
+        numa_nodes: Vec::new(),
+        kv_bytes_per_token: 0,
+        state_bytes_per_sequence: 0,
+        blocks: 0,
+        block_size: 0,
+        kv_cache_groups: 0,
+        kv_cache_dtype: req.arch.dtype,
+        model: req.model_name.clone(),
+        gpu: req.gpu.name.clone(),
+        engine: EngineInfo {
+            name: req.engine,
+            version: req.engine_version.clone().unwrap_or_default(),
+            v1: true,
+        },
+        assumptions: Vec::new(),
+        llama_cpp: None,
+        accounting: None,
+        engine_rules: None,
+    }
 }
