@@ -17,6 +17,7 @@ pub mod allocator;
 pub mod arch;
 pub mod catalog;
 pub mod checkpoint;
+pub mod dsa;
 pub mod engine;
 pub mod find;
 pub mod flags;

@@ -589,7 +589,14 @@ fn stages(req: &PlanRequest, i: &StageInputs) -> Stages {
         };
         let in_budget = if graphs_in_budget { graph } else { 0 };
         let kv = usable as i64 - (w + nt + act + in_budget) as i64;
-        let layout = if arch.state_layers.is_empty() {
+        let dsa = (req.engine == Engine::Vllm && version >= crate::hybrid::VLLM_FIRST)
+            .then(|| {
+                crate::dsa::vllm_layout(arch, range.len() as u32, req.kv_cache_dtype.as_deref())
+            })
+            .flatten();
+        let layout = if let Some(d) = dsa {
+            d
+        } else if arch.state_layers.is_empty() {
             kv_layout(arch, range, tp, kv_dtype, block)
         } else {
             crate::hybrid::vllm_layout(arch, range, tp, kv_dtype, block, state_dtypes, version)
@@ -1038,11 +1045,20 @@ pub fn plan(req: &PlanRequest) -> Plan {
             version,
         },
     );
-    // hybrid models: vLLM raised the block so that one page holds one state
-    let block = if arch.state_layers.is_empty() {
-        block
-    } else {
+    // hybrid models: vLLM raised the block so that one page holds one state; DeepSeek sparse
+    // attention: the sparse backend's 64-token blocks
+    let block = if !arch.state_layers.is_empty() {
         layout.block_size.max(block)
+    } else if layout.block_size > 0 && layout.block_size != block {
+        assumptions.push(format!(
+            "DeepSeek sparse attention: {} B per token and layer = latent {} B + indexer keys {} B, 64-token blocks [0.11.0 model_executor/models/config.py DeepseekV32ForCausalLM; v1/kv_cache_interface.py MLAAttentionSpec fp8_ds_mla; models/deepseek_v2.py DeepseekV32IndexerCache; platforms/cuda.py]",
+            layout.page_bytes / layout.block_size.max(1),
+            crate::dsa::vllm_latent_bytes(arch, req.kv_cache_dtype.as_deref()).unwrap_or(0),
+            arch.nsa_index_head_dim.map_or(0, crate::dsa::indexer_bytes),
+        ));
+        layout.block_size
+    } else {
+        block
     };
     if layout.state_bytes_per_seq > 0 {
         hybrid_notes(arch, &layout, block, state_dtypes, &mut assumptions);
