@@ -307,6 +307,9 @@ pub struct ModelArch {
     /// `mamba_ssm_dtype`), when it says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_ssm_dtype: Option<Dtype>,
+    /// Layers with no feed-forward block (Nemotron-H: each block is one mixer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ffn_free_layers: Vec<u32>,
 }
 
 // ---- limits -------------------------------------------------------------------------------
@@ -882,8 +885,21 @@ fn moe(
             .and_then(Value::as_array)
             .map(|a| a.iter().filter_map(Value::as_u64).collect())
             .unwrap_or_default();
+        // Jamba: experts every `expert_layer_period` layers from `expert_layer_offset`
+        // (JambaConfig defaults 2 and 1)
+        let jamba = cfg.string("model_type") == Some("jamba");
+        let jamba_period = cfg
+            .uint("expert_layer_period", &["expert_layer_period"], MAX_LAYERS)?
+            .unwrap_or(2)
+            .max(1) as usize;
+        let jamba_offset = cfg
+            .uint("expert_layer_offset", &["expert_layer_offset"], MAX_LAYERS)?
+            .unwrap_or(1) as usize;
         let moe_layers = (0..n)
             .map(|i| {
+                if jamba {
+                    return i % jamba_period == jamba_offset;
+                }
                 let sparse = if family == Family::Llama4 {
                     (i + 1) % step == 0
                 } else {
@@ -980,7 +996,10 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
     let n = c.num_layers as usize;
     let mut kinds = attention_kinds(&cfg, family, n, c.max_position_embeddings)?;
     // hybrid models: state layers keep no KV cache (crate::state)
-    let state_layers = crate::state::parse(&cfg, &model_type, c.hidden_size, &mut kinds)?;
+    let crate::state::Parsed {
+        layers: state_layers,
+        ffn_free: ffn_free_layers,
+    } = crate::state::parse(&cfg, &model_type, c.hidden_size, &mut kinds)?;
     let state_ssm_dtype = cfg
         .string("mamba_ssm_cache_dtype")
         .or_else(|| cfg.string("mamba_ssm_dtype"))
@@ -1024,7 +1043,9 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
     check_size(&c, intermediate_size, moe.as_ref(), vision_params)?;
     // MLA applies RoPE to the qk_rope_head_dim part only.
     let rotary_dim = mla.map_or(c.rotary_dim, |m| m.qk_rope_head_dim);
-    let mlp = if matches!(family, Family::Opt | Family::Phi) {
+    let mlp = if matches!(family, Family::Opt | Family::Phi)
+        || cfg.string("mlp_hidden_act") == Some("relu2")
+    {
         MlpKind::Plain
     } else {
         MlpKind::Gated
@@ -1058,6 +1079,7 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
         nsa_index_head_dim: nsa_index_head_dim(&cfg, architecture_is_dsa)?,
         state_layers,
         state_ssm_dtype,
+        ffn_free_layers,
     })
 }
 

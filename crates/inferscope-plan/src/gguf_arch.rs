@@ -237,6 +237,7 @@ pub fn from_gguf(h: &GgufHeader) -> Result<ModelArch, GgufArchError> {
         nsa_index_head_dim: None,
         state_layers: Vec::new(),
         state_ssm_dtype: None,
+        ffn_free_layers: Vec::new(),
     })
 }
 

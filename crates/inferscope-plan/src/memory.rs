@@ -262,9 +262,12 @@ pub fn weights_per_gpu(
             w.runtime += qb(kv_b, false);
             let norms = u64::from(m.kv_lora_rank) + u64::from(m.q_lora_rank.unwrap_or(0));
             (q + kv_a + kv_b + o, norms)
-        } else if layer.kind == AttentionKind::NoKv {
-            // linear-attention / mamba layer: approximate with the same projection budget
+        } else if layer.kind == AttentionKind::NoKv && arch.state_layers.is_empty() {
+            // a no-KV layer of unknown shape (GGUF): approximate with the same projection budget
             (4 * h * heads_rank * u64::from(layer.head_dim), 0)
+        } else if layer.kind == AttentionKind::NoKv {
+            // hybrid: a state mixer (below) or an MLP-only block, no attention projections
+            (0, 0)
         } else {
             let hd = u64::from(layer.head_dim);
             let kv_rank = cdiv(u64::from(layer.kv_heads), tp).max(1);
@@ -281,6 +284,15 @@ pub fn weights_per_gpu(
         };
         w.attention += qb(attn, attn_q);
         w.other += qb(attn_bias + 2 * h, false);
+        // hybrid models: the layer's linear-attention / Mamba mixer
+        if let Some(s) = arch.state_layers.iter().find(|s| s.layer as usize == i) {
+            let (mats, small) = crate::state::mixer_params(&s.state, h, shard.tp);
+            w.attention += qb(mats, attn_q);
+            w.other += qb(small, false);
+        }
+        if arch.ffn_free_layers.contains(&(i as u32)) {
+            continue;
+        }
 
         // ---- feed-forward ----
         let dense_mlp = |inter: u64| -> (u64, u64) {

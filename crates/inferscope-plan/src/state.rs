@@ -216,6 +216,14 @@ fn named(
     }))
 }
 
+/// What [`parse`] finds.
+pub(crate) struct Parsed {
+    /// The state layers.
+    pub layers: Vec<StateLayer>,
+    /// Layers without a feed-forward block (Nemotron-H's attention and Mamba blocks).
+    pub ffn_free: Vec<u32>,
+}
+
 /// Read the state layers of a hybrid model and mark them in `kinds` as layers without a KV
 /// cache. Layer layouts, in the order tried: `layer_types` (Qwen3-Next, Granite-4.0-H),
 /// `hybrid_override_pattern` (Nemotron-H: `M` Mamba-2, `*` attention, `-` MLP, `E` MoE),
@@ -227,7 +235,7 @@ pub(crate) fn parse(
     model_type: &str,
     hidden: u64,
     kinds: &mut [AttentionKind],
-) -> Result<Vec<StateLayer>, PlanError> {
+) -> Result<Parsed, PlanError> {
     let n = kinds.len();
     let mut out = Vec::new();
     let push = |out: &mut Vec<StateLayer>, i: usize, t: &str, s: StateKind| {
@@ -263,7 +271,10 @@ pub(crate) fn parse(
                 kinds[i] = AttentionKind::NoKv;
             }
         }
-        return Ok(out);
+        return Ok(Parsed {
+            layers: out,
+            ffn_free: Vec::new(),
+        });
     }
     if let Some(p) = cfg.string("hybrid_override_pattern") {
         if p.chars().count() != n {
@@ -276,10 +287,13 @@ pub(crate) fn parse(
                 ),
             });
         }
+        // a Nemotron-H block is one mixer: attention, Mamba-2, MLP or MoE, never two
+        let mut ffn_free = Vec::new();
         for (i, c) in p.chars().enumerate() {
             match c {
-                '*' => {}
+                '*' => ffn_free.push(i as u32),
                 'M' => {
+                    ffn_free.push(i as u32);
                     kinds[i] = AttentionKind::NoKv;
                     push(&mut out, i, "M", mamba2(cfg, model_type, hidden)?);
                 }
@@ -292,7 +306,10 @@ pub(crate) fn parse(
                 }
             }
         }
-        return Ok(out);
+        return Ok(Parsed {
+            layers: out,
+            ffn_free,
+        });
     }
     let attention_at: Option<Box<dyn Fn(usize) -> bool>> = if model_type == "jamba" {
         let period = opt(cfg, "attn_layer_period", &["attn_layer_period"], 8)?.max(1) as usize;
@@ -328,14 +345,20 @@ pub(crate) fn parse(
                 push(&mut out, i, t, s);
             }
         }
-        return Ok(out);
+        return Ok(Parsed {
+            layers: out,
+            ffn_free: Vec::new(),
+        });
     }
     if model_type == "falcon_h1" {
         for i in 0..n {
             push(&mut out, i, "mamba2", mamba2(cfg, model_type, hidden)?);
         }
     }
-    Ok(out)
+    Ok(Parsed {
+        layers: out,
+        ffn_free: Vec::new(),
+    })
 }
 
 /// Bytes of one state layer per sequence on one TP rank, as vLLM sizes its `MambaSpec`
@@ -394,4 +417,65 @@ pub fn vllm_state_bytes(s: &StateKind, tp: u32, conv: Dtype, ssm: Dtype) -> Opti
         },
         StateKind::Unmodelled => return None,
     })
+}
+
+/// Parameters of one state mixer on one TP rank, as its model file builds it: (projection
+/// matrices, small tensors kept in the native dtype: conv weights, A, D, dt bias, norms).
+/// Gated DeltaNet (`qwen3_next.py` `Qwen3NextGatedDeltaNet`): in_proj_qkvz, in_proj_ba,
+/// conv1d, out_proj; Mamba-2 (`mamba_mixer2.py` `MambaMixer2`): in_proj to
+/// `2·inter + 2·g·state + heads`, conv1d, out_proj; Mamba-1 (`mamba_mixer.py` `MambaMixer`):
+/// in_proj, x_proj (dt_rank = ⌈hidden/16⌉), dt_proj, A, D, out_proj.
+pub fn mixer_params(s: &StateKind, hidden: u64, tp: u32) -> (u64, u64) {
+    let tp = u64::from(tp.max(1));
+    let h = hidden;
+    match *s {
+        StateKind::GatedDeltaNet {
+            conv_kernel,
+            key_heads,
+            value_heads,
+            key_head_dim,
+            value_head_dim,
+        } => {
+            let (k, v) = (
+                u64::from(key_heads) * u64::from(key_head_dim),
+                u64::from(value_heads) * u64::from(value_head_dim),
+            );
+            let vh = u64::from(value_heads);
+            let mats = (h * (2 * k + 2 * v) + h * 2 * vh + v * h) / tp;
+            let small =
+                (2 * k + v) * u64::from(conv_kernel) / tp + 2 * vh / tp + u64::from(value_head_dim);
+            (mats, small)
+        }
+        StateKind::Mamba2 {
+            intermediate,
+            groups,
+            heads,
+            state_size,
+            conv_kernel,
+            ..
+        } => {
+            let gs = 2 * u64::from(groups) * u64::from(state_size);
+            let heads = u64::from(heads);
+            let mats = (h * (2 * intermediate + gs + heads) + intermediate * h) / tp;
+            let small =
+                ((intermediate + gs) * u64::from(conv_kernel) + 3 * heads + intermediate) / tp;
+            (mats, small)
+        }
+        StateKind::Mamba1 {
+            intermediate,
+            state_size,
+            conv_kernel,
+        } => {
+            let dt_rank = h.div_ceil(16);
+            let st = u64::from(state_size);
+            let mats = (h * 2 * intermediate
+                + intermediate * (dt_rank + 2 * st)
+                + dt_rank * intermediate
+                + intermediate * h)
+                / tp;
+            let small = intermediate * (u64::from(conv_kernel) + st + 2) / tp;
+            (mats, small)
+        }
+        StateKind::Unmodelled => (0, 0),
+    }
 }

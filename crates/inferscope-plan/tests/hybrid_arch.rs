@@ -300,3 +300,26 @@ fn engines_without_a_state_model_refuse_by_name() {
         "{why}"
     );
 }
+
+#[test]
+fn hybrid_weights_count_the_mixers_not_attention() {
+    // published totals (model cards): the mixers replace attention projections, Nemotron-H
+    // blocks carry one mixer and no MLP, Jamba's experts sit on every other layer
+    let cases = [
+        ("Qwen--Qwen3-Next-80B-A3B-Instruct", 80e9),
+        ("nvidia--NVIDIA-Nemotron-Nano-9B-v2", 9e9),
+        ("nvidia--Nemotron-H-8B-Base-8K", 8e9),
+        ("ai21labs--AI21-Jamba-1.5-Mini", 52e9),
+        ("ibm-granite--granite-4.0-h-1b", 1.5e9),
+    ];
+    for (name, published) in cases {
+        let p = inferscope_plan::memory::parameter_count(&arch(name)) as f64;
+        let off = (p - published) / published;
+        eprintln!(
+            "{name}: {:.2}e9 parameters vs {:.2}e9 published ({off:+.3})",
+            p / 1e9,
+            published / 1e9
+        );
+        assert!(off.abs() < 0.06, "{name}: {p:.3e} vs {published:.3e}");
+    }
+}
