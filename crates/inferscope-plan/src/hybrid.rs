@@ -8,7 +8,8 @@
 //! ```text
 //! attn_page_1 = KV bytes of one token of one attention layer
 //! state_page  = conv + ssm bytes of one state layer for one sequence (MambaSpec.page_size_bytes)
-//! block       = 16 × ⌈state_page / (16 × attn_page_1)⌉   (if larger than --block-size)
+//! block       = a × ⌈state_page / (a × attn_page_1)⌉     (if larger than --block-size;
+//!               a = 16, from 0.20 max(16, block size): 64 by default in 0.34)
 //! page        = block × attn_page_1                       (the state page is padded to it)
 //! ```
 //!
@@ -145,9 +146,17 @@ pub fn vllm_layout(
         state_total += b;
         add(&mut kinds, AttentionKind::NoKv);
     }
-    // the attention block grows until one page holds one state (kernel block 16)
+    // the attention block grows, in steps of the alignment, until one page holds one state:
+    // 16 up to 0.19; from 0.20 the larger of the backend's smallest kernel block (16 for
+    // FlashAttention/FlashInfer) and the configured block (`_align_hybrid_block_size`), which
+    // is 64 by default in 0.34
+    let align = if version.at_least(0, 20) {
+        block.max(16)
+    } else {
+        16
+    };
     let block = if attn_1 > 0 && state_page > 0 {
-        block.max(16 * state_page.div_ceil(16 * attn_1))
+        block.max(align * state_page.div_ceil(align * attn_1))
     } else {
         block
     };
