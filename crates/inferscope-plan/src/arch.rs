@@ -199,8 +199,8 @@ impl Quantization {
             "awq" | "gptq" | "gptq_marlin" | "awq_marlin" | "marlin" => {
                 2.0 + f64::from(self.bits) / 8.0
             }
-            // fp8 block scales (fp32 per 128x128 block): negligible
-            "fp8" => 4.0 / g,
+            // fp8 block scales: one fp32 per block (`weight_block_size`, 128 × 128 = 16384)
+            "fp8" => 4.0,
             _ => 2.0,
         };
         base + scale / g
@@ -1133,7 +1133,18 @@ fn parse_quantization(
         && layers > 0;
     let lm_head_quantized = false;
     let mut out = match method.as_str() {
-        "fp8" | "fbgemm_fp8" => Quantization::from_method("fp8"),
+        "fp8" | "fbgemm_fp8" => Quantization::from_method("fp8").map(|mut b| {
+            // DeepSeek/Qwen3 FP8 checkpoints: `weight_block_size` [128, 128]
+            if let Some([r, c]) = q
+                .get("weight_block_size")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_u64).collect::<Vec<_>>())
+                .as_deref()
+            {
+                b.group_size = (r.saturating_mul(*c)).min(1 << 20) as u32;
+            }
+            b
+        }),
         "awq" | "gptq" | "marlin" | "gptq_marlin" | "awq_marlin" => {
             let mut base = Quantization::from_method(&method);
             if let Some(b) = base.as_mut() {

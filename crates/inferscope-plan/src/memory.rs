@@ -218,6 +218,17 @@ pub fn weights_per_gpu(
     quant: Option<&Quantization>,
     shard: Shard,
 ) -> WeightBytes {
+    weights_sized(arch, quant, shard, true)
+}
+
+/// [`weights_per_gpu`], with or without the engine's load-time padding (`runtime`): the
+/// checkpoint on disk holds the unpadded tensors.
+fn weights_sized(
+    arch: &ModelArch,
+    quant: Option<&Quantization>,
+    shard: Shard,
+    runtime: bool,
+) -> WeightBytes {
     let s = ShardSizing::new(arch, quant, shard);
     let (tp, h, first, last) = (s.tp, arch.hidden_size, s.first_stage, s.last_stage);
     let (attn_q, mlp_q) = (s.attention_quantized, s.mlp_quantized);
@@ -313,7 +324,7 @@ pub fn weights_per_gpu(
             } else {
                 (e, cdiv(moe.expert_intermediate, tp))
             };
-            let mxfp4 = quant.is_some_and(|q| q.method == "mxfp4");
+            let mxfp4 = runtime && quant.is_some_and(|q| q.method == "mxfp4");
             let (eh, ei) = if mxfp4 {
                 // vLLM's MXFP4 MoE kernels pad both expert dimensions to multiples of 256
                 (round_up(h, 256), round_up(ei_rank, 256))
@@ -359,7 +370,9 @@ pub fn checkpoint_bytes(arch: &ModelArch) -> u64 {
     if let Some(b) = arch.checkpoint_bytes {
         return b;
     }
-    let mut w = weights_per_gpu(arch, arch.quantization.as_ref(), Shard::SINGLE);
+    // on disk: no load-time padding (gpt-oss: 60.6 GiB unpadded vs the card's 60.8 GiB; the
+    // padded MXFP4 experts would be 68.6 GiB)
+    let mut w = weights_sized(arch, arch.quantization.as_ref(), Shard::SINGLE, false);
     w.rope_cache = 0;
     w.runtime = 0;
     let per_layer = (w.attention + w.mlp + w.experts + w.other) / u64::from(arch.num_layers.max(1));
