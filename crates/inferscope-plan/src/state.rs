@@ -263,12 +263,12 @@ pub(crate) fn parse(
                 detail: format!("has {} entries for {} layers", types.len(), n),
             });
         }
-        for (i, t) in types.iter().enumerate() {
+        for ((i, t), k) in types.iter().enumerate().zip(kinds.iter_mut()) {
             if let Some(s) = named(cfg, model_type, hidden, t)? {
-                kinds[i] = AttentionKind::NoKv;
+                *k = AttentionKind::NoKv;
                 push(&mut out, i, t, s);
             } else if matches!(t.as_str(), "mlp" | "moe") {
-                kinds[i] = AttentionKind::NoKv;
+                *k = AttentionKind::NoKv;
             }
         }
         return Ok(Parsed {
@@ -289,15 +289,15 @@ pub(crate) fn parse(
         }
         // a Nemotron-H block is one mixer: attention, Mamba-2, MLP or MoE, never two
         let mut ffn_free = Vec::new();
-        for (i, c) in p.chars().enumerate() {
+        for ((i, c), k) in p.chars().enumerate().zip(kinds.iter_mut()) {
             match c {
                 '*' => ffn_free.push(i as u32),
                 'M' => {
                     ffn_free.push(i as u32);
-                    kinds[i] = AttentionKind::NoKv;
+                    *k = AttentionKind::NoKv;
                     push(&mut out, i, "M", mamba2(cfg, model_type, hidden)?);
                 }
-                '-' | 'E' => kinds[i] = AttentionKind::NoKv,
+                '-' | 'E' => *k = AttentionKind::NoKv,
                 other => {
                     return Err(PlanError::Invalid {
                         field: "hybrid_override_pattern",
