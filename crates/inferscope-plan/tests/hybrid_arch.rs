@@ -101,6 +101,20 @@ fn layer_types_of_real_hybrid_configs() {
     assert_eq!(count(&m, AttentionKind::Full), 10);
     assert_eq!(m.state_layers.len(), 30);
     assert_eq!(m.state_ssm_dtype, Some(Dtype::F32));
+    // Falcon-H1: attention and Mamba-2 side by side in all 44 layers
+    let f = arch("tiiuae--Falcon-H1-7B-Instruct");
+    assert_eq!(count(&f, AttentionKind::Full), 44);
+    assert_eq!(f.state_layers.len(), 44);
+    assert!(matches!(
+        f.state_layers[43].state,
+        StateKind::Mamba2 {
+            intermediate: 3072,
+            heads: 24,
+            head_dim: 128,
+            state_size: 256,
+            ..
+        }
+    ));
 }
 
 /// vLLM's bytes per sequence of one state layer on one TP rank, from the config's own keys
@@ -142,6 +156,19 @@ fn expected_state(name: &str, tp: u64, conv_b: u64, ssm_b: u64) -> u64 {
             (u(&c, "mamba_d_conv") - 1) * ((inter + 2 * g * s) / tp) * conv_b
                 + h / tp * d * s * ssm_b
         }
+        "falcon_h1" => {
+            // mamba2_state_shape with intermediate = mamba_d_ssm (falcon_h1.py)
+            let (inter, h, d, g, s) = (
+                u(&c, "mamba_d_ssm"),
+                u(&c, "mamba_n_heads"),
+                u(&c, "mamba_d_head"),
+                u(&c, "mamba_n_groups"),
+                u(&c, "mamba_d_state"),
+            );
+            let g = if g % tp == 0 { g } else { tp };
+            (u(&c, "mamba_d_conv") - 1) * ((inter + 2 * g * s) / tp) * conv_b
+                + h / tp * d * s * ssm_b
+        }
         "jamba" => {
             // mamba1_state_shape
             let inter = u(&c, "mamba_expand") * u(&c, "hidden_size") / tp;
@@ -164,6 +191,9 @@ fn plan_state_and_kv_bytes_match_the_engine_formula() {
         ("ibm-granite--granite-4.0-h-1b", 36, 4, 128),
         ("ai21labs--AI21-Jamba-1.5-Mini", 28, 8, 128),
         ("Qwen--Qwen3.6-35B-A3B", 30, 2, 256),
+        // Falcon-H1: every layer has attention and a Mamba-2 mixer
+        ("tiiuae--Falcon-H1-7B-Instruct", 44, 2, 128),
+        ("ibm-granite--granite-4.0-h-tiny", 36, 4, 128),
     ];
     for (name, state_layers, kv_heads, head_dim) in cases {
         for (tp, version) in [(1u32, "0.11.0"), (2, "0.11.0"), (1, "0.34.0")] {
@@ -289,11 +319,9 @@ fn engines_without_a_state_model_refuse_by_name() {
             Some(p.problems[0].as_str())
         );
     }
-    // a layer type with no formula is refused on vLLM too
-    let conv = r#"{"architectures":["Lfm2ForCausalLM"],"model_type":"lfm2","num_hidden_layers":2,
-        "hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":100,
-        "intermediate_size":128,"layer_types":["conv","full_attention"]}"#;
-    let l = from_hf_config(conv).unwrap();
+    // a layer type with no formula (LFM2's short convolutions) is refused on vLLM too
+    let l = arch("LiquidAI--LFM2-2.6B");
+    assert_eq!(l.state_layers.len(), 22);
     let why = hybrid::unmodelled(&l, Engine::Vllm, None).unwrap();
     assert!(
         why.starts_with("layer type `conv` of Lfm2ForCausalLM is not modelled for vLLM"),
@@ -311,6 +339,7 @@ fn hybrid_weights_count_the_mixers_not_attention() {
         ("nvidia--Nemotron-H-8B-Base-8K", 8e9),
         ("ai21labs--AI21-Jamba-1.5-Mini", 52e9),
         ("ibm-granite--granite-4.0-h-1b", 1.5e9),
+        ("ibm-granite--granite-4.0-h-tiny", 7e9),
     ];
     for (name, published) in cases {
         let p = inferscope_plan::memory::parameter_count(&arch(name)) as f64;
