@@ -212,6 +212,8 @@ pub fn unmodelled(arch: &ModelArch, engine: Engine, version: Option<&str>) -> Op
         ));
     }
     match engine {
+        // llama.cpp keeps recurrent cells per slot ([`crate::llama_cpp`])
+        Engine::LlamaCpp => None,
         Engine::Vllm => {
             let v = version
                 .and_then(EngineVersion::parse)

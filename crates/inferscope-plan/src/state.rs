@@ -479,3 +479,45 @@ pub fn mixer_params(s: &StateKind, hidden: u64, tp: u32) -> (u64, u64) {
         StateKind::Unmodelled => (0, 0),
     }
 }
+
+/// llama.cpp's recurrent cells of one state layer for one sequence, in elements: the conv row
+/// `n_embd_r = (ssm_d_conv − 1) × (ssm_d_inner + 2 × ssm_n_group × ssm_d_state)` and the state
+/// row `n_embd_s = ssm_d_state × ssm_d_inner` (`src/llama-hparams.cpp`), with the GGUF keys
+/// `convert_hf_to_gguf.py` writes: Gated DeltaNet d_inner = value heads × value dim, d_state =
+/// key dim, n_group = key heads; Mamba-2 its own; Mamba-1 n_group 0. `None` when unmodelled.
+pub fn llama_cpp_state_elements(s: &StateKind) -> Option<(u64, u64)> {
+    let (k, inner, groups, state) = match *s {
+        StateKind::GatedDeltaNet {
+            conv_kernel,
+            key_heads,
+            value_heads,
+            key_head_dim,
+            value_head_dim,
+        } => (
+            conv_kernel,
+            u64::from(value_heads) * u64::from(value_head_dim),
+            u64::from(key_heads),
+            u64::from(key_head_dim),
+        ),
+        StateKind::Mamba2 {
+            intermediate,
+            groups,
+            state_size,
+            conv_kernel,
+            ..
+        } => (
+            conv_kernel,
+            intermediate,
+            u64::from(groups),
+            u64::from(state_size),
+        ),
+        StateKind::Mamba1 {
+            intermediate,
+            state_size,
+            conv_kernel,
+        } => (conv_kernel, intermediate, 0, u64::from(state_size)),
+        StateKind::Unmodelled => return None,
+    };
+    let r = u64::from(k.saturating_sub(1)) * (inner + 2 * groups * state);
+    Some((r, state * inner))
+}

@@ -297,7 +297,6 @@ fn engines_without_a_state_model_refuse_by_name() {
     let cases = [
         (Engine::Sglang, Some("0.5.10"), "SGLang 0.5.10"),
         (Engine::Tgi, None, "TGI (any release)"),
-        (Engine::LlamaCpp, None, "llama.cpp (any release)"),
         (Engine::Vllm, Some("0.10.1"), "vLLM 0.10.1"),
     ];
     for (engine, version, named) in cases {
@@ -351,4 +350,69 @@ fn hybrid_weights_count_the_mixers_not_attention() {
         );
         assert!(off.abs() < 0.06, "{name}: {p:.3e} vs {published:.3e}");
     }
+}
+
+#[test]
+fn llama_cpp_keeps_f32_recurrent_cells_per_slot() {
+    // llama.cpp: per state layer and slot, an F32 conv row n_embd_r = (d_conv − 1) ×
+    // (d_inner + 2 × n_group × d_state) and an F32 state row n_embd_s = d_state × d_inner
+    // (src/llama-hparams.cpp), Qwen3-Next's GGUF keys d_inner = value heads × value dim,
+    // d_state = key dim, n_group = key heads (its print_info: ssm_d_inner 4096, ssm_d_state
+    // 128, ssm_n_group 16)
+    let name = "Qwen--Qwen3-Next-80B-A3B-Instruct";
+    let c = text(name);
+    let inner = u(&c, "linear_num_value_heads") * u(&c, "linear_value_head_dim");
+    let (state, groups) = (u(&c, "linear_key_head_dim"), u(&c, "linear_num_key_heads"));
+    assert_eq!((inner, state, groups), (4096, 128, 16));
+    let r = (u(&c, "linear_conv_kernel_dim") - 1) * (inner + 2 * groups * state);
+    let per_seq = 36 * 4 * (r + state * inner);
+    let with_slots = |np: u32| {
+        let mut r = PlanRequest::new(arch(name), name, h100(4));
+        r.engine = Engine::LlamaCpp;
+        r.max_num_seqs = Some(np);
+        r.max_model_len = Some(8192 * u64::from(np));
+        plan(&r)
+    };
+    let one = with_slots(1);
+    assert_eq!(one.state_bytes_per_sequence, per_seq);
+    assert!(
+        one.assumptions
+            .iter()
+            .any(|a| a.starts_with("recurrent state: 36 state layers")),
+        "{:?}",
+        one.assumptions
+    );
+    // the cells are one per slot, on the GPU with their layers: what the GPU holds beyond
+    // llama_kv_cache's size is np states (Nemotron-Nano-9B-v2 fits one H100 whole)
+    let n = "nvidia--NVIDIA-Nemotron-Nano-9B-v2";
+    let nem = expected_state_llama(n);
+    for np in [1u32, 4] {
+        let mut r = PlanRequest::new(arch(n), n, h100(1));
+        r.engine = Engine::LlamaCpp;
+        r.max_num_seqs = Some(np);
+        r.max_model_len = Some(8192 * u64::from(np));
+        let p = plan(&r);
+        let l = p.llama_cpp.as_ref().unwrap();
+        assert_eq!(l.gpu_layers, l.layers, "all layers offloaded");
+        assert_eq!(p.state_bytes_per_sequence, nem);
+        let rs = p.per_gpu.kv_cache_gib * GIB - l.kv_cache_mib * f64::from(1u32 << 20);
+        let want = f64::from(np) * nem as f64;
+        assert!((rs - want).abs() < 0.01 * GIB, "np {np}: {rs} vs {want}");
+    }
+    // KV per token: the 12 attention layers only
+    assert_eq!(one.kv_bytes_per_token, 12 * 2 * 2 * 256 * 2);
+}
+
+/// llama.cpp's F32 conv + state rows of a Nemotron-H config's Mamba-2 layers, one sequence.
+fn expected_state_llama(name: &str) -> u64 {
+    let c = text(name);
+    let inner = u(&c, "mamba_num_heads") * u(&c, "mamba_head_dim");
+    let (g, st) = (u(&c, "n_groups"), u(&c, "ssm_state_size"));
+    let r = (u(&c, "conv_kernel") - 1) * (inner + 2 * g * st);
+    let layers = c["hybrid_override_pattern"]
+        .as_str()
+        .unwrap()
+        .matches('M')
+        .count() as u64;
+    layers * 4 * (r + st * inner)
 }
