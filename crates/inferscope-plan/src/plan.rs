@@ -868,8 +868,20 @@ fn kv_notes(
     assumptions: &mut Vec<String>,
 ) {
     if v1 && arch.is_hybrid() {
+        // from 0.21 a state model's printed size is concurrency × max_model_len (hybrid.rs)
+        let printed = if layout.state_bytes_per_seq > 0
+            && req
+                .engine_version
+                .as_deref()
+                .and_then(crate::memory::EngineVersion::parse)
+                .is_none_or(crate::hybrid::prints_concurrency_tokens)
+        {
+            "tokens = max concurrency × max_model_len, as vLLM ≥ 0.21 prints them"
+        } else {
+            "tokens = blocks / groups × block size, as vLLM V1 prints them"
+        };
         assumptions.push(format!(
-            "hybrid KV layout: {} groups of {} layers; tokens = blocks / groups × block size, as vLLM V1 prints them",
+            "hybrid KV layout: {} groups of {} layers; {printed}",
             groups, layout.group_size
         ));
     }
