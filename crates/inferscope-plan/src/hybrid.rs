@@ -225,9 +225,32 @@ pub fn unmodelled(arch: &ModelArch, engine: Engine, version: Option<&str>) -> Op
                 )
             })
         }
-        _ => Some(say(
+        // SGLang's Mamba pool is modelled from 0.5.10 (crate::sglang_mamba) for Mamba-2 and
+        // Gated DeltaNet layers
+        Engine::Sglang => {
+            let v = version.and_then(EngineVersion::parse);
+            let old = v.is_some_and(|v| (v.major, v.minor, v.patch) < (0, 5, 10));
+            let mamba1 = arch
+                .state_layers
+                .iter()
+                .find(|s| matches!(s.state, StateKind::Mamba1 { .. }));
+            if let Some(s) = mamba1 {
+                Some(say(
+                    &s.layer_type,
+                    " (Mamba-1 state has no SGLang formula here)",
+                ))
+            } else {
+                old.then(|| {
+                    say(
+                        &first.layer_type,
+                        " (SGLang's Mamba pool is modelled from 0.5.10's rules)",
+                    )
+                })
+            }
+        }
+        Engine::Tgi => Some(say(
             &first.layer_type,
-            " (its recurrent-state pool is not modelled: plan it for vLLM ≥ 0.11)",
+            " (its recurrent-state pool is not modelled: plan it for vLLM ≥ 0.11 or SGLang ≥ 0.5.10)",
         )),
     }
 }

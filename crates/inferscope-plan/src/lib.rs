@@ -30,6 +30,7 @@ pub mod plan;
 pub mod prices;
 pub mod rules;
 pub mod sglang;
+pub mod sglang_mamba;
 pub mod state;
 pub mod suggest;
 pub mod tgi;

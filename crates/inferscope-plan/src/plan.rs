@@ -655,6 +655,10 @@ struct OwnSizing {
     outside: f64,
     block: u32,
     rules: crate::rules::EngineRules,
+    /// Requests the engine can run at once whatever their length (SGLang's Mamba pool).
+    max_requests: Option<u64>,
+    /// Recurrent-state bytes of one request on this GPU, as the engine sizes them.
+    state_per_seq: Option<u64>,
 }
 
 /// SGLang: `--mem-fraction-static` of the free memory at start holds weights and KV only
@@ -738,6 +742,29 @@ fn sglang_sizing(
     });
     r.info.rules.extend(load_rules);
     r.info.rules.extend(nsa_rules);
+    // hybrid models: the Mamba state pool comes out of the same budget first
+    let range = stage_layers(arch.num_layers, pp, 0);
+    let mamba = crate::sglang_mamba::per_request(arch, range, tp)
+        .filter(|b| *b > 0)
+        .map(|per_req| {
+            let pool = crate::sglang_mamba::pool(r.rest as f64, per_req, None);
+            let rest = r.rest - pool.bytes as i64;
+            r.tokens = if rest > 0 && cell > 0 { rest as u64 / cell } else { 0 };
+            r.rest = rest;
+            r.info.rules.push(crate::rules::Rule {
+                rule: "mamba_pool".into(),
+                value: format!(
+                    "{} B of state per request (conv bfloat16, SSM {}); max_mamba_cache_size = {} requests = rest × {} / (1 + {}); tokens = what is left // {cell} B",
+                    pool.per_request,
+                    arch.state_ssm_dtype.unwrap_or(Dtype::F32),
+                    pool.requests,
+                    crate::sglang_mamba::MAMBA_FULL_MEMORY_RATIO,
+                    crate::sglang_mamba::MAMBA_FULL_MEMORY_RATIO,
+                ),
+                source: "0.5.10.post1 sglang/srt/model_executor/model_runner_kv_cache_mixin.py handle_max_mamba_cache; sglang/srt/configs/mamba_utils.py mamba2_state_dtype, Mamba2StateShape.create; server_args.py mamba_full_memory_ratio".into(),
+            });
+            pool
+        });
     let f = r.mem_fraction_static;
     // activations and CUDA graphs live outside mem_fraction_static
     first.activation = 0;
@@ -752,6 +779,8 @@ fn sglang_sizing(
         outside: (1.0 - f) * free as f64,
         block: 1,
         rules: r.info,
+        max_requests: mamba.map(|m| m.requests),
+        state_per_seq: mamba.map(|m| m.per_request),
     }
 }
 
@@ -799,6 +828,8 @@ fn tgi_sizing(
         outside: (1.0 - f) * total as f64,
         block: r.block_size,
         rules: r.info,
+        max_requests: None,
+        state_per_seq: None,
     }
 }
 
@@ -1106,6 +1137,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
     let mut blocks = blocks;
     let mut block_out = block as u32;
     let mut cell_out = layout.bytes_per_token;
+    let mut state_per_seq = layout.state_bytes_per_seq;
     if own_sizing {
         let cell = layout.bytes_per_token;
         let own = match req.engine {
@@ -1122,8 +1154,8 @@ pub fn plan(req: &PlanRequest) -> Plan {
             ),
             _ => tgi_sizing(req, arch, tp, total, cell, &mut first, &mut assumptions),
         };
-        let (tokens, kv_bytes, budget, outside, rules_out) =
-            (own.tokens, own.kv, own.budget, own.outside, own.rules);
+        let (tokens, kv_bytes, budget, outside) = (own.tokens, own.kv, own.budget, own.outside);
+        let rules_out = own.rules.clone();
         block_out = own.block;
         cell_out = own.cell;
         engine_rules = rules_out;
@@ -1132,6 +1164,12 @@ pub fn plan(req: &PlanRequest) -> Plan {
         kv_tokens = tokens;
         blocks = tokens / u64::from(block_out.max(1));
         max_conc = tokens as f64 / max_len as f64;
+        if let Some(n) = own.max_requests {
+            max_conc = max_conc.min(n as f64);
+        }
+        if let Some(b) = own.state_per_seq {
+            state_per_seq = b;
+        }
         first.kv = kv_bytes;
         first.free_after = outside as i64;
         usable_out = budget as u64;
@@ -1173,7 +1211,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
         gpus: Vec::new(),
         numa_nodes: Vec::new(),
         kv_bytes_per_token: cell_out,
-        state_bytes_per_sequence: layout.state_bytes_per_seq,
+        state_bytes_per_sequence: state_per_seq,
         blocks,
         block_size: block_out,
         kv_cache_groups: groups,

@@ -295,7 +295,7 @@ fn vllm_start_ups_of_hybrid_models() {
 fn engines_without_a_state_model_refuse_by_name() {
     let a = arch("Qwen--Qwen3-Next-80B-A3B-Instruct");
     let cases = [
-        (Engine::Sglang, Some("0.5.10"), "SGLang 0.5.10"),
+        (Engine::Sglang, Some("0.5.9"), "SGLang 0.5.9"),
         (Engine::Tgi, None, "TGI (any release)"),
         (Engine::Vllm, Some("0.10.1"), "vLLM 0.10.1"),
     ];
@@ -415,4 +415,50 @@ fn expected_state_llama(name: &str) -> u64 {
         .matches('M')
         .count() as u64;
     layers * 4 * (r + st * inner)
+}
+
+#[test]
+fn sglang_carves_a_mamba_pool_out_of_the_kv_budget() {
+    // SGLang 0.5.10.post1 handle_max_mamba_cache: rest × 0.9 / 1.9 for whole requests' states
+    // (conv bf16, SSM float32 by default), the remainder for tokens of the 12 attention layers
+    let name = "Qwen--Qwen3-Next-80B-A3B-Instruct";
+    let c = text(name);
+    let tp = 4u64;
+    let (kh, vh) = (
+        u(&c, "linear_num_key_heads"),
+        u(&c, "linear_num_value_heads"),
+    );
+    let (kd, vd) = (u(&c, "linear_key_head_dim"), u(&c, "linear_value_head_dim"));
+    let conv = (u(&c, "linear_conv_kernel_dim") - 1) * ((2 * kh * kd + vh * vd) / tp) * 2;
+    let ssm = vh / tp * kd * vd * 4;
+    let per_req = 36 * (conv + ssm);
+    let mut r = PlanRequest::new(arch(name), name, h100(4));
+    r.engine = Engine::Sglang;
+    r.engine_version = Some("0.5.10.post1".into());
+    r.tp = 4;
+    r.max_model_len = Some(32_768);
+    let p = plan(&r);
+    assert!(p.problems.is_empty(), "{:?}", p.problems);
+    assert_eq!(p.state_bytes_per_sequence, per_req);
+    let rules = p.engine_rules.as_ref().unwrap();
+    let pool = rules.rules.iter().find(|r| r.rule == "mamba_pool").unwrap();
+    let requests: u64 = pool
+        .value
+        .split("max_mamba_cache_size = ")
+        .nth(1)
+        .and_then(|v| v.split(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    // the pool holds 0.9 / 1.9 of the budget; tokens the rest
+    let cell = p.kv_bytes_per_token;
+    assert_eq!(
+        cell,
+        12 * 2 * 1 * 256 * 2,
+        "one replicated KV head per rank"
+    );
+    let pool_b = (requests * per_req) as f64;
+    let kv_b = (p.kv_cache_tokens * cell) as f64;
+    let ratio = pool_b / (pool_b + kv_b);
+    assert!((ratio - 0.9 / 1.9).abs() < 0.01, "pool share {ratio}");
+    assert!(p.max_concurrency <= requests as f64 + 0.01);
 }

@@ -9,7 +9,7 @@ use common::inferscope;
 const QWEN3_NEXT: &str = "fixtures/hub/Qwen--Qwen3-Next-80B-A3B-Instruct/config.json";
 
 #[test]
-fn sglang_refuses_a_linear_attention_model_by_name() {
+fn old_sglang_refuses_a_linear_attention_model_by_name() {
     let (code, out, err) = inferscope(&[
         "plan",
         "--model",
@@ -19,7 +19,7 @@ fn sglang_refuses_a_linear_attention_model_by_name() {
         "--gpus",
         "4",
         "--engine-version",
-        "0.5.10",
+        "0.5.9",
         "--",
         "python3",
         "-m",
@@ -32,7 +32,7 @@ fn sglang_refuses_a_linear_attention_model_by_name() {
     assert_eq!(code, 2, "{out}{err}");
     assert!(
         err.contains(
-            "layer type `linear_attention` of Qwen3NextForCausalLM is not modelled for SGLang 0.5.10"
+            "layer type `linear_attention` of Qwen3NextForCausalLM is not modelled for SGLang 0.5.9"
         ),
         "{err}"
     );
