@@ -453,7 +453,7 @@ fn sglang_carves_a_mamba_pool_out_of_the_kv_budget() {
     let cell = p.kv_bytes_per_token;
     assert_eq!(
         cell,
-        12 * 2 * 1 * 256 * 2,
+        12 * 2 * 2u64.div_ceil(tp) * 256 * 2,
         "one replicated KV head per rank"
     );
     let pool_b = (requests * per_req) as f64;
