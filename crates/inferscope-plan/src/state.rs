@@ -93,7 +93,9 @@ impl StateBytes {
     }
 }
 
-const MAX_DIM: u64 = 1 << 20;
+/// Largest head count, head or state dimension, group count or convolution kernel accepted
+/// (real ones are ≤ 256): bounds every state and mixer product far below `u64::MAX`.
+const MAX_DIM: u64 = 1 << 16;
 
 fn req(cfg: &Cfg, field: &'static str, keys: &[&str]) -> Result<u64, PlanError> {
     cfg.uint(field, keys, MAX_DIM)?
@@ -151,7 +153,7 @@ fn mamba2(cfg: &Cfg, model_type: &str, hidden: u64) -> Result<StateKind, PlanErr
     let intermediate = if model_type == "nemotron_h" {
         heads * head_dim
     } else {
-        match cfg.uint("mamba_d_ssm", &["mamba_d_ssm"], MAX_DIM * 16)? {
+        match cfg.uint("mamba_d_ssm", &["mamba_d_ssm"], MAX_DIM * MAX_DIM)? {
             Some(d) => d,
             None => (expand * hidden as f64) as u64,
         }

@@ -462,3 +462,35 @@ fn sglang_carves_a_mamba_pool_out_of_the_kv_budget() {
     assert!((ratio - 0.9 / 1.9).abs() < 0.01, "pool share {ratio}");
     assert!(p.max_concurrency <= requests as f64 + 0.01);
 }
+
+#[test]
+fn hostile_state_sizes_are_refused_or_planned_without_overflow() {
+    // every state key at the largest value accepted: planned on every engine, no panic
+    let big = 1u64 << 16;
+    let cfg = serde_json::json!({
+        "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next",
+        "hidden_size": 1u64 << 20, "num_hidden_layers": 8, "num_attention_heads": 16,
+        "num_key_value_heads": 2, "head_dim": 256, "vocab_size": 1000, "intermediate_size": 64,
+        "linear_num_key_heads": big, "linear_num_value_heads": big, "linear_key_head_dim": big,
+        "linear_value_head_dim": big, "linear_conv_kernel_dim": big
+    });
+    let a = from_hf_config(&cfg.to_string()).unwrap();
+    for engine in [Engine::Vllm, Engine::Sglang, Engine::LlamaCpp, Engine::Tgi] {
+        let mut r = PlanRequest::new(a.clone(), "big", h100(1));
+        r.engine = engine;
+        let p = plan(&r);
+        match engine {
+            // llama.cpp moves what does not fit to the CPU
+            Engine::LlamaCpp => assert!(p.state_bytes_per_sequence > 0),
+            _ => assert!(!p.fits, "{engine:?}"),
+        }
+    }
+    // one past the limit is refused by name
+    let mut over = cfg.clone();
+    over["linear_num_key_heads"] = (big + 1).into();
+    let e = from_hf_config(&over.to_string()).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "config.json: linear_num_key_heads: 65537 is larger than the 65536 this planner accepts"
+    );
+}
