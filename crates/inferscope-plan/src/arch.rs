@@ -199,8 +199,8 @@ impl Quantization {
             "awq" | "gptq" | "gptq_marlin" | "awq_marlin" | "marlin" => {
                 2.0 + f64::from(self.bits) / 8.0
             }
-            // fp8 block scales (fp32 per 128x128 block): negligible
-            "fp8" => 4.0 / g,
+            // fp8 block scales: one fp32 per block (`weight_block_size`, 128 × 128 = 16384)
+            "fp8" => 4.0,
             _ => 2.0,
         };
         base + scale / g
@@ -299,6 +299,17 @@ pub struct ModelArch {
     /// layer (`index_head_dim`), which SGLang caches beside the latent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nsa_index_head_dim: Option<u32>,
+    /// Layers that keep a recurrent state per sequence (linear attention, Mamba), hybrid
+    /// models only ([`crate::state`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub state_layers: Vec<crate::state::StateLayer>,
+    /// The SSM state dtype the checkpoint asks for (`mamba_ssm_cache_dtype` /
+    /// `mamba_ssm_dtype`), when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_ssm_dtype: Option<Dtype>,
+    /// Layers with no feed-forward block (Nemotron-H: each block is one mixer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ffn_free_layers: Vec<u32>,
 }
 
 // ---- limits -------------------------------------------------------------------------------
@@ -313,13 +324,13 @@ const MAX_EXPERTS: u64 = 1 << 14;
 /// Largest model accepted, in parameters (10^15: a thousand times the largest published).
 const MAX_PARAMS: f64 = 1e15;
 
-struct Cfg<'a> {
+pub(crate) struct Cfg<'a> {
     text: &'a Map<String, Value>,
     top: &'a Map<String, Value>,
 }
 
 impl<'a> Cfg<'a> {
-    fn get(&self, key: &str) -> Option<&'a Value> {
+    pub(crate) fn get(&self, key: &str) -> Option<&'a Value> {
         match self.text.get(key) {
             Some(Value::Null) | None => match self.top.get(key) {
                 Some(Value::Null) | None => None,
@@ -334,7 +345,12 @@ impl<'a> Cfg<'a> {
     }
 
     /// Unsigned integer under any of `keys`, bounded by `max`.
-    fn uint(&self, field: &'static str, keys: &[&str], max: u64) -> Result<Option<u64>, PlanError> {
+    pub(crate) fn uint(
+        &self,
+        field: &'static str,
+        keys: &[&str],
+        max: u64,
+    ) -> Result<Option<u64>, PlanError> {
         let Some(v) = self.first(keys) else {
             return Ok(None);
         };
@@ -382,7 +398,7 @@ impl<'a> Cfg<'a> {
         self.get(key).and_then(Value::as_bool)
     }
 
-    fn string(&self, key: &str) -> Option<&'a str> {
+    pub(crate) fn string(&self, key: &str) -> Option<&'a str> {
         self.get(key).and_then(Value::as_str)
     }
 }
@@ -869,8 +885,21 @@ fn moe(
             .and_then(Value::as_array)
             .map(|a| a.iter().filter_map(Value::as_u64).collect())
             .unwrap_or_default();
+        // Jamba: experts every `expert_layer_period` layers from `expert_layer_offset`
+        // (JambaConfig defaults 2 and 1)
+        let jamba = cfg.string("model_type") == Some("jamba");
+        let jamba_period = cfg
+            .uint("expert_layer_period", &["expert_layer_period"], MAX_LAYERS)?
+            .unwrap_or(2)
+            .max(1) as usize;
+        let jamba_offset = cfg
+            .uint("expert_layer_offset", &["expert_layer_offset"], MAX_LAYERS)?
+            .unwrap_or(1) as usize;
         let moe_layers = (0..n)
             .map(|i| {
+                if jamba {
+                    return i % jamba_period == jamba_offset;
+                }
                 let sparse = if family == Family::Llama4 {
                     (i + 1) % step == 0
                 } else {
@@ -965,7 +994,16 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
     });
     let c = core_shape(&cfg, family)?;
     let n = c.num_layers as usize;
-    let kinds = attention_kinds(&cfg, family, n, c.max_position_embeddings)?;
+    let mut kinds = attention_kinds(&cfg, family, n, c.max_position_embeddings)?;
+    // hybrid models: state layers keep no KV cache (crate::state)
+    let crate::state::Parsed {
+        layers: state_layers,
+        ffn_free: ffn_free_layers,
+    } = crate::state::parse(&cfg, &model_type, c.hidden_size, &mut kinds)?;
+    let state_ssm_dtype = cfg
+        .string("mamba_ssm_cache_dtype")
+        .or_else(|| cfg.string("mamba_ssm_dtype"))
+        .and_then(Dtype::parse);
     let layers = layer_attention(&cfg, &kinds, c.kv_heads, c.head_dim)?;
     let mla = mla(&cfg)?;
     let moe = moe(&cfg, family, n, c.intermediate_size)?;
@@ -1005,7 +1043,9 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
     check_size(&c, intermediate_size, moe.as_ref(), vision_params)?;
     // MLA applies RoPE to the qk_rope_head_dim part only.
     let rotary_dim = mla.map_or(c.rotary_dim, |m| m.qk_rope_head_dim);
-    let mlp = if matches!(family, Family::Opt | Family::Phi) {
+    let mlp = if matches!(family, Family::Opt | Family::Phi)
+        || cfg.string("mlp_hidden_act") == Some("relu2")
+    {
         MlpKind::Plain
     } else {
         MlpKind::Gated
@@ -1037,6 +1077,9 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
         published_params: None,
         checkpoint_bytes: None,
         nsa_index_head_dim: nsa_index_head_dim(&cfg, architecture_is_dsa)?,
+        state_layers,
+        state_ssm_dtype,
+        ffn_free_layers,
     })
 }
 
@@ -1090,7 +1133,18 @@ fn parse_quantization(
         && layers > 0;
     let lm_head_quantized = false;
     let mut out = match method.as_str() {
-        "fp8" | "fbgemm_fp8" => Quantization::from_method("fp8"),
+        "fp8" | "fbgemm_fp8" => Quantization::from_method("fp8").map(|mut b| {
+            // DeepSeek/Qwen3 FP8 checkpoints: `weight_block_size` [128, 128]
+            if let Some([r, c]) = q
+                .get("weight_block_size")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_u64).collect::<Vec<_>>())
+                .as_deref()
+            {
+                b.group_size = (r.saturating_mul(*c)).min(1 << 20) as u32;
+            }
+            b
+        }),
         "awq" | "gptq" | "marlin" | "gptq_marlin" | "awq_marlin" => {
             let mut base = Quantization::from_method(&method);
             if let Some(b) = base.as_mut() {

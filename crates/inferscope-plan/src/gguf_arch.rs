@@ -7,6 +7,7 @@
 //! quantization, so the memory model needs no per-type knowledge.
 
 use crate::arch::{AttentionKind, Dtype, LayerAttention, MlpKind, ModelArch, Moe, Quantization};
+use crate::state::{StateKind, StateLayer};
 use inferscope_formats::gguf::{GgufHeader, GgufValue};
 
 fn num(v: &GgufValue) -> Option<u64> {
@@ -32,6 +33,83 @@ pub struct GgufArchError(pub String);
 
 fn missing(key: &str) -> GgufArchError {
     GgufArchError(format!("missing {key}"))
+}
+
+/// Recurrent layers of a hybrid or state-space GGUF (`{arch}.ssm.*` keys): a layer with
+/// `blk.N.ssm_*` tensors keeps llama.cpp's recurrent cells, shaped by `ssm.inner_size`,
+/// `ssm.state_size`, `ssm.group_count` and `ssm.conv_kernel` (`n_embd_r`/`n_embd_s`,
+/// `src/llama-hparams.cpp`); a layer with attention has `blk.N.attn_k.weight` (or `attn_qkv`).
+/// Returns the state layers and, per layer, whether it has attention (all, without `ssm.*`).
+fn recurrent_layers(
+    h: &GgufHeader,
+    arch: &str,
+    layers: usize,
+) -> Result<(Vec<StateLayer>, Vec<bool>), GgufArchError> {
+    let get = |k: &str| h.get(&format!("{arch}.ssm.{k}")).and_then(num);
+    let Some(state) = get("state_size") else {
+        return Ok((Vec::new(), vec![true; layers]));
+    };
+    let inner = get("inner_size").unwrap_or(0);
+    let groups = get("group_count").unwrap_or(0);
+    let conv = get("conv_kernel").unwrap_or(4);
+    for (name, v, limit) in [
+        ("state_size", state, 1u64 << 16),
+        ("inner_size", inner, 1 << 32),
+        ("group_count", groups, 1 << 16),
+        ("conv_kernel", conv, 1 << 16),
+    ] {
+        if v > limit {
+            return Err(GgufArchError(format!(
+                "{arch}.ssm.{name}: {v} is larger than the {limit} this planner accepts"
+            )));
+        }
+    }
+    let layer_of = |name: &str| -> Option<usize> {
+        name.strip_prefix("blk.")?.split('.').next()?.parse().ok()
+    };
+    let mut recurrent = vec![false; layers];
+    let mut attention = vec![false; layers];
+    for t in &h.tensors {
+        let Some(i) = layer_of(&t.name) else { continue };
+        let rest = t.name.splitn(3, '.').nth(2).unwrap_or("");
+        let flag = if rest.starts_with("ssm_") {
+            recurrent.get_mut(i)
+        } else if rest.starts_with("attn_k.") || rest.starts_with("attn_qkv.") {
+            attention.get_mut(i)
+        } else {
+            None
+        };
+        if let Some(f) = flag {
+            *f = true;
+        }
+    }
+    // llama.cpp's cells depend on d_inner, n_group, d_state and d_conv only: a Mamba-2 shape
+    // (Mamba-1 when there are no groups) holds them
+    let kind = if groups == 0 {
+        StateKind::Mamba1 {
+            intermediate: inner,
+            state_size: state as u32,
+            conv_kernel: conv as u32,
+        }
+    } else {
+        StateKind::Mamba2 {
+            intermediate: inner,
+            groups: groups as u32,
+            heads: 1,
+            head_dim: inner.min(u64::from(u32::MAX)) as u32,
+            state_size: state as u32,
+            conv_kernel: conv as u32,
+        }
+    };
+    let states = (0..layers)
+        .filter(|i| recurrent.get(*i).copied().unwrap_or(false))
+        .map(|i| StateLayer {
+            layer: i as u32,
+            layer_type: "ssm".into(),
+            state: kind.clone(),
+        })
+        .collect();
+    Ok((states, attention))
 }
 
 /// Which layers use the sliding window, as llama.cpp decides: the GGUF's
@@ -170,8 +248,11 @@ pub fn from_gguf(h: &GgufHeader) -> Result<ModelArch, GgufArchError> {
         expert_bias: false,
     });
     let sliding = swa_layers(h, &arch, layers as usize, window.unwrap_or(0));
+    let (state_layers, attention) = recurrent_layers(h, &arch, layers as usize)?;
     let layer_at = |i: usize| LayerAttention {
         kind: match window {
+            // a recurrent layer without attention tensors keeps no KV (llama_memory_hybrid)
+            _ if !attention.get(i).copied().unwrap_or(true) => AttentionKind::NoKv,
             Some(w) if w > 0 && sliding.get(i).copied().unwrap_or(false) => {
                 AttentionKind::Sliding(w.min(u64::from(u32::MAX)) as u32)
             }
@@ -235,6 +316,9 @@ pub fn from_gguf(h: &GgufHeader) -> Result<ModelArch, GgufArchError> {
         published_params: Some(params),
         checkpoint_bytes: Some(h.total_tensor_bytes),
         nsa_index_head_dim: None,
+        state_layers,
+        state_ssm_dtype: None,
+        ffn_free_layers: Vec::new(),
     })
 }
 
@@ -304,6 +388,51 @@ mod tests {
             .collect();
         let expected: Vec<bool> = (0..12).map(|i| i % 6 != 5).collect();
         assert_eq!(sliding, expected);
+    }
+
+    #[test]
+    fn hybrid_gguf_layers_keep_recurrent_cells_not_kv() {
+        // Qwen3-Next's GGUF keys (llama.cpp PR 16095 print_info: ssm_d_conv 4, ssm_d_inner 4096,
+        // ssm_d_state 128, ssm_n_group 16) on the tiny file, its one block renamed to the 4th
+        // of 4; blocks 0-2 carry only ssm_* tensors
+        let mut h = header("tiny-random-llama-recipe.gguf");
+        for (k, v) in h.metadata.iter_mut() {
+            if k == "llama.block_count" {
+                *v = GgufValue::U32(4);
+            }
+        }
+        for (k, v) in [
+            ("state_size", 128),
+            ("inner_size", 4096),
+            ("group_count", 16),
+            ("conv_kernel", 4),
+        ] {
+            h.metadata
+                .push((format!("llama.ssm.{k}"), GgufValue::U32(v)));
+        }
+        let template = h.tensors[0].clone();
+        for t in h.tensors.iter_mut() {
+            t.name = t.name.replace("blk.0.", "blk.3.");
+        }
+        for i in 0..3 {
+            let mut t = template.clone();
+            t.name = format!("blk.{i}.ssm_conv1d.weight");
+            h.tensors.push(t);
+        }
+        let a = from_gguf(&h).unwrap();
+        let kinds: Vec<AttentionKind> = a.layers.iter().map(|l| l.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                AttentionKind::NoKv,
+                AttentionKind::NoKv,
+                AttentionKind::NoKv,
+                AttentionKind::Full
+            ]
+        );
+        assert_eq!(a.state_layers.len(), 3);
+        let (r, s) = crate::state::llama_cpp_state_elements(&a.state_layers[0].state).unwrap();
+        assert_eq!((r, s), (3 * (4096 + 2 * 16 * 128), 128 * 4096));
     }
 
     #[test]

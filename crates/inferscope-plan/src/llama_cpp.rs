@@ -116,6 +116,49 @@ pub struct LlamaCppPlan {
     pub host_gib: f64,
 }
 
+/// Recurrent cells of a hybrid model's state layers.
+struct RecurrentCells {
+    /// Bytes per layer (0 for attention-only layers), all cells.
+    per_layer: Vec<u64>,
+    /// All layers together.
+    total: u64,
+    /// One sequence's bytes over all state layers.
+    per_sequence: u64,
+}
+
+/// `llama_memory_recurrent`: each state layer gets an F32 conv row (`n_embd_r`) and an F32 state
+/// row (`n_embd_s`) per cell, `mem_size = max(1, n_seq_max)` cells, one per server slot
+/// (`src/llama-model.cpp` `create_memory`: `recurrent_type_r/_s = GGML_TYPE_F32`;
+/// `src/llama-memory-recurrent.cpp`, no rollback snapshots: `n_rs_seq` 0).
+fn recurrent_cells(arch: &ModelArch, slots: u32, assumptions: &mut Vec<String>) -> RecurrentCells {
+    let cells = u64::from(slots.max(1));
+    let mut per_layer = vec![0u64; arch.num_layers.max(1) as usize];
+    let mut per_sequence = 0u64;
+    for s in &arch.state_layers {
+        let Some((r, st)) = crate::state::llama_cpp_state_elements(&s.state) else {
+            continue;
+        };
+        let seq = r.saturating_add(st).saturating_mul(4);
+        per_sequence = per_sequence.saturating_add(seq);
+        if let Some(p) = per_layer.get_mut(s.layer as usize) {
+            *p = p.saturating_add(seq.saturating_mul(cells));
+        }
+    }
+    let total = per_layer.iter().fold(0u64, |a, b| a.saturating_add(*b));
+    if total > 0 {
+        assumptions.push(format!(
+            "recurrent state: {} state layers keep {per_sequence} B per sequence (F32 conv and state rows), {cells} cells = one per slot, {:.2} MiB in all (llama_memory_recurrent: size) [llama.cpp src/llama-memory-recurrent.cpp, src/llama-hparams.cpp n_embd_r/n_embd_s, src/llama-model.cpp create_memory]",
+            arch.state_layers.len(),
+            total as f64 / (1u64 << 20) as f64
+        ));
+    }
+    RecurrentCells {
+        per_layer,
+        total,
+        per_sequence,
+    }
+}
+
 /// One ggml type's block: bytes per block of `elements` values.
 fn ggml_type(name: &str) -> Option<(u64, u64)> {
     Some(match name {
@@ -336,7 +379,7 @@ fn layer_kv(
         assumptions
             .push("MLA: K holds kv_lora_rank + qk_rope_head_dim per token; no V cache".into());
     }
-    if arch.layers.iter().any(|l| l.kind == AttentionKind::NoKv) {
+    if arch.state_layers.is_empty() && arch.layers.iter().any(|l| l.kind == AttentionKind::NoKv) {
         assumptions.push("recurrent (no-KV) layers: their state memory is not modelled".into());
     }
     let per_layer: Vec<u64> = (0..layers as usize)
@@ -623,9 +666,14 @@ pub fn plan(req: &PlanRequest) -> Plan {
 
     let c = context(req, &mut assumptions);
     let t = cache_types(req, &mut assumptions, &mut problems);
-    let kv = layer_kv(req, &c, &t, &mut assumptions, &mut problems);
+    let mut kv = layer_kv(req, &c, &t, &mut assumptions, &mut problems);
     let sum = |it: &mut dyn Iterator<Item = u64>| it.fold(0u64, u64::saturating_add);
     let kv_total = sum(&mut kv.per_layer.iter().copied());
+    // hybrid models: recurrent cells live with their layer (placed like its KV)
+    let rs = recurrent_cells(arch, c.slots, &mut assumptions);
+    for (p, r) in kv.per_layer.iter_mut().zip(&rs.per_layer) {
+        *p = p.saturating_add(*r);
+    }
     let w = weight_parts(req, &mut assumptions);
     let compute = compute_buffer(req, kv.ubatch, c.n_ctx_seq, &t.flash_attn);
     assumptions.push(format!(
@@ -696,7 +744,9 @@ pub fn plan(req: &PlanRequest) -> Plan {
     let host = w
         .total
         .saturating_sub(w_all_gpus.saturating_sub(copy_on_gpu))
-        + kv_total.saturating_sub(kv_all_gpus);
+        + kv_total
+            .saturating_add(rs.total)
+            .saturating_sub(kv_all_gpus);
     Plan {
         fits,
         problems,
@@ -723,6 +773,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
         gpus: Vec::new(),
         numa_nodes: Vec::new(),
         kv_bytes_per_token,
+        state_bytes_per_sequence: rs.per_sequence,
         blocks: 0,
         block_size: 1,
         kv_cache_groups: 1 + u32::from(kv.has_swa),

@@ -218,6 +218,17 @@ pub fn weights_per_gpu(
     quant: Option<&Quantization>,
     shard: Shard,
 ) -> WeightBytes {
+    weights_sized(arch, quant, shard, true)
+}
+
+/// [`weights_per_gpu`], with or without the engine's load-time padding (`runtime`): the
+/// checkpoint on disk holds the unpadded tensors.
+fn weights_sized(
+    arch: &ModelArch,
+    quant: Option<&Quantization>,
+    shard: Shard,
+    runtime: bool,
+) -> WeightBytes {
     let s = ShardSizing::new(arch, quant, shard);
     let (tp, h, first, last) = (s.tp, arch.hidden_size, s.first_stage, s.last_stage);
     let (attn_q, mlp_q) = (s.attention_quantized, s.mlp_quantized);
@@ -262,9 +273,12 @@ pub fn weights_per_gpu(
             w.runtime += qb(kv_b, false);
             let norms = u64::from(m.kv_lora_rank) + u64::from(m.q_lora_rank.unwrap_or(0));
             (q + kv_a + kv_b + o, norms)
-        } else if layer.kind == AttentionKind::NoKv {
-            // linear-attention / mamba layer: approximate with the same projection budget
+        } else if layer.kind == AttentionKind::NoKv && arch.state_layers.is_empty() {
+            // a no-KV layer of unknown shape (GGUF): approximate with the same projection budget
             (4 * h * heads_rank * u64::from(layer.head_dim), 0)
+        } else if layer.kind == AttentionKind::NoKv {
+            // hybrid: a state mixer (below) or an MLP-only block, no attention projections
+            (0, 0)
         } else {
             let hd = u64::from(layer.head_dim);
             let kv_rank = cdiv(u64::from(layer.kv_heads), tp).max(1);
@@ -281,6 +295,15 @@ pub fn weights_per_gpu(
         };
         w.attention += qb(attn, attn_q);
         w.other += qb(attn_bias + 2 * h, false);
+        // hybrid models: the layer's linear-attention / Mamba mixer
+        if let Some(s) = arch.state_layers.iter().find(|s| s.layer as usize == i) {
+            let (mats, small) = crate::state::mixer_params(&s.state, h, shard.tp);
+            w.attention += qb(mats, attn_q);
+            w.other += qb(small, false);
+        }
+        if arch.ffn_free_layers.contains(&(i as u32)) {
+            continue;
+        }
 
         // ---- feed-forward ----
         let dense_mlp = |inter: u64| -> (u64, u64) {
@@ -301,7 +324,7 @@ pub fn weights_per_gpu(
             } else {
                 (e, cdiv(moe.expert_intermediate, tp))
             };
-            let mxfp4 = quant.is_some_and(|q| q.method == "mxfp4");
+            let mxfp4 = runtime && quant.is_some_and(|q| q.method == "mxfp4");
             let (eh, ei) = if mxfp4 {
                 // vLLM's MXFP4 MoE kernels pad both expert dimensions to multiples of 256
                 (round_up(h, 256), round_up(ei_rank, 256))
@@ -347,7 +370,9 @@ pub fn checkpoint_bytes(arch: &ModelArch) -> u64 {
     if let Some(b) = arch.checkpoint_bytes {
         return b;
     }
-    let mut w = weights_per_gpu(arch, arch.quantization.as_ref(), Shard::SINGLE);
+    // on disk: no load-time padding (gpt-oss: 60.6 GiB unpadded vs the card's 60.8 GiB; the
+    // padded MXFP4 experts would be 68.6 GiB)
+    let mut w = weights_sized(arch, arch.quantization.as_ref(), Shard::SINGLE, false);
     w.rope_cache = 0;
     w.runtime = 0;
     let per_layer = (w.attention + w.mlp + w.experts + w.other) / u64::from(arch.num_layers.max(1));
@@ -641,8 +666,18 @@ pub struct KvLayout {
     pub page_bytes: u64,
     /// Layers sharing one block id (group size).
     pub group_size: u32,
-    /// Kinds and their group counts.
+    /// Kinds and their group counts; a [`AttentionKind::NoKv`] kind is a group of
+    /// recurrent-state layers (hybrid models, [`crate::hybrid`]).
     pub kinds: Vec<KvGroupKind>,
+    /// Tokens per block (vLLM raises it for hybrid models so a page holds one state).
+    #[serde(default)]
+    pub block_size: u64,
+    /// Recurrent-state bytes of one sequence over this GPU's state layers (unpadded).
+    #[serde(default)]
+    pub state_bytes_per_seq: u64,
+    /// Blocks a request holds in each state group ([`crate::hybrid::state_blocks_per_request`]).
+    #[serde(default)]
+    pub state_blocks_per_request: u64,
 }
 
 impl KvLayout {
@@ -671,7 +706,8 @@ impl KvLayout {
                 AttentionKind::ChunkedLocal(c) => {
                     cdiv((u64::from(c) + batched_tokens).min(max_len), block)
                 }
-                AttentionKind::NoKv => 0,
+                // a state group holds one block per request (MambaSpec.max_memory_usage_bytes)
+                AttentionKind::NoKv => self.state_blocks_per_request.max(1),
             };
             total += per * u64::from(k.groups);
         }
@@ -735,6 +771,9 @@ pub fn kv_layout(
         page_bytes: page,
         group_size: group_size.max(1),
         kinds,
+        block_size: block,
+        state_bytes_per_seq: 0,
+        state_blocks_per_request: 0,
     }
 }
 

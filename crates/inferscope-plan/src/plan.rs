@@ -264,6 +264,10 @@ pub struct Plan {
     pub numa_nodes: Vec<u32>,
     /// KV bytes per token on one GPU, all its layers, windows ignored.
     pub kv_bytes_per_token: u64,
+    /// Recurrent-state bytes of one sequence on one GPU, all its state layers (hybrid models:
+    /// linear attention, Mamba), before the engine pads them to its page size.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub state_bytes_per_sequence: u64,
     /// KV cache blocks (`num_gpu_blocks`).
     pub blocks: u64,
     /// Tokens per block.
@@ -526,6 +530,10 @@ struct StageInputs<'a> {
     block: u64,
     /// `--kv-cache-memory-bytes`: the KV cache, set directly.
     kv_bytes: Option<u64>,
+    /// Conv and SSM state dtypes of hybrid models' state layers.
+    state_dtypes: (Dtype, Dtype),
+    /// The vLLM release whose rules apply.
+    version: memory::EngineVersion,
 }
 
 /// Phase 5: vLLM's sizing per pipeline stage (first, last and one middle stage).
@@ -547,6 +555,8 @@ fn stages(req: &PlanRequest, i: &StageInputs) -> Stages {
         kv_dtype,
         block,
         kv_bytes,
+        state_dtypes,
+        version,
     } = *i;
     let mut first = Stage::default();
     let mut min_blocks = u64::MAX;
@@ -600,7 +610,18 @@ fn stages(req: &PlanRequest, i: &StageInputs) -> Stages {
             Some(b) => b.min(1 << 60) as i64,
             None => usable as i64 - (w + nt + act + in_budget) as i64,
         };
-        let layout = kv_layout(arch, range, tp, kv_dtype, block);
+        let dsa = (req.engine == Engine::Vllm && version >= crate::hybrid::VLLM_FIRST)
+            .then(|| {
+                crate::dsa::vllm_layout(arch, range.len() as u32, req.kv_cache_dtype.as_deref())
+            })
+            .flatten();
+        let layout = if let Some(d) = dsa {
+            d
+        } else if arch.state_layers.is_empty() {
+            kv_layout(arch, range, tp, kv_dtype, block)
+        } else {
+            crate::hybrid::vllm_layout(arch, range, tp, kv_dtype, block, state_dtypes, version)
+        };
         let blocks = if kv <= 0 {
             0
         } else if v1 {
@@ -659,6 +680,10 @@ struct OwnSizing {
     outside: f64,
     block: u32,
     rules: crate::rules::EngineRules,
+    /// Requests the engine can run at once whatever their length (SGLang's Mamba pool).
+    max_requests: Option<u64>,
+    /// Recurrent-state bytes of one request on this GPU, as the engine sizes them.
+    state_per_seq: Option<u64>,
 }
 
 /// SGLang: `--mem-fraction-static` of the free memory at start holds weights and KV only
@@ -742,6 +767,29 @@ fn sglang_sizing(
     });
     r.info.rules.extend(load_rules);
     r.info.rules.extend(nsa_rules);
+    // hybrid models: the Mamba state pool comes out of the same budget first
+    let range = stage_layers(arch.num_layers, pp, 0);
+    let mamba = crate::sglang_mamba::per_request(arch, range, tp)
+        .filter(|b| *b > 0)
+        .map(|per_req| {
+            let pool = crate::sglang_mamba::pool(r.rest as f64, per_req, None);
+            let rest = r.rest - pool.bytes as i64;
+            r.tokens = if rest > 0 && cell > 0 { rest as u64 / cell } else { 0 };
+            r.rest = rest;
+            r.info.rules.push(crate::rules::Rule {
+                rule: "mamba_pool".into(),
+                value: format!(
+                    "{} B of state per request (conv bfloat16, SSM {}); max_mamba_cache_size = {} requests = rest × {} / (1 + {}); tokens = what is left // {cell} B",
+                    pool.per_request,
+                    arch.state_ssm_dtype.unwrap_or(Dtype::F32),
+                    pool.requests,
+                    crate::sglang_mamba::MAMBA_FULL_MEMORY_RATIO,
+                    crate::sglang_mamba::MAMBA_FULL_MEMORY_RATIO,
+                ),
+                source: "0.5.10.post1 sglang/srt/model_executor/model_runner_kv_cache_mixin.py handle_max_mamba_cache; sglang/srt/configs/mamba_utils.py mamba2_state_dtype, Mamba2StateShape.create; server_args.py mamba_full_memory_ratio".into(),
+            });
+            pool
+        });
     let f = r.mem_fraction_static;
     // activations and CUDA graphs live outside mem_fraction_static
     first.activation = 0;
@@ -756,6 +804,8 @@ fn sglang_sizing(
         outside: (1.0 - f) * free as f64,
         block: 1,
         rules: r.info,
+        max_requests: mamba.map(|m| m.requests),
+        state_per_seq: mamba.map(|m| m.per_request),
     }
 }
 
@@ -803,6 +853,8 @@ fn tgi_sizing(
         outside: (1.0 - f) * total as f64,
         block: r.block_size,
         rules: r.info,
+        max_requests: None,
+        state_per_seq: None,
     }
 }
 
@@ -872,8 +924,20 @@ fn kv_notes(
     assumptions: &mut Vec<String>,
 ) {
     if v1 && arch.is_hybrid() {
+        // from 0.21 a state model's printed size is concurrency × max_model_len (hybrid.rs)
+        let printed = if layout.state_bytes_per_seq > 0
+            && req
+                .engine_version
+                .as_deref()
+                .and_then(crate::memory::EngineVersion::parse)
+                .is_none_or(crate::hybrid::prints_concurrency_tokens)
+        {
+            "tokens = max concurrency × max_model_len, as vLLM ≥ 0.21 prints them"
+        } else {
+            "tokens = blocks / groups × block size, as vLLM V1 prints them"
+        };
         assumptions.push(format!(
-            "hybrid KV layout: {} groups of {} layers; tokens = blocks / groups × block size, as vLLM V1 prints them",
+            "hybrid KV layout: {} groups of {} layers; {printed}",
             groups, layout.group_size
         ));
     }
@@ -955,6 +1019,12 @@ fn own_problems(
 /// piece (~185 lines, most of them argument lists) because the order in which the phases push
 /// assumptions is the text and JSON contract the goldens pin.
 pub fn plan(req: &PlanRequest) -> Plan {
+    // a state layer the engine's accounting is not modelled for: no plan as if it were attention
+    if let Some(why) =
+        crate::hybrid::unmodelled(&req.arch, req.engine, req.engine_version.as_deref())
+    {
+        return refused(req, why);
+    }
     if req.engine == Engine::LlamaCpp {
         return crate::llama_cpp::plan(req);
     }
@@ -1010,6 +1080,8 @@ pub fn plan(req: &PlanRequest) -> Plan {
     let block = u64::from(rules.block_size);
     checkpoint_notes(req, arch, quant, flag_quant.is_some(), &mut assumptions);
 
+    let state_dtypes = crate::hybrid::vllm_state_dtypes(arch, version, None, None);
+
     // ---- per stage ----
     let usable = (util * total as f64) as u64;
     let mut usable_out = usable;
@@ -1038,8 +1110,28 @@ pub fn plan(req: &PlanRequest) -> Plan {
             kv_dtype,
             block,
             kv_bytes: req.kv_cache_memory_bytes.filter(|_| vllm),
+            state_dtypes,
+            version,
         },
     );
+    // hybrid models: vLLM raised the block so that one page holds one state; DeepSeek sparse
+    // attention: the sparse backend's 64-token blocks
+    let block = if !arch.state_layers.is_empty() {
+        layout.block_size.max(block)
+    } else if layout.block_size > 0 && layout.block_size != block {
+        assumptions.push(format!(
+            "DeepSeek sparse attention: {} B per token and layer = latent {} B + indexer keys {} B, 64-token blocks [0.11.0 model_executor/models/config.py DeepseekV32ForCausalLM; v1/kv_cache_interface.py MLAAttentionSpec fp8_ds_mla; models/deepseek_v2.py DeepseekV32IndexerCache; platforms/cuda.py]",
+            layout.page_bytes / layout.block_size.max(1),
+            crate::dsa::vllm_latent_bytes(arch, req.kv_cache_dtype.as_deref()).unwrap_or(0),
+            arch.nsa_index_head_dim.map_or(0, crate::dsa::indexer_bytes),
+        ));
+        layout.block_size
+    } else {
+        block
+    };
+    if layout.state_bytes_per_seq > 0 {
+        hybrid_notes(arch, &layout, block, state_dtypes, &mut assumptions);
+    }
 
     // ---- vLLM's own sizing flags ----
     let max_len = if vllm && req.max_model_len_auto && layout.bytes_per_token > 0 {
@@ -1062,6 +1154,13 @@ pub fn plan(req: &PlanRequest) -> Plan {
     // ---- tokens and concurrency ----
     let (kv_tokens, max_conc, groups) =
         vllm_tokens(&layout, blocks, block, max_len, batched_tokens, v1);
+    // hybrid models from 0.21: the printed size is the concurrency times max_model_len
+    let kv_tokens =
+        if layout.state_bytes_per_seq > 0 && crate::hybrid::prints_concurrency_tokens(version) {
+            (max_conc * max_len as f64) as u64
+        } else {
+            kv_tokens
+        };
     kv_notes(req, arch, quant, &layout, groups, v1, &mut assumptions);
 
     // SGLang and TGI size the KV cache their own way below, with their own verdicts.
@@ -1083,6 +1182,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
     let mut blocks = blocks;
     let mut block_out = block as u32;
     let mut cell_out = layout.bytes_per_token;
+    let mut state_per_seq = layout.state_bytes_per_seq;
     if own_sizing {
         let cell = layout.bytes_per_token;
         let own = match req.engine {
@@ -1099,8 +1199,8 @@ pub fn plan(req: &PlanRequest) -> Plan {
             ),
             _ => tgi_sizing(req, arch, tp, total, cell, &mut first, &mut assumptions),
         };
-        let (tokens, kv_bytes, budget, outside, rules_out) =
-            (own.tokens, own.kv, own.budget, own.outside, own.rules);
+        let (tokens, kv_bytes, budget, outside) = (own.tokens, own.kv, own.budget, own.outside);
+        let rules_out = own.rules.clone();
         block_out = own.block;
         cell_out = own.cell;
         engine_rules = rules_out;
@@ -1109,6 +1209,12 @@ pub fn plan(req: &PlanRequest) -> Plan {
         kv_tokens = tokens;
         blocks = tokens / u64::from(block_out.max(1));
         max_conc = tokens as f64 / max_len as f64;
+        if let Some(n) = own.max_requests {
+            max_conc = max_conc.min(n as f64);
+        }
+        if let Some(b) = own.state_per_seq {
+            state_per_seq = b;
+        }
         first.kv = kv_bytes;
         first.free_after = outside as i64;
         usable_out = budget as u64;
@@ -1150,6 +1256,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
         gpus: Vec::new(),
         numa_nodes: Vec::new(),
         kv_bytes_per_token: cell_out,
+        state_bytes_per_sequence: state_per_seq,
         blocks,
         block_size: block_out,
         kv_cache_groups: groups,
@@ -1194,4 +1301,77 @@ fn layout_has_window(arch: &ModelArch) -> bool {
             AttentionKind::Sliding(_) | AttentionKind::ChunkedLocal(_)
         )
     })
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// What a hybrid model's state costs and how vLLM pages it ([`crate::hybrid`]).
+fn hybrid_notes(
+    arch: &ModelArch,
+    layout: &crate::memory::KvLayout,
+    block: u64,
+    (conv, ssm): (Dtype, Dtype),
+    assumptions: &mut Vec<String>,
+) {
+    let state_layers = layout
+        .kinds
+        .iter()
+        .filter(|k| k.kind == AttentionKind::NoKv)
+        .map(|k| k.layers)
+        .sum::<u32>();
+    let types: Vec<&str> = {
+        let mut t: Vec<&str> = arch
+            .state_layers
+            .iter()
+            .map(|s| s.layer_type.as_str())
+            .collect();
+        t.dedup();
+        t
+    };
+    assumptions.push(format!(
+        "hybrid state: {state_layers} `{}` layers keep {} B per sequence on this GPU (conv state {conv}, SSM state {ssm}); vLLM pages them with the attention KV: block raised to {block} tokens so one {} B page holds one layer's state, one block per state group per request [0.11.0 model_executor/models/config.py HybridAttentionMambaModelConfig.verify_and_update_config; 0.34.0 platforms/interface.py _align_hybrid_block_size; layers/mamba/mamba_utils.py MambaStateShapeCalculator]",
+        types.join("`, `"),
+        layout.state_bytes_per_seq,
+        layout.page_bytes,
+    ));
+}
+
+/// The answer for a model the engine's accounting does not cover: no numbers, one problem.
+fn refused(req: &PlanRequest, why: String) -> Plan {
+    Plan {
+        fits: false,
+        problems: vec![why],
+        per_gpu: PerGpu::default(),
+        kv_cache_tokens: 0,
+        max_concurrency: 0.0,
+        concurrency: req.concurrency,
+        meets_concurrency: req.concurrency.map(|_| false),
+        max_model_len: req.max_model_len,
+        tensor_parallel_size: Some(req.tp),
+        pipeline_parallel_size: req.pp,
+        gpus_used: req.tp.saturating_mul(req.pp),
+        weights_bytes_total: None,
+        weights_bytes_per_gpu: 0,
+        gpus: Vec::new(),
+        numa_nodes: Vec::new(),
+        kv_bytes_per_token: 0,
+        state_bytes_per_sequence: 0,
+        blocks: 0,
+        block_size: 0,
+        kv_cache_groups: 0,
+        kv_cache_dtype: req.arch.dtype,
+        model: req.model_name.clone(),
+        gpu: req.gpu.name.clone(),
+        engine: EngineInfo {
+            name: req.engine,
+            version: req.engine_version.clone().unwrap_or_default(),
+            v1: true,
+        },
+        assumptions: Vec::new(),
+        llama_cpp: None,
+        accounting: None,
+        engine_rules: None,
+    }
 }

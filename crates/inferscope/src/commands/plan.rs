@@ -558,6 +558,12 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
             gpu.count
         );
     }
+    // a layer type the engine's accounting does not cover is an input error, not a plan
+    if let Some(why) =
+        inferscope_plan::hybrid::unmodelled(&req.arch, req.engine, req.engine_version.as_deref())
+    {
+        bail!("{model_source}: {why}");
+    }
     let mut p = inferscope_plan::plan(&req);
     p.gpus = pci_ids
         .into_iter()

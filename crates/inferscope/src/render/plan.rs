@@ -274,8 +274,20 @@ fn write_vllm_memory(p: &Plan, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out)?;
     writeln!(
         out,
-        "KV cache: {} tokens ({} blocks of {}), {} bytes/token/GPU → max concurrency at max_model_len: {:.2}×",
-        p.kv_cache_tokens, p.blocks, p.block_size, p.kv_bytes_per_token, p.max_concurrency
+        "KV cache: {} tokens ({} blocks of {}), {} bytes/token/GPU{} → max concurrency at max_model_len: {:.2}×",
+        p.kv_cache_tokens,
+        p.blocks,
+        p.block_size,
+        p.kv_bytes_per_token,
+        if p.state_bytes_per_sequence > 0 {
+            format!(
+                " + {} bytes/sequence/GPU of recurrent state",
+                p.state_bytes_per_sequence
+            )
+        } else {
+            String::new()
+        },
+        p.max_concurrency
     )
 }
 

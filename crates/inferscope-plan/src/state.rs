@@ -1,0 +1,525 @@
+//! Recurrent state of hybrid models: the layers that keep a fixed-size state per sequence
+//! instead of a KV cache per token (Qwen3-Next's Gated DeltaNet, Mamba-2 in Nemotron-H,
+//! Granite-4.0-H, Bamba and Falcon-H1, Mamba-1 in Jamba), read from `config.json`, and the
+//! bytes vLLM allocates for them.
+//!
+//! Shapes follow vLLM's `MambaStateShapeCalculator`
+//! (`vllm/model_executor/layers/mamba/mamba_utils.py`, 0.11.0 and 0.34.0 alike): per layer
+//! and sequence on one TP rank,
+//!
+//! ```text
+//! Gated DeltaNet  conv (kernel − 1) × (2·kh·kd + vh·vd)/tp      ssm vh/tp × kd × vd
+//! Mamba-2         conv (kernel − 1) × (inter + 2·g'·state)/tp  ssm heads/tp × head_dim × state
+//! Mamba-1         conv (kernel − 1) × inter/tp                  ssm inter/tp × state
+//! ```
+//!
+//! where `g'` is `n_groups` raised to `tp` when `n_groups` is not a multiple of it
+//! (`extra_groups_for_head_shards`).
+
+use crate::arch::{AttentionKind, Cfg, Dtype, PlanError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What one state layer keeps per sequence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum StateKind {
+    /// Gated DeltaNet linear attention (Qwen3-Next `linear_attention` layers).
+    GatedDeltaNet {
+        /// `linear_conv_kernel_dim`.
+        conv_kernel: u32,
+        /// `linear_num_key_heads`.
+        key_heads: u32,
+        /// `linear_num_value_heads`.
+        value_heads: u32,
+        /// `linear_key_head_dim`.
+        key_head_dim: u32,
+        /// `linear_value_head_dim`.
+        value_head_dim: u32,
+    },
+    /// Mamba-2 mixer (Nemotron-H `M`, Granite-4.0-H and Bamba `mamba`, Falcon-H1).
+    Mamba2 {
+        /// Inner width (`mamba_num_heads × mamba_head_dim`, `mamba_d_ssm` or
+        /// `mamba_expand × hidden_size`, as the engine's model file takes it).
+        intermediate: u64,
+        /// `n_groups` / `mamba_n_groups`.
+        groups: u32,
+        /// `mamba_num_heads` / `mamba_n_heads`.
+        heads: u32,
+        /// `mamba_head_dim` / `mamba_d_head`.
+        head_dim: u32,
+        /// `ssm_state_size` / `mamba_d_state`.
+        state_size: u32,
+        /// `conv_kernel` / `mamba_d_conv`.
+        conv_kernel: u32,
+    },
+    /// Mamba-1 mixer (Jamba).
+    Mamba1 {
+        /// `mamba_expand × hidden_size`.
+        intermediate: u64,
+        /// `mamba_d_state`.
+        state_size: u32,
+        /// `mamba_d_conv`.
+        conv_kernel: u32,
+    },
+    /// A state layer this planner has no formula for.
+    Unmodelled,
+}
+
+/// One decoder layer's recurrent state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateLayer {
+    /// Decoder layer index.
+    pub layer: u32,
+    /// The layer type as the config names it (`linear_attention`, `mamba`, `M`, ...).
+    pub layer_type: String,
+    /// Its state shape.
+    pub state: StateKind,
+}
+
+/// Bytes of one state layer for one sequence on one GPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateBytes {
+    /// Convolution state.
+    pub conv: u64,
+    /// SSM / recurrent (temporal) state.
+    pub ssm: u64,
+}
+
+impl StateBytes {
+    /// Both states.
+    pub fn total(&self) -> u64 {
+        self.conv + self.ssm
+    }
+}
+
+/// Largest head count, head or state dimension, group count or convolution kernel accepted
+/// (real ones are ≤ 256): bounds every state and mixer product far below `u64::MAX`.
+const MAX_DIM: u64 = 1 << 16;
+
+fn req(cfg: &Cfg, field: &'static str, keys: &[&str]) -> Result<u64, PlanError> {
+    cfg.uint(field, keys, MAX_DIM)?
+        .ok_or(PlanError::Missing(field))
+}
+
+fn opt(cfg: &Cfg, field: &'static str, keys: &[&str], default: u64) -> Result<u64, PlanError> {
+    Ok(cfg.uint(field, keys, MAX_DIM)?.unwrap_or(default))
+}
+
+fn u32_of(n: u64) -> u32 {
+    n.min(u64::from(u32::MAX)) as u32
+}
+
+/// Gated DeltaNet shape (vLLM `qwen3_next.py` `get_mamba_state_shape_from_config`).
+fn gated_delta_net(cfg: &Cfg) -> Result<StateKind, PlanError> {
+    Ok(StateKind::GatedDeltaNet {
+        conv_kernel: u32_of(opt(
+            cfg,
+            "linear_conv_kernel_dim",
+            &["linear_conv_kernel_dim"],
+            4,
+        )?),
+        key_heads: u32_of(req(cfg, "linear_num_key_heads", &["linear_num_key_heads"])?),
+        value_heads: u32_of(req(
+            cfg,
+            "linear_num_value_heads",
+            &["linear_num_value_heads"],
+        )?),
+        key_head_dim: u32_of(req(cfg, "linear_key_head_dim", &["linear_key_head_dim"])?),
+        value_head_dim: u32_of(req(
+            cfg,
+            "linear_value_head_dim",
+            &["linear_value_head_dim"],
+        )?),
+    })
+}
+
+/// Mamba-2 shape; the inner width per the engine's model file: `nemotron_h.py` takes
+/// `mamba_num_heads × mamba_head_dim`, `falcon_h1.py` `mamba_d_ssm` (else expand × hidden),
+/// `granitemoehybrid.py`/`bamba.py` `mamba_expand × hidden_size`.
+fn mamba2(cfg: &Cfg, model_type: &str, hidden: u64) -> Result<StateKind, PlanError> {
+    let heads = req(
+        cfg,
+        "mamba_num_heads",
+        &["mamba_n_heads", "mamba_num_heads"],
+    )?;
+    let head_dim = req(cfg, "mamba_head_dim", &["mamba_d_head", "mamba_head_dim"])?;
+    let expand = cfg
+        .get("mamba_expand")
+        .or_else(|| cfg.get("expand"))
+        .and_then(Value::as_f64)
+        .filter(|e| *e > 0.0 && *e < 1024.0)
+        .unwrap_or(2.0);
+    let intermediate = if model_type == "nemotron_h" {
+        heads * head_dim
+    } else {
+        match cfg.uint("mamba_d_ssm", &["mamba_d_ssm"], MAX_DIM * MAX_DIM)? {
+            Some(d) => d,
+            None => (expand * hidden as f64) as u64,
+        }
+    };
+    Ok(StateKind::Mamba2 {
+        intermediate,
+        groups: u32_of(opt(cfg, "n_groups", &["mamba_n_groups", "n_groups"], 1)?.max(1)),
+        heads: u32_of(heads),
+        head_dim: u32_of(head_dim),
+        state_size: u32_of(req(
+            cfg,
+            "ssm_state_size",
+            &["mamba_d_state", "ssm_state_size"],
+        )?),
+        conv_kernel: u32_of(opt(
+            cfg,
+            "conv_kernel",
+            &["mamba_d_conv", "conv_kernel"],
+            4,
+        )?),
+    })
+}
+
+/// Mamba-1 shape (vLLM `jamba.py`: `mamba_expand × hidden_size`, `mamba_d_state`,
+/// `mamba_d_conv`; `JambaConfig` defaults 2, 16, 4).
+fn mamba1(cfg: &Cfg, hidden: u64) -> Result<StateKind, PlanError> {
+    let expand = opt(cfg, "mamba_expand", &["mamba_expand"], 2)?;
+    Ok(StateKind::Mamba1 {
+        intermediate: expand * hidden,
+        state_size: u32_of(opt(cfg, "mamba_d_state", &["mamba_d_state"], 16)?),
+        conv_kernel: u32_of(opt(cfg, "mamba_d_conv", &["mamba_d_conv"], 4)?),
+    })
+}
+
+/// The state of a layer named `t` in `layer_types`/`layers_block_type`, or `None` for an
+/// attention or MLP-only layer.
+fn named(
+    cfg: &Cfg,
+    model_type: &str,
+    hidden: u64,
+    t: &str,
+) -> Result<Option<StateKind>, PlanError> {
+    Ok(Some(match t {
+        "linear_attention" if cfg.get("linear_num_value_heads").is_some() => gated_delta_net(cfg)?,
+        "mamba" | "mamba2" if model_type == "jamba" => mamba1(cfg, hidden)?,
+        "mamba" | "mamba2"
+            if cfg.get("mamba_n_heads").is_some() || cfg.get("mamba_num_heads").is_some() =>
+        {
+            mamba2(cfg, model_type, hidden)?
+        }
+        "linear_attention"
+        | "mamba"
+        | "mamba2"
+        | "conv"
+        | "short_conv"
+        | "recurrent"
+        | "mlstm"
+        | "ssm"
+        | "gated_delta_net"
+        | "kimi_delta_attention" => StateKind::Unmodelled,
+        _ => return Ok(None),
+    }))
+}
+
+/// What [`parse`] finds.
+pub(crate) struct Parsed {
+    /// The state layers.
+    pub layers: Vec<StateLayer>,
+    /// Layers without a feed-forward block (Nemotron-H's attention and Mamba blocks).
+    pub ffn_free: Vec<u32>,
+}
+
+/// Read the state layers of a hybrid model and mark them in `kinds` as layers without a KV
+/// cache. Layer layouts, in the order tried: `layer_types` (Qwen3-Next, Granite-4.0-H),
+/// `hybrid_override_pattern` (Nemotron-H: `M` Mamba-2, `*` attention, `-` MLP, `E` MoE),
+/// `layers_block_type`, Jamba's `attn_layer_period`/`attn_layer_offset`, Qwen3-Next's
+/// `full_attention_interval`, Bamba's `attn_layer_indices`, and Falcon-H1, whose every layer
+/// runs attention and Mamba-2 side by side.
+pub(crate) fn parse(
+    cfg: &Cfg,
+    model_type: &str,
+    hidden: u64,
+    kinds: &mut [AttentionKind],
+) -> Result<Parsed, PlanError> {
+    let n = kinds.len();
+    let mut out = Vec::new();
+    let push = |out: &mut Vec<StateLayer>, i: usize, t: &str, s: StateKind| {
+        out.push(StateLayer {
+            layer: i as u32,
+            layer_type: t.to_string(),
+            state: s,
+        })
+    };
+    let list = |key: &str| -> Option<Vec<String>> {
+        cfg.get(key).and_then(Value::as_array).map(|a| {
+            a.iter()
+                .map(|v| v.as_str().unwrap_or("").to_ascii_lowercase())
+                .collect()
+        })
+    };
+    let lists = [
+        ("layer_types", list("layer_types")),
+        ("layers_block_type", list("layers_block_type")),
+    ];
+    if let Some((field, types)) = lists.iter().find_map(|(f, l)| l.as_ref().map(|l| (*f, l))) {
+        if types.len() != n {
+            return Err(PlanError::Invalid {
+                field,
+                detail: format!("has {} entries for {} layers", types.len(), n),
+            });
+        }
+        for ((i, t), k) in types.iter().enumerate().zip(kinds.iter_mut()) {
+            if let Some(s) = named(cfg, model_type, hidden, t)? {
+                *k = AttentionKind::NoKv;
+                push(&mut out, i, t, s);
+            } else if matches!(t.as_str(), "mlp" | "moe") {
+                *k = AttentionKind::NoKv;
+            }
+        }
+        return Ok(Parsed {
+            layers: out,
+            ffn_free: Vec::new(),
+        });
+    }
+    if let Some(p) = cfg.string("hybrid_override_pattern") {
+        if p.chars().count() != n {
+            return Err(PlanError::Invalid {
+                field: "hybrid_override_pattern",
+                detail: format!(
+                    "has {} layers for num_hidden_layers {}",
+                    p.chars().count(),
+                    n
+                ),
+            });
+        }
+        // a Nemotron-H block is one mixer: attention, Mamba-2, MLP or MoE, never two
+        let mut ffn_free = Vec::new();
+        for ((i, c), k) in p.chars().enumerate().zip(kinds.iter_mut()) {
+            match c {
+                '*' => ffn_free.push(i as u32),
+                'M' => {
+                    ffn_free.push(i as u32);
+                    *k = AttentionKind::NoKv;
+                    push(&mut out, i, "M", mamba2(cfg, model_type, hidden)?);
+                }
+                '-' | 'E' => *k = AttentionKind::NoKv,
+                other => {
+                    return Err(PlanError::Invalid {
+                        field: "hybrid_override_pattern",
+                        detail: format!("layer {i} is {other:?}; known: M, *, -, E"),
+                    });
+                }
+            }
+        }
+        return Ok(Parsed {
+            layers: out,
+            ffn_free,
+        });
+    }
+    let attention_at: Option<Box<dyn Fn(usize) -> bool>> = if model_type == "jamba" {
+        let period = opt(cfg, "attn_layer_period", &["attn_layer_period"], 8)?.max(1) as usize;
+        let offset = opt(cfg, "attn_layer_offset", &["attn_layer_offset"], 4)? as usize;
+        Some(Box::new(move |i| i % period == offset))
+    } else if cfg.get("linear_num_value_heads").is_some() {
+        let every = opt(
+            cfg,
+            "full_attention_interval",
+            &["full_attention_interval"],
+            4,
+        )?
+        .max(1) as usize;
+        Some(Box::new(move |i| (i + 1) % every == 0))
+    } else if let Some(idx) = cfg.get("attn_layer_indices").and_then(Value::as_array) {
+        let idx: Vec<u64> = idx.iter().filter_map(Value::as_u64).collect();
+        Some(Box::new(move |i| idx.contains(&(i as u64))))
+    } else {
+        None
+    };
+    if let Some(attention) = attention_at {
+        let t = if model_type == "jamba" {
+            "mamba"
+        } else if cfg.get("linear_num_value_heads").is_some() {
+            "linear_attention"
+        } else {
+            "mamba2"
+        };
+        for (i, k) in kinds.iter_mut().enumerate() {
+            if !attention(i) {
+                *k = AttentionKind::NoKv;
+                let s = named(cfg, model_type, hidden, t)?.unwrap_or(StateKind::Unmodelled);
+                push(&mut out, i, t, s);
+            }
+        }
+        return Ok(Parsed {
+            layers: out,
+            ffn_free: Vec::new(),
+        });
+    }
+    if model_type == "falcon_h1" {
+        for i in 0..n {
+            push(&mut out, i, "mamba2", mamba2(cfg, model_type, hidden)?);
+        }
+    }
+    Ok(Parsed {
+        layers: out,
+        ffn_free: Vec::new(),
+    })
+}
+
+/// Bytes of one state layer per sequence on one TP rank, as vLLM sizes its `MambaSpec`
+/// (`MambaStateShapeCalculator`, see the module docs). `None` for an unmodelled layer.
+pub fn vllm_state_bytes(s: &StateKind, tp: u32, conv: Dtype, ssm: Dtype) -> Option<StateBytes> {
+    let tp = u64::from(tp.max(1));
+    let d = |x: u64| x.div_ceil(tp);
+    Some(match *s {
+        StateKind::GatedDeltaNet {
+            conv_kernel,
+            key_heads,
+            value_heads,
+            key_head_dim,
+            value_head_dim,
+        } => {
+            let (kh, vh, kd, vd) = (
+                u64::from(key_heads),
+                u64::from(value_heads),
+                u64::from(key_head_dim),
+                u64::from(value_head_dim),
+            );
+            let conv_dim = kd * kh * 2 + vd * vh;
+            StateBytes {
+                conv: u64::from(conv_kernel.saturating_sub(1)) * d(conv_dim) * conv.bytes(),
+                ssm: d(vh) * kd * vd * ssm.bytes(),
+            }
+        }
+        StateKind::Mamba2 {
+            intermediate,
+            groups,
+            heads,
+            head_dim,
+            state_size,
+            conv_kernel,
+        } => {
+            let g = u64::from(groups);
+            // extra_groups_for_head_shards adds `tp − n_groups` when n_groups is not a
+            // multiple of tp: the groups become exactly tp
+            let g = if g % tp == 0 { g } else { tp };
+            let conv_dim = intermediate + 2 * g * u64::from(state_size);
+            StateBytes {
+                conv: u64::from(conv_kernel.saturating_sub(1)) * d(conv_dim) * conv.bytes(),
+                ssm: d(u64::from(heads))
+                    * u64::from(head_dim)
+                    * u64::from(state_size)
+                    * ssm.bytes(),
+            }
+        }
+        StateKind::Mamba1 {
+            intermediate,
+            state_size,
+            conv_kernel,
+        } => StateBytes {
+            conv: u64::from(conv_kernel.saturating_sub(1)) * d(intermediate) * conv.bytes(),
+            ssm: d(intermediate) * u64::from(state_size) * ssm.bytes(),
+        },
+        StateKind::Unmodelled => return None,
+    })
+}
+
+/// Parameters of one state mixer on one TP rank, as its model file builds it: (projection
+/// matrices, small tensors kept in the native dtype: conv weights, A, D, dt bias, norms).
+/// Gated DeltaNet (`qwen3_next.py` `Qwen3NextGatedDeltaNet`): in_proj_qkvz, in_proj_ba,
+/// conv1d, out_proj; Mamba-2 (`mamba_mixer2.py` `MambaMixer2`): in_proj to
+/// `2·inter + 2·g·state + heads`, conv1d, out_proj; Mamba-1 (`mamba_mixer.py` `MambaMixer`):
+/// in_proj, x_proj (dt_rank = ⌈hidden/16⌉), dt_proj, A, D, out_proj.
+pub fn mixer_params(s: &StateKind, hidden: u64, tp: u32) -> (u64, u64) {
+    let tp = u64::from(tp.max(1));
+    let h = hidden;
+    match *s {
+        StateKind::GatedDeltaNet {
+            conv_kernel,
+            key_heads,
+            value_heads,
+            key_head_dim,
+            value_head_dim,
+        } => {
+            let (k, v) = (
+                u64::from(key_heads) * u64::from(key_head_dim),
+                u64::from(value_heads) * u64::from(value_head_dim),
+            );
+            let vh = u64::from(value_heads);
+            let mats = (h * (2 * k + 2 * v) + h * 2 * vh + v * h) / tp;
+            let small =
+                (2 * k + v) * u64::from(conv_kernel) / tp + 2 * vh / tp + u64::from(value_head_dim);
+            (mats, small)
+        }
+        StateKind::Mamba2 {
+            intermediate,
+            groups,
+            heads,
+            state_size,
+            conv_kernel,
+            ..
+        } => {
+            let gs = 2 * u64::from(groups) * u64::from(state_size);
+            let heads = u64::from(heads);
+            let mats = (h * (2 * intermediate + gs + heads) + intermediate * h) / tp;
+            let small =
+                ((intermediate + gs) * u64::from(conv_kernel) + 3 * heads + intermediate) / tp;
+            (mats, small)
+        }
+        StateKind::Mamba1 {
+            intermediate,
+            state_size,
+            conv_kernel,
+        } => {
+            let dt_rank = h.div_ceil(16);
+            let st = u64::from(state_size);
+            let mats = (h * 2 * intermediate
+                + intermediate * (dt_rank + 2 * st)
+                + dt_rank * intermediate
+                + intermediate * h)
+                / tp;
+            let small = intermediate * (u64::from(conv_kernel) + st + 2) / tp;
+            (mats, small)
+        }
+        StateKind::Unmodelled => (0, 0),
+    }
+}
+
+/// llama.cpp's recurrent cells of one state layer for one sequence, in elements: the conv row
+/// `n_embd_r = (ssm_d_conv − 1) × (ssm_d_inner + 2 × ssm_n_group × ssm_d_state)` and the state
+/// row `n_embd_s = ssm_d_state × ssm_d_inner` (`src/llama-hparams.cpp`), with the GGUF keys
+/// `convert_hf_to_gguf.py` writes: Gated DeltaNet d_inner = value heads × value dim, d_state =
+/// key dim, n_group = key heads; Mamba-2 its own; Mamba-1 n_group 0. `None` when unmodelled.
+pub fn llama_cpp_state_elements(s: &StateKind) -> Option<(u64, u64)> {
+    let (k, inner, groups, state) = match *s {
+        StateKind::GatedDeltaNet {
+            conv_kernel,
+            key_heads,
+            value_heads,
+            key_head_dim,
+            value_head_dim,
+        } => (
+            conv_kernel,
+            u64::from(value_heads) * u64::from(value_head_dim),
+            u64::from(key_heads),
+            u64::from(key_head_dim),
+        ),
+        StateKind::Mamba2 {
+            intermediate,
+            groups,
+            state_size,
+            conv_kernel,
+            ..
+        } => (
+            conv_kernel,
+            intermediate,
+            u64::from(groups),
+            u64::from(state_size),
+        ),
+        StateKind::Mamba1 {
+            intermediate,
+            state_size,
+            conv_kernel,
+        } => (conv_kernel, intermediate, 0, u64::from(state_size)),
+        StateKind::Unmodelled => return None,
+    };
+    let r = u64::from(k.saturating_sub(1)) * (inner + 2 * groups * state);
+    Some((r, state * inner))
+}
