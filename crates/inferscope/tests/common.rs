@@ -1,6 +1,8 @@
 //! Shared helpers for the integration tests.
 #![allow(dead_code)]
 
+pub mod vllm;
+
 use std::path::PathBuf;
 
 /// Repository root.
