@@ -123,25 +123,7 @@ fn vllm_through_run_bench_chat_compare_and_startup_log() {
     let server_at = run_args.len() - 1;
     run_args.extend(v.args(port, &[]));
 
-    // `run --dry-run --json`: the plan names vLLM, the environment, and exactly what it execs.
-    let mut dry = strings(&["run", "--dry-run", "--json"]);
-    dry.extend(run_args[1..].iter().cloned());
-    let (code, out, err) = inferscope(&dry, Duration::from_secs(60));
-    assert_eq!(code, 0, "{out}\n{err}");
-    let plan: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(plan["engine"], "vllm", "{plan:#}");
-    assert_eq!(
-        plan["env"],
-        serde_json::json!({"OMP_NUM_THREADS": "1"}),
-        "{plan:#}"
-    );
-    let argv: Vec<&str> = plan["command"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no command in {plan:#}"))
-        .iter()
-        .map(|w| w.as_str().unwrap())
-        .collect();
-    assert_eq!(argv, run_args[server_at..], "{plan:#}");
+    assert_dry_run_plan(&run_args, server_at);
 
     // Start it for real, through `run`: vLLM accepts the environment and the command.
     let log = p("vllm.log");
@@ -231,29 +213,7 @@ fn vllm_through_run_bench_chat_compare_and_startup_log() {
         assert_eq!(rec["tokenizer_input_tokens"], rec["input_tokens"], "{rec}");
     }
 
-    // Chat, streaming.
-    let args = strings(&[
-        "bench",
-        "--url",
-        &url,
-        "--api",
-        "chat",
-        "--concurrency",
-        "2",
-        "--requests",
-        "4",
-        "--dataset",
-        "random:in=16,out=8",
-        "--timeout",
-        "120s",
-        "--json",
-        "--quiet",
-    ]);
-    let (code, out, err) = inferscope(&args, Duration::from_secs(300));
-    assert_eq!(code, 0, "chat:\n{out}\n{err}");
-    let chat: Value = serde_json::from_str(&out).unwrap();
-    assert_vllm_result(&chat, &url, 4, 8);
-    assert_eq!(chat["settings"]["request"]["model"], "tiny");
+    assert_chat(&url);
 
     // A/A: the same server measured twice is kept or inconclusive, never rolled back.
     let a2 = bench("a2");
@@ -278,16 +238,69 @@ fn vllm_through_run_bench_chat_compare_and_startup_log() {
         "vLLM's process group {pgid} is left"
     );
 
-    // `mem startup` on the server's real log: the CPU backend's KV lines, thousands separators,
-    // the local model folder it names.
+    assert_mem_startup_reads(&log, &v.model);
+}
+
+/// `bench --api chat`, streaming, against vLLM at `url`: valid, tokens from usage, metrics.
+fn assert_chat(url: &str) {
+    let args = strings(&[
+        "bench",
+        "--url",
+        url,
+        "--api",
+        "chat",
+        "--concurrency",
+        "2",
+        "--requests",
+        "4",
+        "--dataset",
+        "random:in=16,out=8",
+        "--timeout",
+        "120s",
+        "--json",
+        "--quiet",
+    ]);
+    let (code, out, err) = inferscope(&args, Duration::from_secs(300));
+    assert_eq!(code, 0, "chat:\n{out}\n{err}");
+    let chat: Value = serde_json::from_str(&out).unwrap();
+    assert_vllm_result(&chat, url, 4, 8);
+    assert_eq!(chat["settings"]["request"]["model"], "tiny");
+}
+
+/// `run --dry-run --json` with `run_args` (`run ... -- SERVER...`, the server from index
+/// `server_at`): the plan names vLLM, its environment, and exactly the command it would exec.
+fn assert_dry_run_plan(run_args: &[String], server_at: usize) {
+    let mut dry = strings(&["run", "--dry-run", "--json"]);
+    dry.extend(run_args[1..].iter().cloned());
+    let (code, out, err) = inferscope(&dry, Duration::from_secs(60));
+    assert_eq!(code, 0, "{out}\n{err}");
+    let plan: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(plan["engine"], "vllm", "{plan:#}");
+    assert_eq!(
+        plan["env"],
+        serde_json::json!({"OMP_NUM_THREADS": "1"}),
+        "{plan:#}"
+    );
+    let argv: Vec<&str> = plan["command"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no command in {plan:#}"))
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert_eq!(argv, run_args[server_at..], "{plan:#}");
+}
+
+/// `mem startup` on a vLLM CPU-build log: the CPU backend's KV lines as printed (thousands
+/// separators), the local model folder it was started with, no GPU counted.
+fn assert_mem_startup_reads(log: &Path, model: &Path) {
     let (code, out, err) = inferscope(
         &strings(&["mem", "startup", &log.display().to_string(), "--json"]),
         Duration::from_secs(60),
     );
-    eprintln!("mem startup: {out}\n{err}");
     assert_eq!(code, 0, "{out}\n{err}");
     let m: Value = serde_json::from_str(&out).unwrap();
-    let text = std::fs::read_to_string(&log).unwrap();
+    let text = std::fs::read_to_string(log).unwrap();
+    // The number the log prints after `pat`, read here independently of the parser.
     let printed = |pat: &str| -> f64 {
         let line = text
             .lines()
@@ -302,33 +315,32 @@ fn vllm_through_run_bench_chat_compare_and_startup_log() {
             .collect();
         num.trim_end_matches('.').parse().unwrap()
     };
-    let want_tokens = printed("CPU KV cache size:");
-    let want_conc = printed("tokens per request:");
-    let s = serde_json::to_string(&m).unwrap();
-    eprintln!("want kv tokens {want_tokens}, max concurrency {want_conc}");
-    assert!(want_tokens > 1000.0 && want_conc > 1.0);
-    let fig = |k: &str| -> Option<f64> { find_number(&m, k) };
-    assert_eq!(fig("kv_cache_tokens"), Some(want_tokens), "{s}");
-    assert_eq!(fig("max_concurrency"), Some(want_conc), "{s}");
-}
-
-/// The first number under a key named `key` anywhere in `v` (a figure's `value` included).
-fn find_number(v: &Value, key: &str) -> Option<f64> {
-    match v {
-        Value::Object(o) => {
-            if let Some(x) = o.get(key) {
-                if let Some(n) = x.as_f64() {
-                    return Some(n);
-                }
-                if let Some(n) = x["value"].as_f64() {
-                    return Some(n);
-                }
-            }
-            o.values().find_map(|x| find_number(x, key))
-        }
-        Value::Array(a) => a.iter().find_map(|x| find_number(x, key)),
-        _ => None,
-    }
+    let (tokens, conc) = (
+        printed("CPU KV cache size:"),
+        printed("tokens per request:"),
+    );
+    eprintln!("log: KV {tokens} tokens, max concurrency {conc}; mem startup: {out}");
+    assert!(tokens > 1000.0 && conc > 1.0);
+    assert_eq!(m["measured"]["kv_cache_tokens"].as_f64(), Some(tokens));
+    assert_eq!(m["measured"]["max_concurrency"].as_f64(), Some(conc));
+    assert_eq!(m["engine_version"], "0.32.0");
+    assert_eq!(m["device"], "cpu");
+    assert_eq!(m["gpu_count"], Value::Null);
+    assert_eq!(m["model_id"], model.display().to_string());
+    // vLLM's "--enable-scale-out to enable them." advice is not an argument.
+    assert!(!out.contains("enable_scale_out"), "{out}");
+    // The local folder it names is accepted as `--model`.
+    let (code, _, err) = inferscope(
+        &strings(&[
+            "mem",
+            "startup",
+            &log.display().to_string(),
+            "--model",
+            &model.display().to_string(),
+        ]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, 0, "{err}");
 }
 
 /// `tune` over a real vLLM flag: `--max-num-seqs` 1 vs 16 at concurrency 16. One sequence in a
