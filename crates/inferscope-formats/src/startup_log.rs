@@ -728,16 +728,30 @@ fn scan_arguments(l: &mut Line, log: &mut StartupLog) {
         }
         return;
     }
-    // A command quoted in a report: `vllm serve MODEL --flag value`.
+    // A command quoted in a report: `vllm serve MODEL --flag value`. Not inside the engine's
+    // own log record (`[factories.py:89] ... Restart vllm serve with --enable-scale-out to
+    // enable them.` is advice, not the command: vLLM 0.32 prints it at every start).
     for (pat, e) in [
         ("vllm serve ", Engine::Vllm),
         ("sglang serve ", Engine::Sglang),
     ] {
-        if let Some(i) = t.find(pat) {
+        if let Some(i) = t.find(pat)
+            && !python_record(t.get(..i).unwrap_or(""))
+        {
             engine(log, e);
             args_command(log, t.get(i + pat.len()..).unwrap_or(""), false);
         }
     }
+}
+
+/// `head` holds a Python logger's source tag (`[factories.py:89]`): the rest of the line is a
+/// message the engine logged.
+fn python_record(head: &str) -> bool {
+    head.find('[').is_some_and(|i| {
+        head.get(i..)
+            .and_then(|r| r.split_once(']'))
+            .is_some_and(|(tag, _)| tag.contains(".py:"))
+    })
 }
 
 /// One line's GPU

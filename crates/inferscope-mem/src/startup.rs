@@ -294,10 +294,14 @@ pub fn analyse(log: &StartupLog, hints: &Hints) -> StartupReport {
         .map(|v| v.min(1024) as u32);
     let pp = arg_u(log, &["pipeline_parallel_size", "pp_size", "pp"]).map(|v| v.min(1024) as u32);
     let ranks = log.rank_count();
-    let gpu_count = hints
-        .gpu_count
-        .or(tp.map(|t| t.saturating_mul(pp.unwrap_or(1))))
-        .or((ranks > 0).then_some(ranks));
+    // vLLM's CPU backend uses no GPU: its `rank=0` lines and TP size count CPU workers.
+    let from_log = (log.device.as_deref() != Some("cpu"))
+        .then(|| {
+            tp.map(|t| t.saturating_mul(pp.unwrap_or(1)))
+                .or((ranks > 0).then_some(ranks))
+        })
+        .flatten();
+    let gpu_count = hints.gpu_count.or(from_log);
     if ranks > 1 {
         notes.push(format!(
             "{ranks} ranks' lines are interleaved; figures are rank 0's (or the lowest rank's)"

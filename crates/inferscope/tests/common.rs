@@ -1,6 +1,10 @@
 //! Shared helpers for the integration tests.
 #![allow(dead_code)]
 
+// (`#[path]`: this file is also a test target of its own, whose modules sit beside it.)
+#[path = "common/vllm.rs"]
+pub mod vllm;
+
 use std::path::PathBuf;
 
 /// Repository root.
