@@ -962,6 +962,31 @@ fn scan_vllm(l: &mut Line, log: &mut StartupLog) {
         }
     }
     scan_vllm_failures(l, log);
+    scan_vllm_block_override(l, log);
+}
+
+/// `--num-gpu-blocks-override`: vLLM allocates the override, not what it profiled
+/// (`vllm/v1/core/kv_cache_utils.py` `get_num_blocks`, 0.10+: "Overriding num_gpu_blocks=X with
+/// num_gpu_blocks_override=Y"); the KV pool is Y/X of the memory the earlier lines print.
+fn scan_vllm_block_override(l: &mut Line, log: &mut StartupLog) {
+    let t = l.text;
+    if t.contains("Overriding num_gpu_blocks=") && t.contains("num_gpu_blocks_override=") {
+        engine(log, Engine::Vllm);
+        set_count(
+            log,
+            l,
+            "gpu_blocks_profiled",
+            "Overriding num_gpu_blocks=",
+            "blocks",
+        );
+        set_count(
+            log,
+            l,
+            "gpu_blocks_override",
+            "num_gpu_blocks_override=",
+            "blocks",
+        );
+    }
 }
 
 /// One line's vLLM CPU-backend figures (`vllm/v1/worker/cpu_worker.py`

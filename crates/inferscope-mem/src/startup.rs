@@ -699,6 +699,25 @@ fn diagnose(log: &StartupLog, m: &Measured) -> String {
     if let (Some(len), Some(avail)) = (m.max_model_len, m.kv_cache_gib)
         && let Some(need) = gib(log, "kv_cache_needed")
     {
+        // vLLM's GiB are rounded to a tenth: when they cannot show the gap, its lengths do.
+        if need <= avail
+            && let Some(est) = count(log, "estimated_max_model_len").filter(|e| *e < len)
+        {
+            let pool = match (
+                count(log, "gpu_blocks_override"),
+                count(log, "gpu_blocks_profiled"),
+            ) {
+                (Some(o), Some(p)) => format!(
+                    " (the pool is --num-gpu-blocks-override's {o} blocks, not the {p} vLLM \
+                     profiled)"
+                ),
+                _ => String::new(),
+            };
+            return format!(
+                "one request of max_model_len {len} tokens needs more KV cache than the pool \
+                 holds: vLLM estimates {est} tokens fit{pool}"
+            );
+        }
         return format!(
             "one request of max_model_len {len} tokens needs {need:.2} GiB of KV cache; only \
              {avail:.2} GiB was left after weights, activations and graphs"
@@ -796,10 +815,38 @@ fn log_figures(
     let max_len = arg_u(log, &["max_model_len"])
         .or(m.max_model_len)
         .or(planned.as_ref().and_then(|(_, p)| p.max_model_len));
+    // `--num-gpu-blocks-override`: the pool vLLM allocated is that share of the memory printed.
+    let block_override = count(log, "gpu_blocks_override")
+        .zip(count(log, "gpu_blocks_profiled"))
+        .filter(|(o, p)| *p > 0 && o < p)
+        .map(|(o, p)| (p, o));
+    let kv_gib = match block_override {
+        Some((profiled, blocks)) => {
+            gib(log, "kv_cache").map(|g| g * blocks as f64 / profiled as f64)
+        }
+        None => m.kv_cache_gib,
+    };
+    let engine_estimate = count(log, "estimated_max_model_len").filter(|e| *e > 0);
     // One request's KV: the engine's own figure, else the model's layout (the planner's KV over
-    // its concurrency, which is vLLM's `max_memory_usage_bytes` for this length).
+    // its concurrency, which is vLLM's `max_memory_usage_bytes` for this length). vLLM prints
+    // GiB to one decimal: when its figure is not above the pool although it refused, the
+    // lengths it printed say the ratio (one request = pool × max_model_len / the longest that
+    // fits).
+    let rounded = |need: f64| kv_gib.is_some_and(|kv| need <= kv);
     let one = gib(log, "kv_cache_needed")
+        .filter(|need| !rounded(*need))
         .map(|g| (g, "the engine's error message".to_string()))
+        .or_else(|| {
+            let len = count(log, "max_model_len")?;
+            let est = engine_estimate.filter(|e| *e < len)?;
+            Some((
+                kv_gib? * len as f64 / est as f64,
+                format!(
+                    "the engine's estimate that {est} of the {len} tokens fit (its GiB figures \
+                     are rounded to a tenth)"
+                ),
+            ))
+        })
         .or_else(|| {
             let (req, p) = planned.as_ref()?;
             one_request_gib(req, p).map(|g| {
@@ -833,7 +880,7 @@ fn log_figures(
         // CUDA-graph memory is profiled into the KV budget by default from 0.21 (gpu_worker.py
         // determine_available_memory, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS).
         graphs_in_budget: version.is_some_and(|v| v.at_least(0, 21)),
-        kv_gib: m.kv_cache_gib,
+        kv_gib,
         one_request_gib: one,
         max_model_len: max_len,
         estimated_max_model_len: count(log, "estimated_max_model_len")
@@ -857,6 +904,7 @@ fn log_figures(
         sglang_free,
         tgi_prefill_tokens: count(log, "prefill_tokens_in_error"),
         llama: (engine == "llama.cpp").then(|| llama_figures(log, m, catalog_total)),
+        block_override,
     }
 }
 

@@ -88,6 +88,8 @@ pub struct LogFigures {
     pub tgi_prefill_tokens: Option<u64>,
     /// llama-server: the failed device's figures.
     pub llama: Option<crate::startup_fixes_llama::LlamaFigures>,
+    /// vLLM `--num-gpu-blocks-override`: (blocks profiled, blocks allocated).
+    pub block_override: Option<(u64, u64)>,
 }
 
 /// One fix: the JSON contract `fixes[{change, fits}]` plus `checked_by` and `why`.
@@ -145,6 +147,24 @@ fn r2(v: f64) -> f64 {
     (v * 100.0).round() / 100.0
 }
 
+/// Two decimals, or six below a tenth of a GiB, where two would print a real shortfall as 0.
+fn fine(v: f64) -> f64 {
+    if v.abs() >= 0.1 {
+        r2(v)
+    } else {
+        (v * 1e6).round() / 1e6
+    }
+}
+
+/// "1.50 GiB", or MiB below a tenth of a GiB (a tiny model's pool would read "0.00 GiB").
+fn gib_text(g: f64) -> String {
+    if g != 0.0 && g.abs() < 0.1 {
+        format!("{:.2} MiB", g * 1024.0)
+    } else {
+        format!("{g:.2} GiB")
+    }
+}
+
 /// The budget the fixes close.
 pub fn budget(f: &LogFigures) -> Budget {
     let one = f.one_request_gib.as_ref().map(|(g, _)| *g);
@@ -176,10 +196,10 @@ pub fn budget(f: &LogFigures) -> Budget {
         _ => (None, false),
     };
     Budget {
-        kv_available_gib: f.kv_gib,
-        one_request_gib: one.map(r2),
+        kv_available_gib: f.kv_gib.map(fine),
+        one_request_gib: one.map(fine),
         one_request_source: f.one_request_gib.as_ref().map(|(_, s)| s.clone()),
-        shortfall_gib: shortfall.map(r2),
+        shortfall_gib: shortfall.map(fine),
         shortfall_is_lower_bound: lower,
         total_gib: f.total_gib.map(|t| t.0),
         total_source: f.total_gib.map(|t| t.1),
@@ -204,9 +224,46 @@ pub fn log_fixes(f: &LogFigures, b: &Budget) -> Vec<Fix> {
 
 fn vllm(f: &LogFigures, b: &Budget) -> Vec<Fix> {
     let mut out = Vec::new();
-    let Some(short) = b.shortfall_gib.filter(|s| *s > 0.0) else {
+    // Figures below a hundredth of a GiB round to 0 in the budget but are still a shortfall.
+    let unrounded = match (f.one_request_gib.as_ref(), f.kv_gib) {
+        (Some((one, _)), Some(kv)) if one > &kv => Some(one - kv),
+        _ => None,
+    };
+    let Some(short) = b.shortfall_gib.filter(|s| *s > 0.0).or(unrounded) else {
         return out;
     };
+    // --num-gpu-blocks-override caps the pool below what was profiled: the override itself is
+    // the knob. One request's blocks scale with its length (vLLM's own estimate of the longest
+    // that fits gives the ratio), so this many blocks hold one max_model_len request.
+    if let (Some((profiled, blocks)), Some(len), Some(est)) =
+        (f.block_override, f.max_model_len, f.estimated_max_model_len)
+        && est > 0
+        && est < len
+    {
+        let need = (blocks as f64 * len as f64 / est as f64).ceil() as u64;
+        out.push(
+            Fix::new(
+                format!("--num-gpu-blocks-override {need}"),
+                need <= profiled,
+                LOG,
+                format!(
+                    "the pool is the override's {blocks} blocks (vLLM profiled {profiled}); they \
+                     hold {est} of the {len} tokens one request needs, so {len}/{est} × {blocks} \
+                     → {need} blocks{}",
+                    if need <= profiled {
+                        String::new()
+                    } else {
+                        format!(", more than the {profiled} the memory holds")
+                    }
+                ),
+            )
+            .cost(if need <= profiled {
+                "more memory for the KV cache, within what vLLM profiled".to_string()
+            } else {
+                "none possible: raise the memory first".to_string()
+            }),
+        );
+    }
     let kv = f.kv_gib.unwrap_or(0.0);
     let bound = if b.shortfall_is_lower_bound {
         " (at least: one request's KV is not known without the model)"
@@ -228,8 +285,10 @@ fn vllm(f: &LogFigures, b: &Budget) -> Vec<Fix> {
                     true,
                     LOG,
                     format!(
-                        "{kv:.2} GiB of KV holds {l} of the {len} tokens one request needs \
-                         ({one:.2} GiB for {len}); KV per request grows with its length"
+                        "{} of KV holds {l} of the {len} tokens one request needs \
+                         ({} for {len}); KV per request grows with its length",
+                        gib_text(kv),
+                        gib_text(one)
                     ),
                 )
                 .cost(format!(
@@ -245,7 +304,8 @@ fn vllm(f: &LogFigures, b: &Budget) -> Vec<Fix> {
         let new = ((u + short / total) * 100.0).ceil() / 100.0;
         if new > u && new <= 1.0 {
             let free_ok = f.free_at_start_gib.is_none_or(|free| new * total <= free);
-            let fits = new <= 0.99 && free_ok && !b.shortfall_is_lower_bound;
+            let fits =
+                new <= 0.99 && free_ok && !b.shortfall_is_lower_bound && f.block_override.is_none();
             let mut why = format!(
                 "budget {u:.2} × {total:.2} GiB ({src}) is short by {short:.2} GiB{bound}: \
                  {u:.2} + {short:.2}/{total:.2} = {new:.2}"
@@ -255,6 +315,11 @@ fn vllm(f: &LogFigures, b: &Budget) -> Vec<Fix> {
                     "; the log does not print the fraction: {} assumed",
                     f.utilization_source
                 ));
+            }
+            if f.block_override.is_some() {
+                why.push_str(
+                    "; cannot help while --num-gpu-blocks-override fixes the number of blocks",
+                );
             }
             if !free_ok {
                 why.push_str(&format!(
@@ -325,13 +390,20 @@ fn vllm(f: &LogFigures, b: &Budget) -> Vec<Fix> {
     if !f.kv_fp8
         && let Some(one) = b.one_request_gib
     {
-        let fits = kv > 0.0 && one / 2.0 <= kv;
+        // With --num-gpu-blocks-override the pool is a number of blocks, and a block holds the
+        // same tokens whatever their bytes: fp8 frees memory but no block.
+        let fits = kv > 0.0 && one / 2.0 <= kv && f.block_override.is_none();
         out.push(
             Fix::new(
                 "--kv-cache-dtype fp8".to_string(),
                 fits,
                 LOG,
-                if kv <= 0.0 {
+                if let Some((_, blocks)) = f.block_override {
+                    format!(
+                        "cannot help: --num-gpu-blocks-override fixes the pool at {blocks} blocks \
+                         of the same tokens whatever their bytes"
+                    )
+                } else if kv <= 0.0 {
                     format!(
                         "cannot help: {kv:.2} GiB is left for KV, and halving the bytes per \
                          token does not make it positive"

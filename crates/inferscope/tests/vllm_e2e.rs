@@ -356,7 +356,18 @@ fn vllm_tune_max_num_seqs_and_compare_engine_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("tune");
     let mut server = vec![v.python.display().to_string()];
-    server.extend(v.args(0, &["--max-num-seqs", "{seqs}"]));
+    // 16 KV blocks of 128 tokens (the CPU backend's block): 16 streams of up to 220 tokens need
+    // 32, so with 16 sequences vLLM fills its cache and preempts; with one it uses 2 blocks.
+    // (Without the override 1 GiB holds ~1M tokens of this model and neither run preempts.)
+    server.extend(v.args(
+        0,
+        &[
+            "--max-num-seqs",
+            "{seqs}",
+            "--num-gpu-blocks-override",
+            "16",
+        ],
+    ));
     // `{port}` instead of the helper's port; quoted for tune's shell-like split.
     let server: Vec<String> = server
         .into_iter()
@@ -372,7 +383,7 @@ fn vllm_tune_max_num_seqs_and_compare_engine_metrics() {
         "--concurrency",
         "16",
         "--workload",
-        "random:in=32,out=32",
+        "random:in=100,out=120",
         "--objective",
         "throughput",
         "--duration",
@@ -422,7 +433,8 @@ fn vllm_tune_max_num_seqs_and_compare_engine_metrics() {
     };
     let (one, sixteen) = (obj("1"), obj("16"));
     eprintln!("max-num-seqs 1: {one:.1} tok/s, 16: {sixteen:.1} tok/s");
-    assert!(sixteen > 2.0 * one, "{text}");
+    // measured 3× (1,646 vs 552 tok/s) with the 16-block cache; 7× without it
+    assert!(sixteen > 1.5 * one, "{text}");
 
     // compare the recorded runs: baseline 1 sequence, candidate 16.
     let run_of = |suffix: &str| -> PathBuf {
@@ -445,6 +457,17 @@ fn vllm_tune_max_num_seqs_and_compare_engine_metrics() {
         b["server_metrics"]["summary"]
     );
     assert!(peak(&c, "vllm:num_requests_running") > 1.0);
+    // The cache pressure the override creates: full with 16 sequences, an eighth with one, and
+    // only the 16-sequence server preempts.
+    let kv = |r: &Value| peak(r, "vllm:kv_cache_usage_perc");
+    assert!(
+        kv(&c) >= 0.9 && kv(&b) <= 0.5,
+        "KV usage {} vs {}",
+        kv(&c),
+        kv(&b)
+    );
+    assert!(peak(&c, "vllm:num_preemptions_total") > 0.0);
+    assert_eq!(peak(&b, "vllm:num_preemptions_total"), 0.0);
     assert!(peak(&c, "vllm:num_requests_waiting") < peak(&b, "vllm:num_requests_waiting"));
     let (code, cmp, err) = inferscope(
         &strings(&[
@@ -463,5 +486,12 @@ fn vllm_tune_max_num_seqs_and_compare_engine_metrics() {
     );
     assert!(cmp.contains(&want), "want {want}\n{cmp}");
     assert!(cmp.contains("the candidate preempted "), "{cmp}");
-    assert!(cmp.contains("KV usage peaked at "), "{cmp}");
+    assert!(cmp.contains(", the baseline 0"), "{cmp}");
+    assert!(
+        cmp.contains(&format!(
+            "KV usage peaked at {:.0} % (candidate)",
+            kv(&c) * 100.0
+        )),
+        "{cmp}"
+    );
 }

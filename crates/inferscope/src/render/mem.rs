@@ -268,14 +268,15 @@ pub fn write_startup(
         {
             writeln!(
                 out,
-                "Shortfall: {}{s:.2} GiB per GPU (KV available {}, one request needs {})",
+                "Shortfall: {}{} per GPU (KV available {}, one request needs {})",
                 if b.shortfall_is_lower_bound {
                     "at least "
                 } else {
                     ""
                 },
-                opt_gib(b.kv_available_gib),
-                opt_gib(b.one_request_gib)
+                small_gib(Some(s), " GiB"),
+                small_gib(b.kv_available_gib, ""),
+                small_gib(b.one_request_gib, "")
             )?;
         }
         if !r.fixes.is_empty() {
@@ -302,4 +303,14 @@ pub fn write_startup(
         }
     }
     Ok(())
+}
+
+/// GiB with two decimals (then `unit`), in MiB below a tenth of a GiB, where two decimals would
+/// print a tiny model's pool and shortfall as 0.00.
+fn small_gib(v: Option<f64>, unit: &str) -> String {
+    match v {
+        Some(g) if g != 0.0 && g.abs() < 0.1 => format!("{:.2} MiB", g * 1024.0),
+        Some(g) => format!("{g:.2}{unit}"),
+        None => "-".to_string(),
+    }
 }
