@@ -6,6 +6,7 @@
 //! the pure planner and render what it says.
 
 mod files;
+pub mod hub;
 
 use anyhow::{Context, bail};
 use inferscope_formats::{gguf, safetensors};
@@ -192,14 +193,37 @@ fn hf_snapshot(spec: &str, revision: Option<&str>) -> anyhow::Result<Found> {
     Ok((None, looked))
 }
 
-/// A model from a path, the Hugging Face cache or the catalog.
+/// A model from a path, the Hugging Face cache, the catalog or the Hub — one order for `plan`,
+/// `plan --find` and `mem startup` (docs/planner.md "Resolving a model"):
+/// 1. a file or folder that exists; 2. the Hugging Face cache (`refs/REV` → `snapshots/COMMIT`);
+/// 3. the embedded catalog, unless `--revision` asks for a Hub revision; 4. the Hub (`HF_ENDPOINT`),
+///    unless `HF_HUB_OFFLINE` is set — what it fetched is stored in the cache, so step 2 finds
+///    it next time.
 pub fn resolve_model(spec: &str, revision: Option<&str>) -> anyhow::Result<ResolvedModel> {
     let path = Path::new(spec);
-    let (snapshot, looked) = if path.exists() {
+    let (mut snapshot, looked) = if path.exists() {
         (None, Vec::new())
     } else {
         hf_snapshot(spec, revision)?
     };
+    let mut hub_note = None;
+    let mut offline = false;
+    if snapshot.is_none() && !path.exists() && hub::is_repo_id(spec) {
+        // The catalog's entries are checked against real start-ups and need no network; a
+        // revision is a Hub notion the catalog cannot answer.
+        let catalog_hit =
+            revision.is_none() && inferscope_plan::catalog::lookup(spec).is_ok();
+        let env = hub::HubEnv::from_env();
+        offline = env.offline;
+        if !catalog_hit && !env.offline {
+            let cache = hf_cache_dirs().into_iter().next().ok_or_else(|| {
+                anyhow::anyhow!("{spec}: no Hugging Face cache folder: set HF_HUB_CACHE or HF_HOME")
+            })?;
+            let (snap, note) = hub::fetch(spec, revision.unwrap_or("main"), &cache, &env)?;
+            snapshot = Some(snap);
+            hub_note = Some(note);
+        }
+    }
     let from_cache = snapshot.is_some();
     let path = snapshot.as_deref().unwrap_or(path);
     if path.is_dir() {
@@ -208,26 +232,42 @@ pub fn resolve_model(spec: &str, revision: Option<&str>) -> anyhow::Result<Resol
         let mut arch = inferscope_plan::from_hf_config(&text)
             .map_err(|e| anyhow::anyhow!("{}: {e}", cfg.display()))?;
         // The index, when there is one, says which files make the checkpoint: a shard it names
-        // that is missing is a partial download, never a smaller model.
-        let mut shards: Vec<PathBuf> = match files::indexed_shards(path, MAX_META_BYTES)? {
-            Some(listed) => listed,
-            None => std::fs::read_dir(path)
+        // that is missing is a partial download, never a smaller model — unless the Hub client
+        // stored the shards' headers beside it (`.inferscope/`).
+        let side = hub::read_sidecar(path)?;
+        let mut shards: Vec<PathBuf> = match (files::indexed_shards(path, MAX_META_BYTES), &side) {
+            (Ok(Some(listed)), _) => listed,
+            (Ok(None), _) => std::fs::read_dir(path)
                 .with_context(|| format!("cannot list {}", path.display()))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
                 .collect(),
+            (Err(_), Some(_)) => Vec::new(),
+            (Err(e), None) => return Err(e),
         };
         shards.sort();
+        let mut headers = Vec::new();
+        for s in &shards {
+            headers.push(safetensors_tensors(s)?);
+        }
+        let mut weights_note = None;
+        if shards.is_empty()
+            && let Some(sw) = side
+        {
+            match sw.fallback {
+                Some((total, why)) => weights_note = Some((total, why)),
+                None => headers = sw.headers,
+            }
+        }
         let mut checkpoint = None;
-        if !shards.is_empty() {
+        if !headers.is_empty() {
             let mut total = 0u64;
             let mut tensors = Vec::new();
-            for s in &shards {
-                let h = safetensors_tensors(s)?;
+            for h in &headers {
                 total = total.saturating_add(h.total_bytes);
-                tensors.extend(h.tensors.into_iter().map(|t| {
+                tensors.extend(h.tensors.iter().map(|t| {
                     inferscope_plan::checkpoint::TensorInfo {
-                        name: t.name,
+                        name: t.name.clone(),
                         bytes: t.bytes,
                     }
                 }));
@@ -237,22 +277,25 @@ pub fn resolve_model(spec: &str, revision: Option<&str>) -> anyhow::Result<Resol
                 &tensors,
                 arch.num_layers,
             ));
+        } else if let Some((total, _)) = &weights_note {
+            // No header: the index's total, spread over the layers so TP and PP split it.
+            arch.checkpoint_bytes = Some(*total);
+            checkpoint = Some(even_checkpoint(*total, arch.num_layers));
         }
+        let weights = match (&weights_note, headers.len()) {
+            (Some((total, why)), _) => {
+                format!("{why}: weights from the index's total_size, {total} bytes, split evenly")
+            }
+            (None, 0) => "no safetensors files: weights estimated from the config".to_string(),
+            (None, n) => format!("weights: exact bytes from {n} safetensors headers"),
+        };
         let source = format!(
-            "{} ({}; {})",
+            "{} ({weights}; {})",
             cfg.display(),
-            if shards.is_empty() {
-                "no safetensors files: weights estimated from the config".to_string()
-            } else {
-                format!(
-                    "weights: exact bytes from {} safetensors headers",
-                    shards.len()
-                )
-            },
-            if from_cache {
-                "Hugging Face cache"
-            } else {
-                "local folder"
+            match (&hub_note, from_cache) {
+                (Some(n), _) => n.as_str(),
+                (None, true) => "Hugging Face cache",
+                (None, false) => "local folder",
             }
         );
         return Ok(ResolvedModel {
@@ -303,6 +346,9 @@ pub fn resolve_model(spec: &str, revision: Option<&str>) -> anyhow::Result<Resol
         }),
         Err(e) => {
             let mut msg = format!("{e}");
+            if offline {
+                msg.push_str("; HF_HUB_OFFLINE is set, so the Hub was not asked");
+            }
             if looked.is_empty() {
                 msg.push_str(&format!("; {spec} is not a file or folder"));
             } else {
@@ -315,6 +361,21 @@ pub fn resolve_model(spec: &str, revision: Option<&str>) -> anyhow::Result<Resol
             bail!(msg)
         }
     }
+}
+
+/// A checkpoint of `total` bytes known only by its size: even per layer, all split by TP.
+fn even_checkpoint(total: u64, layers: u32) -> inferscope_plan::checkpoint::CheckpointWeights {
+    let n = u64::from(layers.max(1));
+    let mut c = inferscope_plan::checkpoint::CheckpointWeights {
+        layers: vec![Default::default(); n as usize],
+        tensors: 1,
+        ..Default::default()
+    };
+    for (i, l) in c.layers.iter_mut().enumerate() {
+        // the remainder goes to the first layers so the sum is exact
+        l.split = total / n + u64::from((i as u64) < total % n);
+    }
+    c
 }
 
 /// GPUs from the machine or a snapshot: the most common NVIDIA model, its count, and the
