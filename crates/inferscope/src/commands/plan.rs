@@ -219,7 +219,19 @@ pub fn resolve_model(spec: &str, revision: Option<&str>) -> anyhow::Result<Resol
             let cache = hf_cache_dirs().into_iter().next().ok_or_else(|| {
                 anyhow::anyhow!("{spec}: no Hugging Face cache folder: set HF_HUB_CACHE or HF_HOME")
             })?;
-            let (snap, note) = hub::fetch(spec, revision.unwrap_or("main"), &cache, &env)?;
+            let rev = revision.unwrap_or("main");
+            let (snap, note) = hub::fetch(spec, rev, &cache, &env).map_err(|e| {
+                let e = e.to_string();
+                if e.contains(" is gated") {
+                    // the one line the issue spells out, nothing appended
+                    anyhow::anyhow!(e)
+                } else {
+                    anyhow::anyhow!(
+                        "unknown model {spec}: not in the embedded catalog, nor in the Hugging Face cache at {} (revision {rev}); the Hub: {e}",
+                        looked.join(", ")
+                    )
+                }
+            })?;
             snapshot = Some(snap);
             hub_note = Some(note);
         }

@@ -14,7 +14,8 @@
 //!
 //! Bounded: connect and read timeouts, metadata files and headers capped like local files, at
 //! most shards + 3 requests (config, commit look-up only when the header lacks it, index, one
-//! Range request per shard whose header fits in [`FIRST_RANGE`]).
+//! Range request per shard whose header fits in [`FIRST_RANGE`]; each may take up to
+//! [`MAX_REDIRECTS`] redirect hops).
 
 use anyhow::{Context, bail};
 use inferscope_formats::safetensors;
@@ -231,6 +232,9 @@ impl Session<'_> {
         range: Option<(u64, u64)>,
     ) -> Result<Result<reqwest::Response, Answer>, String> {
         let mut url = reqwest::Url::parse(url).map_err(|e| format!("not a URL ({e})"))?;
+        // One request per file asked; the redirect hops it takes (at most MAX_REDIRECTS) are
+        // part of it, as a browser or `huggingface_hub` counts them.
+        self.requests += 1;
         for _ in 0..=MAX_REDIRECTS {
             let mut req = self.client.get(url.clone());
             if let Some((a, b)) = range {
@@ -241,8 +245,11 @@ impl Session<'_> {
             {
                 req = req.bearer_auth(t);
             }
-            self.requests += 1;
-            let resp = self.rt.block_on(req.send()).map_err(|e| reason(&e))?;
+            // built inside the runtime: reqwest arms its timers when the future is created
+            let resp = self
+                .rt
+                .block_on(async { req.send().await })
+                .map_err(|e| reason(&e))?;
             let status = resp.status().as_u16();
             if matches!(status, 301 | 302 | 303 | 307 | 308) {
                 let loc = resp
@@ -272,7 +279,7 @@ impl Session<'_> {
     fn body(&self, mut resp: reqwest::Response, cap: u64, strict: bool) -> Result<Vec<u8>, String> {
         let mut buf = Vec::new();
         loop {
-            match self.rt.block_on(resp.chunk()) {
+            match self.rt.block_on(async { resp.chunk().await }) {
                 Ok(Some(c)) => {
                     buf.extend_from_slice(&c);
                     if buf.len() as u64 > cap {
@@ -318,7 +325,7 @@ pub fn fetch(
         .map_err(|e| anyhow::anyhow!("HF_ENDPOINT {:?}: not a URL ({e})", env.endpoint))?;
     if origin.scheme() == "https" && !inferscope_bench::TLS_ENABLED {
         bail!(
-            "{repo}: {} is HTTPS and this build has no TLS: build with `--features inferscope-bench/tls`, or set HF_ENDPOINT to an http:// mirror",
+            "{repo}: {} is HTTPS and this build has no TLS: build with `--features inferscope-bench/tls`, or set HF_ENDPOINT to an http:// mirror, or HF_HUB_OFFLINE=1",
             env.endpoint
         );
     }
@@ -362,7 +369,7 @@ fn fail(s: &Session, file: &str, url: &str, a: &Answer) -> anyhow::Error {
             }
         ),
         (401, "RepoNotFound") | (404, "RepoNotFound") => anyhow::anyhow!(
-            "unknown model {repo}: not in the embedded catalog or the Hugging Face cache, and {} has no such repo, or it is private (set HF_TOKEN) ({} for {url})",
+            "{} has no such repo, or it is private (set HF_TOKEN) ({} for {url})",
             s.env.endpoint,
             a.status
         ),
