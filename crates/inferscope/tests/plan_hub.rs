@@ -164,9 +164,77 @@ fn index_only_2026_repo_is_sized_from_total_size() {
     let snap = cache.join("models--bryce-hoehn--Qwen3.5-18B-REAP-A3B-Coding/snapshots").join(hub_standin::COMMIT);
     let side = std::fs::read_to_string(snap.join(".inferscope/hub.json")).unwrap();
     assert!(side.contains("model-00001-of-00007.safetensors"), "{side}");
+    eprintln!("{out}{err}");
     if code != 2 {
         // the planner models this architecture: weights are the index's total_size over TP 2
         let v: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["weights_bytes_total"], 37087995136u64);
+        // per GPU: the total over TP 2, within 1 % (the engine's RoPE cache and runtime buffers
+        // come on top)
+        let per_gpu = v["weights_bytes_per_gpu"].as_f64().unwrap();
+        let half = 37087995136.0 / 2.0;
+        assert!((per_gpu - half).abs() / half < 0.01, "{per_gpu} vs {half}");
+        assert!(v["model_source"].as_str().unwrap().contains("total_size"), "{v}");
     }
+}
+
+/// `mem startup` resolves a model like `plan` (issue 29 item 4): a Hub id not in the catalog is
+/// planned through the Hub, and what it fetched is then planned by `plan` offline.
+#[test]
+fn mem_startup_resolves_a_hub_id_like_plan() {
+    let hub = hub_standin::Hub::start(common::repo().join("fixtures/hub"));
+    let cache = cache_dir("mem");
+    // the first real vLLM start-up of fixtures/tools/engine-logs/vllm-recent.jsonl
+    let case: Value = serde_json::from_str(
+        std::fs::read_to_string(common::repo().join("fixtures/tools/engine-logs/vllm-recent.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let log: String = case["raw_lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| format!("{}\n", l.as_str().unwrap()))
+        .collect();
+    let log_file = cache.join("startup.log");
+    std::fs::write(&log_file, log).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_inferscope"))
+        .args(["mem", "startup", "--json", "--model", "inferscope-test/tiny-llama-sharded"])
+        .arg(&log_file)
+        .env("HF_ENDPOINT", &hub.endpoint)
+        .env("HF_HUB_CACHE", &cache)
+        .env("NO_PROXY", "127.0.0.1")
+        .env_remove("HF_HUB_OFFLINE")
+        .env_remove("HF_TOKEN")
+        .current_dir(common::repo())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["prediction"].is_object(), "{}", v["prediction_unavailable"]);
+    assert!(hub.seen().iter().any(|s| s.path.ends_with("/config.json")));
+    // the cache now holds it: plan finds it offline
+    let mut args = vec!["--model", "inferscope-test/tiny-llama-sharded"];
+    args.extend(ARGS);
+    let (code, _out, err) = plan("http://127.0.0.1:9", &cache, &[("HF_HUB_OFFLINE", "1")], &args);
+    assert_eq!(code, 0, "{err}");
+
+    // a repo the Hub does not have, named by --model: no prediction, and the report says why
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_inferscope"))
+        .args(["mem", "startup", "--json", "--model", "nobody/NoSuchModel-7B"])
+        .arg(&log_file)
+        .env("HF_ENDPOINT", &hub.endpoint)
+        .env("HF_HUB_CACHE", &cache)
+        .env("NO_PROXY", "127.0.0.1")
+        .env_remove("HF_HUB_OFFLINE")
+        .current_dir(common::repo())
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let why = v["prediction_unavailable"].as_str().unwrap_or_default();
+    assert!(why.contains("unknown model") && why.contains("/resolve/main/config.json"), "{why}");
 }

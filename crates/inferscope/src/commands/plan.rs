@@ -200,6 +200,16 @@ fn hf_snapshot(spec: &str, revision: Option<&str>) -> anyhow::Result<Found> {
 ///    unless `HF_HUB_OFFLINE` is set — what it fetched is stored in the cache, so step 2 finds
 ///    it next time.
 pub fn resolve_model(spec: &str, revision: Option<&str>) -> anyhow::Result<ResolvedModel> {
+    resolve_model_with(spec, revision, true)
+}
+
+/// [`resolve_model`], asking the Hub (step 4) only when `hub` is true: `mem startup` does not
+/// ask it for a repo id it merely guessed from a path.
+pub fn resolve_model_with(
+    spec: &str,
+    revision: Option<&str>,
+    hub: bool,
+) -> anyhow::Result<ResolvedModel> {
     let path = Path::new(spec);
     let (mut snapshot, looked) = if path.exists() {
         (None, Vec::new())
@@ -208,7 +218,7 @@ pub fn resolve_model(spec: &str, revision: Option<&str>) -> anyhow::Result<Resol
     };
     let mut hub_note = None;
     let mut offline = false;
-    if snapshot.is_none() && !path.exists() && hub::is_repo_id(spec) {
+    if hub && snapshot.is_none() && !path.exists() && hub::is_repo_id(spec) {
         // The catalog's entries are checked against real start-ups and need no network; a
         // revision is a Hub notion the catalog cannot answer.
         let catalog_hit =

@@ -579,10 +579,8 @@ fn fetch_in(s: &mut Session, revision: &str, cache: &Path) -> anyhow::Result<(Pa
         std::fs::create_dir_all(dir.join("refs"))?;
         write_atomic(&dir.join("refs").join(revision), commit.as_bytes())?;
     }
-    let note = match &fallback {
-        Some(why) => format!("Hub {}, commit {commit}; {why}: weights from the index's total_size", s.env.endpoint),
-        None => format!("Hub {}, commit {commit}", s.env.endpoint),
-    };
+    // the fallback, if any, is told by the weights part of the source line
+    let note = format!("Hub {}, commit {commit}", s.env.endpoint);
     Ok((snap, note))
 }
 
