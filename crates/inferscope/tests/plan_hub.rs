@@ -16,7 +16,12 @@ fn cache_dir(tag: &str) -> PathBuf {
 }
 
 /// `inferscope plan ARGS` with the Hub at `endpoint` and the cache at `cache`.
-fn plan(endpoint: &str, cache: &Path, env: &[(&str, &str)], args: &[&str]) -> (i32, String, String) {
+fn plan(
+    endpoint: &str,
+    cache: &Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> (i32, String, String) {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_inferscope"));
     cmd.arg("plan")
         .args(args)
@@ -48,7 +53,15 @@ fn requests(err: &str) -> usize {
 }
 
 const ARGS: [&str; 9] = [
-    "--gpu-memory-gib", "8", "--gpus", "2", "--tp", "2", "--max-model-len", "256", "--json",
+    "--gpu-memory-gib",
+    "8",
+    "--gpus",
+    "2",
+    "--tp",
+    "2",
+    "--max-model-len",
+    "256",
+    "--json",
 ];
 
 #[test]
@@ -57,49 +70,98 @@ fn hub_repo_is_planned_from_real_headers_then_offline_the_same() {
     let cache = cache_dir("tiny");
     let mut args = vec!["--model", "inferscope-test/tiny-llama-sharded"];
     args.extend(ARGS);
-    let (code, out, err) = plan(&hub.endpoint, &cache, &[("HF_TOKEN", hub_standin::TOKEN)], &args);
+    let (code, out, err) = plan(
+        &hub.endpoint,
+        &cache,
+        &[("HF_TOKEN", hub_standin::TOKEN)],
+        &args,
+    );
     assert_eq!(code, 0, "{err}");
     let online: Value = serde_json::from_str(&out).unwrap();
     // the index's total_size, equal to the two real shard headers' tensors (SOURCE.md: 53888)
     assert_eq!(online["weights_bytes_total"], 53888);
-    assert!(online["assumptions"].to_string().contains("exact bytes from 21 checkpoint tensors"));
+    assert!(
+        online["assumptions"]
+            .to_string()
+            .contains("exact bytes from 21 checkpoint tensors")
+    );
     let src = online["model_source"].as_str().unwrap();
-    assert!(src.contains(&hub.endpoint) && src.contains(hub_standin::COMMIT), "{src}");
+    assert!(
+        src.contains(&hub.endpoint) && src.contains(hub_standin::COMMIT),
+        "{src}"
+    );
     // config, index, one Range request per shard: shards + 2 ≤ shards + 3 (each shard's
     // request takes two hops: the Hub's 302, then the CDN)
     assert_eq!(requests(&err), 4, "{:?}", hub.seen());
     let seen = hub.seen();
     assert_eq!(seen.len(), 6, "{seen:?}");
-    assert!(seen.iter().filter(|s| s.host == "hub").all(|s| s.auth), "{seen:?}");
+    assert!(
+        seen.iter().filter(|s| s.host == "hub").all(|s| s.auth),
+        "{seen:?}"
+    );
     let cdn: Vec<_> = seen.iter().filter(|s| s.host == "cdn").collect();
     assert_eq!(cdn.len(), 2, "{seen:?}");
-    assert!(cdn.iter().all(|s| !s.auth && s.range.as_deref() == Some("bytes=0-262143")), "{seen:?}");
+    assert!(
+        cdn.iter()
+            .all(|s| !s.auth && s.range.as_deref() == Some("bytes=0-262143")),
+        "{seen:?}"
+    );
 
     // the standard cache layout: refs/main → the commit; metadata as files; headers in the sidecar
     let repo = cache.join("models--inferscope-test--tiny-llama-sharded");
     let refs = std::fs::read_to_string(repo.join("refs/main")).unwrap();
     assert_eq!(refs, hub_standin::COMMIT);
     let snap = repo.join("snapshots").join(hub_standin::COMMIT);
-    assert!(snap.join("config.json").is_file() && snap.join("model.safetensors.index.json").is_file());
+    assert!(
+        snap.join("config.json").is_file() && snap.join("model.safetensors.index.json").is_file()
+    );
     assert!(!snap.join("model-00001-of-00002.safetensors").exists());
-    assert!(snap.join(".inferscope/model-00001-of-00002.safetensors.header").is_file());
+    assert!(
+        snap.join(".inferscope/model-00001-of-00002.safetensors.header")
+            .is_file()
+    );
 
     // the same model from a local folder holding the whole files: the same per-GPU weights
     let (code, out, err) = common::inferscope(
-        &[&["plan", "--model", "fixtures/hub/inferscope-test--tiny-llama-sharded"][..], &ARGS[..]].concat(),
+        &[
+            &[
+                "plan",
+                "--model",
+                "fixtures/hub/inferscope-test--tiny-llama-sharded",
+            ][..],
+            &ARGS[..],
+        ]
+        .concat(),
     );
     assert_eq!(code, 0, "{err}");
     let local: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(online["weights_bytes_per_gpu"], local["weights_bytes_per_gpu"]);
-    assert_eq!(online["kv_cache_bytes_per_gpu"], local["kv_cache_bytes_per_gpu"]);
+    assert_eq!(
+        online["weights_bytes_per_gpu"],
+        local["weights_bytes_per_gpu"]
+    );
+    assert_eq!(
+        online["kv_cache_bytes_per_gpu"],
+        local["kv_cache_bytes_per_gpu"]
+    );
 
     // a second run with HF_HUB_OFFLINE=1 and no endpoint at all gives the same plan
     let before = hub.seen().len();
-    let (code, out, err) = plan("http://127.0.0.1:9", &cache, &[("HF_HUB_OFFLINE", "1")], &args);
+    let (code, out, err) = plan(
+        "http://127.0.0.1:9",
+        &cache,
+        &[("HF_HUB_OFFLINE", "1")],
+        &args,
+    );
     assert_eq!(code, 0, "{err}");
     let offline: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(offline["weights_bytes_per_gpu"], online["weights_bytes_per_gpu"]);
-    assert_eq!(offline["kv_cache_bytes_per_gpu"], online["kv_cache_bytes_per_gpu"]);
+    assert_eq!(
+        offline["weights_bytes_per_gpu"],
+        online["weights_bytes_per_gpu"]
+    );
+    assert_eq!(
+        offline["kv_cache_bytes_per_gpu"],
+        online["kv_cache_bytes_per_gpu"]
+    );
     assert_eq!(hub.seen().len(), before);
 }
 
@@ -107,30 +169,55 @@ fn hub_repo_is_planned_from_real_headers_then_offline_the_same() {
 fn gated_repo_without_token_is_one_line_and_exit_2() {
     let hub = hub_standin::Hub::start(common::repo().join("fixtures/hub"));
     let cache = cache_dir("gated");
-    let mut args = vec!["--model", "meta-llama/Llama-3.3-70B-Instruct", "--revision", "main"];
+    let mut args = vec![
+        "--model",
+        "meta-llama/Llama-3.3-70B-Instruct",
+        "--revision",
+        "main",
+    ];
     args.extend(ARGS);
     let (code, out, err) = plan(&hub.endpoint, &cache, &[], &args);
     assert_eq!(code, 2, "{err}");
     assert!(out.is_empty());
-    let lines: Vec<&str> = err.lines().filter(|l| !l.contains("hub requests")).collect();
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| !l.contains("hub requests"))
+        .collect();
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
         lines[0].starts_with("inferscope: error: meta-llama/Llama-3.3-70B-Instruct is gated: accept its licence on the Hub and set HF_TOKEN"),
         "{err}"
     );
     // the URL is named, never a token
-    assert!(lines[0].contains("/meta-llama/Llama-3.3-70B-Instruct/resolve/main/config.json"), "{err}");
+    assert!(
+        lines[0].contains("/meta-llama/Llama-3.3-70B-Instruct/resolve/main/config.json"),
+        "{err}"
+    );
     // with HF_HUB_OFFLINE the Hub is never asked: the embedded catalog's entry is planned
     let before = hub.seen().len();
     let (code, out, err) = plan(&hub.endpoint, &cache, &[("HF_HUB_OFFLINE", "1")], &args);
     assert!(code == 0 || code == 1, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
-    assert!(v["model_source"].as_str().unwrap().contains("embedded catalog"), "{v}");
+    assert!(
+        v["model_source"]
+            .as_str()
+            .unwrap()
+            .contains("embedded catalog"),
+        "{v}"
+    );
     assert_eq!(hub.seen().len(), before);
     // an id in neither: offline is an error that says the Hub was not asked
-    let (code, _out, err) = plan(&hub.endpoint, &cache, &[("HF_HUB_OFFLINE", "1")], &["--model", "nobody/NoSuchModel-7B", "--gpu-memory-gib", "8"]);
+    let (code, _out, err) = plan(
+        &hub.endpoint,
+        &cache,
+        &[("HF_HUB_OFFLINE", "1")],
+        &["--model", "nobody/NoSuchModel-7B", "--gpu-memory-gib", "8"],
+    );
     assert_eq!(code, 2);
-    assert!(err.contains("unknown model") && err.contains("HF_HUB_OFFLINE"), "{err}");
+    assert!(
+        err.contains("unknown model") && err.contains("HF_HUB_OFFLINE"),
+        "{err}"
+    );
     assert_eq!(hub.seen().len(), before);
 }
 
@@ -145,7 +232,10 @@ fn unreadable_shard_header_falls_back_to_total_size_and_says_so() {
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     let src = v["model_source"].as_str().unwrap();
-    assert!(src.contains("model-00002-of-00002.safetensors") && src.contains("total_size"), "{src}");
+    assert!(
+        src.contains("model-00002-of-00002.safetensors") && src.contains("total_size"),
+        "{src}"
+    );
     assert_eq!(v["weights_bytes_total"], 53888);
 }
 
@@ -161,7 +251,9 @@ fn index_only_2026_repo_is_sized_from_total_size() {
     // config, index, the first shard's 404: then the fallback, not 7 more requests
     assert_eq!(requests(&err), 3, "{err}");
     assert!(!err.contains("unknown model"), "{err}");
-    let snap = cache.join("models--bryce-hoehn--Qwen3.5-18B-REAP-A3B-Coding/snapshots").join(hub_standin::COMMIT);
+    let snap = cache
+        .join("models--bryce-hoehn--Qwen3.5-18B-REAP-A3B-Coding/snapshots")
+        .join(hub_standin::COMMIT);
     let side = std::fs::read_to_string(snap.join(".inferscope/hub.json")).unwrap();
     assert!(side.contains("model-00001-of-00007.safetensors"), "{side}");
     eprintln!("{out}{err}");
@@ -174,7 +266,10 @@ fn index_only_2026_repo_is_sized_from_total_size() {
         let per_gpu = v["weights_bytes_per_gpu"].as_f64().unwrap();
         let half = 37087995136.0 / 2.0;
         assert!((per_gpu - half).abs() / half < 0.01, "{per_gpu} vs {half}");
-        assert!(v["model_source"].as_str().unwrap().contains("total_size"), "{v}");
+        assert!(
+            v["model_source"].as_str().unwrap().contains("total_size"),
+            "{v}"
+        );
     }
 }
 
@@ -186,11 +281,13 @@ fn mem_startup_resolves_a_hub_id_like_plan() {
     let cache = cache_dir("mem");
     // the first real vLLM start-up of fixtures/tools/engine-logs/vllm-recent.jsonl
     let case: Value = serde_json::from_str(
-        std::fs::read_to_string(common::repo().join("fixtures/tools/engine-logs/vllm-recent.jsonl"))
-            .unwrap()
-            .lines()
-            .next()
-            .unwrap(),
+        std::fs::read_to_string(
+            common::repo().join("fixtures/tools/engine-logs/vllm-recent.jsonl"),
+        )
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap(),
     )
     .unwrap();
     let log: String = case["raw_lines"]
@@ -202,7 +299,13 @@ fn mem_startup_resolves_a_hub_id_like_plan() {
     let log_file = cache.join("startup.log");
     std::fs::write(&log_file, log).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_inferscope"))
-        .args(["mem", "startup", "--json", "--model", "inferscope-test/tiny-llama-sharded"])
+        .args([
+            "mem",
+            "startup",
+            "--json",
+            "--model",
+            "inferscope-test/tiny-llama-sharded",
+        ])
         .arg(&log_file)
         .env("HF_ENDPOINT", &hub.endpoint)
         .env("HF_HUB_CACHE", &cache)
@@ -215,17 +318,32 @@ fn mem_startup_resolves_a_hub_id_like_plan() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(v["prediction"].is_object(), "{}", v["prediction_unavailable"]);
+    assert!(
+        v["prediction"].is_object(),
+        "{}",
+        v["prediction_unavailable"]
+    );
     assert!(hub.seen().iter().any(|s| s.path.ends_with("/config.json")));
     // the cache now holds it: plan finds it offline
     let mut args = vec!["--model", "inferscope-test/tiny-llama-sharded"];
     args.extend(ARGS);
-    let (code, _out, err) = plan("http://127.0.0.1:9", &cache, &[("HF_HUB_OFFLINE", "1")], &args);
+    let (code, _out, err) = plan(
+        "http://127.0.0.1:9",
+        &cache,
+        &[("HF_HUB_OFFLINE", "1")],
+        &args,
+    );
     assert_eq!(code, 0, "{err}");
 
     // a repo the Hub does not have, named by --model: no prediction, and the report says why
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_inferscope"))
-        .args(["mem", "startup", "--json", "--model", "nobody/NoSuchModel-7B"])
+        .args([
+            "mem",
+            "startup",
+            "--json",
+            "--model",
+            "nobody/NoSuchModel-7B",
+        ])
         .arg(&log_file)
         .env("HF_ENDPOINT", &hub.endpoint)
         .env("HF_HUB_CACHE", &cache)
@@ -236,5 +354,8 @@ fn mem_startup_resolves_a_hub_id_like_plan() {
         .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let why = v["prediction_unavailable"].as_str().unwrap_or_default();
-    assert!(why.contains("unknown model") && why.contains("/resolve/main/config.json"), "{why}");
+    assert!(
+        why.contains("unknown model") && why.contains("/resolve/main/config.json"),
+        "{why}"
+    );
 }

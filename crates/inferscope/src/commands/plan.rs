@@ -27,7 +27,7 @@ use std::process::ExitCode;
 /// Arguments of `inferscope plan`.
 #[derive(Debug, Default)]
 pub struct PlanArgs {
-    /// `--model`: catalog id, local folder, config.json or GGUF file.
+    /// `--model`: local folder, config.json or GGUF file, Hugging Face cache, catalog or Hub id.
     pub model: Option<String>,
     /// `--gpu NAME`.
     pub gpu: Option<String>,
@@ -43,7 +43,8 @@ pub struct PlanArgs {
     pub flags: EngineFlags,
     /// `--engine-version`.
     pub engine_version: Option<String>,
-    /// `--revision`: the Hugging Face cache snapshot (branch, tag or commit; default `main`).
+    /// `--revision`: the Hugging Face cache snapshot or Hub revision (branch, tag or commit;
+    /// default `main`).
     pub revision: Option<String>,
     /// `--concurrency N`.
     pub concurrency: Option<u32>,
@@ -221,8 +222,7 @@ pub fn resolve_model_with(
     if hub && snapshot.is_none() && !path.exists() && hub::is_repo_id(spec) {
         // The catalog's entries are checked against real start-ups and need no network; a
         // revision is a Hub notion the catalog cannot answer.
-        let catalog_hit =
-            revision.is_none() && inferscope_plan::catalog::lookup(spec).is_ok();
+        let catalog_hit = revision.is_none() && inferscope_plan::catalog::lookup(spec).is_ok();
         let env = hub::HubEnv::from_env();
         offline = env.offline;
         if !catalog_hit && !env.offline {
@@ -287,12 +287,14 @@ pub fn resolve_model_with(
             let mut tensors = Vec::new();
             for h in &headers {
                 total = total.saturating_add(h.total_bytes);
-                tensors.extend(h.tensors.iter().map(|t| {
-                    inferscope_plan::checkpoint::TensorInfo {
-                        name: t.name.clone(),
-                        bytes: t.bytes,
-                    }
-                }));
+                tensors.extend(
+                    h.tensors
+                        .iter()
+                        .map(|t| inferscope_plan::checkpoint::TensorInfo {
+                            name: t.name.clone(),
+                            bytes: t.bytes,
+                        }),
+                );
             }
             arch.checkpoint_bytes = Some(total);
             checkpoint = Some(inferscope_plan::checkpoint::summarize(

@@ -69,7 +69,10 @@ impl Hub {
 }
 
 fn respond(mut s: &TcpStream, status: &str, headers: &[(String, String)], body: &[u8]) {
-    let mut head = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n", body.len());
+    let mut head = format!(
+        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -78,7 +81,13 @@ fn respond(mut s: &TcpStream, status: &str, headers: &[(String, String)], body: 
     let _ = s.write_all(body);
 }
 
-fn serve(conn: TcpStream, host: &'static str, root: &std::path::Path, cdn: &str, log: &Mutex<Vec<Seen>>) {
+fn serve(
+    conn: TcpStream,
+    host: &'static str,
+    root: &std::path::Path,
+    cdn: &str,
+    log: &Mutex<Vec<Seen>>,
+) {
     let mut r = BufReader::new(&conn);
     let mut line = String::new();
     if r.read_line(&mut line).is_err() {
@@ -98,32 +107,67 @@ fn serve(conn: TcpStream, host: &'static str, root: &std::path::Path, cdn: &str,
             _ => {}
         }
     }
-    log.lock().unwrap().push(Seen { host, path: path.clone(), auth: auth.is_some(), range: range.clone() });
+    log.lock().unwrap().push(Seen {
+        host,
+        path: path.clone(),
+        auth: auth.is_some(),
+        range: range.clone(),
+    });
     let commit = vec![("X-Repo-Commit".to_string(), COMMIT.to_string())];
     let err = |code: &str| vec![("X-Error-Code".to_string(), code.to_string())];
     // hub: /ORG/NAME/resolve/REV/FILE; cdn: /blob/ORG--NAME/FILE
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let (dir, file) = match (host, parts.as_slice()) {
-        ("hub", [org, name, "resolve", _rev, file]) => (root.join(format!("{org}--{name}")), file.to_string()),
+        ("hub", [org, name, "resolve", _rev, file]) => {
+            (root.join(format!("{org}--{name}")), file.to_string())
+        }
         ("cdn", ["blob", repo, file]) => (root.join(repo), file.to_string()),
-        _ => return respond(&conn, "404 Not Found", &err("RepoNotFound"), b"not a Hub URL"),
+        _ => {
+            return respond(
+                &conn,
+                "404 Not Found",
+                &err("RepoNotFound"),
+                b"not a Hub URL",
+            );
+        }
     };
     if !dir.is_dir() {
         // The real Hub answers 401 for a repo it does not show you.
-        return respond(&conn, "401 Unauthorized", &err("RepoNotFound"), b"Repository not found");
+        return respond(
+            &conn,
+            "401 Unauthorized",
+            &err("RepoNotFound"),
+            b"Repository not found",
+        );
     }
-    if host == "hub" && dir.join("GATED").exists() && auth.as_deref() != Some(&format!("Bearer {TOKEN}")) {
-        return respond(&conn, "401 Unauthorized", &err("GatedRepo"), b"Access to this model is restricted");
+    if host == "hub"
+        && dir.join("GATED").exists()
+        && auth.as_deref() != Some(&format!("Bearer {TOKEN}"))
+    {
+        return respond(
+            &conn,
+            "401 Unauthorized",
+            &err("GatedRepo"),
+            b"Access to this model is restricted",
+        );
     }
     let whole = std::fs::read(dir.join(&file)).ok();
     let header = std::fs::read(dir.join(format!("{file}.header"))).ok();
     if whole.is_none() && header.is_none() {
-        return respond(&conn, "404 Not Found", &err("EntryNotFound"), b"Entry not found");
+        return respond(
+            &conn,
+            "404 Not Found",
+            &err("EntryNotFound"),
+            b"Entry not found",
+        );
     }
     if host == "hub" && file.ends_with(".safetensors") {
         let repo = dir.file_name().unwrap().to_string_lossy().into_owned();
         let mut h = commit.clone();
-        h.push(("Location".into(), format!("http://{cdn}/blob/{repo}/{file}")));
+        h.push((
+            "Location".into(),
+            format!("http://{cdn}/blob/{repo}/{file}"),
+        ));
         return respond(&conn, "302 Found", &h, b"");
     }
     let (bytes, size) = match (whole, header) {
@@ -137,7 +181,11 @@ fn serve(conn: TcpStream, host: &'static str, root: &std::path::Path, cdn: &str,
         }
         _ => unreachable!(),
     };
-    match range.as_deref().and_then(|r| r.strip_prefix("bytes=")).and_then(|r| r.split_once('-')) {
+    match range
+        .as_deref()
+        .and_then(|r| r.strip_prefix("bytes="))
+        .and_then(|r| r.split_once('-'))
+    {
         Some((a, b)) => {
             let a: u64 = a.parse().unwrap();
             let b: u64 = b.parse::<u64>().unwrap().min(size - 1);
@@ -145,12 +193,25 @@ fn serve(conn: TcpStream, host: &'static str, root: &std::path::Path, cdn: &str,
             if b >= bytes.len() as u64 && (bytes.len() as u64) < size {
                 let stop = (bytes.len() as u64).max(a);
                 let mut h = commit.clone();
-                h.push(("Content-Range".into(), format!("bytes {a}-{}/{size}", stop.saturating_sub(1))));
-                return respond(&conn, "206 Partial Content", &h, &bytes[a as usize..stop as usize]);
+                h.push((
+                    "Content-Range".into(),
+                    format!("bytes {a}-{}/{size}", stop.saturating_sub(1)),
+                ));
+                return respond(
+                    &conn,
+                    "206 Partial Content",
+                    &h,
+                    &bytes[a as usize..stop as usize],
+                );
             }
             let mut h = commit.clone();
             h.push(("Content-Range".into(), format!("bytes {a}-{b}/{size}")));
-            respond(&conn, "206 Partial Content", &h, &bytes[a as usize..=b as usize]);
+            respond(
+                &conn,
+                "206 Partial Content",
+                &h,
+                &bytes[a as usize..=b as usize],
+            );
         }
         None => respond(&conn, "200 OK", &commit, &bytes),
     }

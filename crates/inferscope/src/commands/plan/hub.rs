@@ -185,8 +185,8 @@ fn read_capped(path: &Path) -> anyhow::Result<Vec<u8>> {
 fn index_total(dir: &Path) -> anyhow::Result<Option<u64>> {
     let path = dir.join(super::files::INDEX);
     let text = super::files::read_regular(&path, MAX_META_BYTES, "a safetensors index")?;
-    let idx = safetensors::parse_index(&text)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let idx =
+        safetensors::parse_index(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     Ok(idx.total_size)
 }
 
@@ -396,7 +396,9 @@ fn small(
     let url = s.url(revision, file);
     let resp = match s.get(&url, None) {
         Err(e) => bail!("{}: {file}: cannot fetch {url}: {e}", s.repo),
-        Ok(Err(a)) if optional && a.status == 404 && a.error_code.as_deref() != Some("RepoNotFound") => {
+        Ok(Err(a))
+            if optional && a.status == 404 && a.error_code.as_deref() != Some("RepoNotFound") =>
+        {
             return Ok(None);
         }
         Ok(Err(a)) => return Err(fail(s, file, &url, &a)),
@@ -421,9 +423,15 @@ fn commit_of(s: &mut Session, revision: &str, header: Option<String>) -> anyhow:
         Some(c) => c,
         None if is_hash(revision) => revision.to_string(),
         None => {
-            let url = format!("{}/api/models/{}/revision/{revision}", s.env.endpoint, s.repo);
+            let url = format!(
+                "{}/api/models/{}/revision/{revision}",
+                s.env.endpoint, s.repo
+            );
             let resp = match s.get(&url, None) {
-                Err(e) => bail!("{}: the commit of {revision}: cannot fetch {url}: {e}", s.repo),
+                Err(e) => bail!(
+                    "{}: the commit of {revision}: cannot fetch {url}: {e}",
+                    s.repo
+                ),
                 Ok(Err(a)) => return Err(fail(s, "the model API", &url, &a)),
                 Ok(Ok(r)) => r,
             };
@@ -439,7 +447,10 @@ fn commit_of(s: &mut Session, revision: &str, header: Option<String>) -> anyhow:
         }
     };
     if !super::files::revision_ok(&commit) {
-        bail!("{}: the Hub named commit {commit:?}; refusing to store it", s.repo);
+        bail!(
+            "{}: the Hub named commit {commit:?}; refusing to store it",
+            s.repo
+        );
     }
     Ok(commit)
 }
@@ -476,7 +487,9 @@ fn shard_header_in(s: &mut Session, revision: &str, file: &str) -> Result<(Vec<u
         if status == 200 {
             // The server ignored the Range: read only what is wanted, then drop the connection.
             size = resp.content_length();
-            buf = s.body(resp, want, false).map_err(|e| format!("{url}: {e}"))?;
+            buf = s
+                .body(resp, want, false)
+                .map_err(|e| format!("{url}: {e}"))?;
         } else {
             size = size.or(total);
             let part = s
@@ -503,19 +516,25 @@ fn shard_header_in(s: &mut Session, revision: &str, file: &str) -> Result<(Vec<u
 
 fn fetch_in(s: &mut Session, revision: &str, cache: &Path) -> anyhow::Result<(PathBuf, String)> {
     let repo = s.repo;
-    let (config, header_commit) =
-        small(s, revision, "config.json", false)?.unwrap_or_default();
+    let (config, header_commit) = small(s, revision, "config.json", false)?.unwrap_or_default();
     let commit = commit_of(s, revision, header_commit)?;
     let index = small(s, revision, super::files::INDEX, true)?.map(|(b, _)| b);
     let (shards, total) = match &index {
         Some(bytes) => {
             let text = String::from_utf8_lossy(bytes);
             let idx = safetensors::parse_index(&text).map_err(|e| {
-                anyhow::anyhow!("{repo}: {}: {}: {e}", super::files::INDEX, s.url(revision, super::files::INDEX))
+                anyhow::anyhow!(
+                    "{repo}: {}: {}: {e}",
+                    super::files::INDEX,
+                    s.url(revision, super::files::INDEX)
+                )
             })?;
             let names: Vec<String> = idx.shards().iter().map(|n| n.to_string()).collect();
             if let Some(bad) = names.iter().find(|n| !plain_file_name(n)) {
-                bail!("{repo}: {}: weight_map names {bad:?}, not a file name", super::files::INDEX);
+                bail!(
+                    "{repo}: {}: weight_map names {bad:?}, not a file name",
+                    super::files::INDEX
+                );
             }
             (names, idx.total_size)
         }
@@ -545,9 +564,9 @@ fn fetch_in(s: &mut Session, revision: &str, cache: &Path) -> anyhow::Result<(Pa
         // No index and no model.safetensors: no safetensors weights; estimate from the config.
         (Some(_), _) if no_weights => None,
         (Some(why), Some(_)) => Some(why),
-        (Some(why), None) => bail!(
-            "{repo}: {why}, and there is no index metadata.total_size to fall back on"
-        ),
+        (Some(why), None) => {
+            bail!("{repo}: {why}, and there is no index metadata.total_size to fall back on")
+        }
     };
     // Write the snapshot: huggingface_hub's layout for the metadata files, the sidecar for headers.
     let dir = cache.join(format!("models--{}", repo.replace('/', "--")));
@@ -574,7 +593,10 @@ fn fetch_in(s: &mut Session, revision: &str, cache: &Path) -> anyhow::Result<(Pa
             .collect(),
         fallback: fallback.clone(),
     };
-    write_atomic(&side.join("hub.json"), &serde_json::to_vec_pretty(&sidecar)?)?;
+    write_atomic(
+        &side.join("hub.json"),
+        &serde_json::to_vec_pretty(&sidecar)?,
+    )?;
     if revision != commit {
         std::fs::create_dir_all(dir.join("refs"))?;
         write_atomic(&dir.join("refs").join(revision), commit.as_bytes())?;
