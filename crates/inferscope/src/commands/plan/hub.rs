@@ -440,8 +440,8 @@ fn commit_of(s: &mut Session, revision: &str, header: Option<String>) -> anyhow:
                 .map_err(|e| anyhow::anyhow!("{}: {url}: {e}", s.repo))?;
             let v: serde_json::Value = serde_json::from_slice(&body)
                 .map_err(|e| anyhow::anyhow!("{}: {url}: not JSON ({e})", s.repo))?;
-            v["sha"]
-                .as_str()
+            v.get("sha")
+                .and_then(|v| v.as_str())
                 .map(str::to_string)
                 .ok_or_else(|| anyhow::anyhow!("{}: {url}: no \"sha\" in the answer", s.repo))?
         }
