@@ -231,8 +231,9 @@ pub fn resolve_model_with(
             })?;
             let rev = revision.unwrap_or("main");
             let (snap, note) = hub::fetch(spec, rev, &cache, &env).map_err(|e| {
+                let reached = e.downcast_ref::<hub::Reached>().is_some();
                 let e = e.to_string();
-                if e.contains(" is gated") {
+                if reached || e.contains(" is gated") {
                     // the one line the issue spells out, nothing appended
                     anyhow::anyhow!(e)
                 } else {

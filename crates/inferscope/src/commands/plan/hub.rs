@@ -187,7 +187,7 @@ fn index_total(dir: &Path) -> anyhow::Result<Option<u64>> {
     let text = super::files::read_regular(&path, MAX_META_BYTES, "a safetensors index")?;
     let idx =
         safetensors::parse_index(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    Ok(idx.total_size)
+    Ok(idx.total_size.filter(|t| *t > 0))
 }
 
 fn plain_file_name(n: &str) -> bool {
@@ -202,6 +202,8 @@ struct Session<'a> {
     rt: tokio::runtime::Runtime,
     origin: reqwest::Url,
     requests: usize,
+    /// `config.json` came back.
+    reached: bool,
 }
 
 /// A non-success answer, already worded.
@@ -345,14 +347,35 @@ pub fn fetch(
         rt,
         origin,
         requests: 0,
+        reached: false,
     };
     let r = fetch_in(&mut s, revision, cache);
     if std::env::var_os("INFERSCOPE_HUB_REQUESTS").is_some() {
         // Tests count the requests: the bound is part of the contract.
         eprintln!("inferscope: hub requests: {}", s.requests);
     }
-    r
+    // Once config.json came back the repo exists: what fails after is about its files.
+    r.map_err(|e| {
+        if s.reached {
+            Reached(e.to_string()).into()
+        } else {
+            e
+        }
+    })
 }
+
+/// A failure after the Hub served the repo's `config.json` (a bad index or header): the model
+/// exists, so the caller does not call it unknown.
+#[derive(Debug)]
+pub struct Reached(pub String);
+
+impl std::fmt::Display for Reached {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Reached {}
 
 fn fail(s: &Session, file: &str, url: &str, a: &Answer) -> anyhow::Error {
     let repo = s.repo;
@@ -517,6 +540,7 @@ fn shard_header_in(s: &mut Session, revision: &str, file: &str) -> Result<(Vec<u
 fn fetch_in(s: &mut Session, revision: &str, cache: &Path) -> anyhow::Result<(PathBuf, String)> {
     let repo = s.repo;
     let (config, header_commit) = small(s, revision, "config.json", false)?.unwrap_or_default();
+    s.reached = true;
     let commit = commit_of(s, revision, header_commit)?;
     let index = small(s, revision, super::files::INDEX, true)?.map(|(b, _)| b);
     let (shards, total) = match &index {
@@ -536,7 +560,8 @@ fn fetch_in(s: &mut Session, revision: &str, cache: &Path) -> anyhow::Result<(Pa
                     super::files::INDEX
                 );
             }
-            (names, idx.total_size)
+            // 0 is what some writers put when they did not count: unknown, never zero bytes
+            (names, idx.total_size.filter(|t| *t > 0))
         }
         None => (vec!["model.safetensors".to_string()], None),
     };
@@ -565,7 +590,10 @@ fn fetch_in(s: &mut Session, revision: &str, cache: &Path) -> anyhow::Result<(Pa
         (Some(_), _) if no_weights => None,
         (Some(why), Some(_)) => Some(why),
         (Some(why), None) => {
-            bail!("{repo}: {why}, and there is no index metadata.total_size to fall back on")
+            bail!(
+                "{repo}: {why}, and {} has no metadata.total_size (or 0) to fall back on",
+                super::files::INDEX
+            )
         }
     };
     // Write the snapshot: huggingface_hub's layout for the metadata files, the sidecar for headers.
