@@ -452,3 +452,57 @@ fn real_2025_26_repos_resolve_through_the_hub_and_offline() {
     }
     assert!(planned >= 3, "only {planned} planned");
 }
+
+/// Each failure is one line naming the repo, the file and the URL (no token), exit 2, and
+/// nothing is left in the cache (issue 29: DNS, time-outs, bad JSON, 5xx).
+#[test]
+fn hub_failures_are_one_line_naming_repo_file_and_url() {
+    let hub = hub_standin::Hub::start(common::repo().join("fixtures/hub"));
+    let cache = cache_dir("fail");
+    let token = [("HF_TOKEN", hub_standin::TOKEN)];
+    for (endpoint, repo, needle) in [
+        (
+            hub.endpoint.as_str(),
+            "inferscope-test/outage",
+            "answered 503",
+        ),
+        (
+            hub.endpoint.as_str(),
+            "inferscope-test/bad-config",
+            "not a JSON object",
+        ),
+        // nothing listens on port 9 (discard): connection refused, as for a host that is down
+        (
+            "http://127.0.0.1:9",
+            "inferscope-test/tiny-llama-sharded",
+            "cannot fetch",
+        ),
+        // a name that does not resolve (RFC 6761 reserves .invalid)
+        (
+            "http://hub.invalid",
+            "inferscope-test/tiny-llama-sharded",
+            "cannot fetch",
+        ),
+    ] {
+        let (code, out, err) = plan(
+            endpoint,
+            &cache,
+            &token,
+            &["--model", repo, "--gpu-memory-gib", "8"],
+        );
+        assert_eq!(code, 2, "{repo}: {out}{err}");
+        let lines: Vec<&str> = err
+            .lines()
+            .filter(|l| !l.contains("hub requests"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{err}");
+        let url = format!("{endpoint}/{repo}/resolve/main/config.json");
+        assert!(
+            lines[0].contains(needle) && lines[0].contains(&url),
+            "{repo}: {err}"
+        );
+        assert!(!lines[0].contains(hub_standin::TOKEN), "{err}");
+        let stored = cache.join(format!("models--{}", repo.replace('/', "--")));
+        assert!(!stored.exists(), "{repo}: {}", stored.display());
+    }
+}

@@ -7,7 +7,8 @@
 //! Repos are folders `fixtures/hub/ORG--NAME/`: each file is served as is; `F.header` +
 //! `F.size` serve `F` as a file of `F.size` bytes whose first bytes are the header (only those
 //! may be asked for); a `GATED` file makes the repo answer 401 `GatedRepo` without
-//! `Authorization: Bearer hf_standin_token`. Every request is logged with its host and whether it
+//! `Authorization: Bearer hf_standin_token`; a `STATUS` file (`503 Service Unavailable`) is
+//! answered to every request. Every request is logged with its host and whether it
 //! carried `Authorization`, so tests check the token never reaches the CDN.
 #![allow(dead_code)]
 
@@ -139,6 +140,10 @@ fn serve(
             &err("RepoNotFound"),
             b"Repository not found",
         );
+    }
+    if let Ok(status) = std::fs::read_to_string(dir.join("STATUS")) {
+        // a repo whose Hub answers this status to everything (a 5xx outage)
+        return respond(&conn, status.trim(), &[], b"upstream error");
     }
     if host == "hub"
         && dir.join("GATED").exists()

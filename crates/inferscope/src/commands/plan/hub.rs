@@ -541,6 +541,13 @@ fn fetch_in(s: &mut Session, revision: &str, cache: &Path) -> anyhow::Result<(Pa
     let repo = s.repo;
     let (config, header_commit) = small(s, revision, "config.json", false)?.unwrap_or_default();
     s.reached = true;
+    // Checked before anything is stored: a cache must not keep what the next run cannot read.
+    if let Err(e) = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&config) {
+        bail!(
+            "{repo}: config.json: {}: not a JSON object ({e})",
+            s.url(revision, "config.json")
+        );
+    }
     let commit = commit_of(s, revision, header_commit)?;
     let index = small(s, revision, super::files::INDEX, true)?.map(|(b, _)| b);
     let (shards, total) = match &index {
