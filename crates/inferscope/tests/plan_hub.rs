@@ -380,6 +380,17 @@ fn real_2025_26_repos_resolve_through_the_hub_and_offline() {
         ("jj8127/mimo_kor", 4, Some(15666819072)),
         ("mistralai/Devstral-Small-2507", 10, Some(47144806400)),
         ("sen-ye/DeepSeek-OCR2-query-ablation", 1, Some(6779249408)),
+        ("alibaba/Logics-Thinking", 4, Some(18938237760)),
+        (
+            "IDLEOAK/openpangu-lightweight-methods",
+            9,
+            Some(16061784576),
+        ),
+        (
+            "oguzaybilir/LocateAnything-3B-FineTuning",
+            2,
+            Some(7661331936),
+        ),
         // its index says total_size 0: unknown, so no fallback and one clear error
         ("sarcascoder/nvidia-reason2", 4, None),
     ] {
