@@ -517,3 +517,77 @@ fn hub_failures_are_one_line_naming_repo_file_and_url() {
         assert!(!stored.exists(), "{repo}: {}", stored.display());
     }
 }
+
+/// `--model ORG/NAME/FILE.gguf`: one Range request through the CDN, only the header read, the
+/// same plan as the local file, and the same again offline.
+#[test]
+fn gguf_file_of_a_hub_repo_is_planned_from_its_header() {
+    let hub = hub_standin::Hub::start(common::repo().join("fixtures/hub"));
+    let cache = cache_dir("gguf");
+    let spec = "inferscope-test/tiny-llama-gguf/tiny-random-llama-recipe.gguf";
+    let mut args = vec!["--model", spec];
+    args.extend(ARGS);
+    let (code, out, err) = plan(
+        &hub.endpoint,
+        &cache,
+        &[("HF_TOKEN", hub_standin::TOKEN)],
+        &args,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(requests(&err), 1, "{err}");
+    let online: Value = serde_json::from_str(&out).unwrap();
+    // SOURCE.md of fixtures/tools/gguf: 12 tensors, 66464 bytes
+    assert_eq!(online["weights_bytes_total"], 66464);
+    let seen = hub.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(
+        seen[0].auth && seen[0].host == "hub" && !seen[1].auth && seen[1].host == "cdn",
+        "{seen:?}"
+    );
+    let snap = cache
+        .join("models--inferscope-test--tiny-llama-gguf/snapshots")
+        .join(hub_standin::COMMIT);
+    let stored = std::fs::metadata(snap.join(".inferscope/tiny-random-llama-recipe.gguf.header"))
+        .unwrap()
+        .len();
+    assert!(
+        stored < 90304,
+        "{stored} bytes stored: more than the header"
+    );
+    assert!(!snap.join("tiny-random-llama-recipe.gguf").exists());
+
+    let (code, out, err) = common::inferscope(
+        &[
+            &[
+                "plan",
+                "--model",
+                "fixtures/tools/gguf/tiny-random-llama-recipe.gguf",
+            ][..],
+            &ARGS[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let local: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        online["weights_bytes_per_gpu"],
+        local["weights_bytes_per_gpu"]
+    );
+
+    let (code, out, err) = plan(
+        "http://127.0.0.1:9",
+        &cache,
+        &[("HF_HUB_OFFLINE", "1")],
+        &args,
+    );
+    assert_eq!(code, 0, "{err}");
+    let offline: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        offline["weights_bytes_per_gpu"],
+        online["weights_bytes_per_gpu"]
+    );
+    assert_eq!(
+        offline["kv_cache_bytes_per_gpu"],
+        online["kv_cache_bytes_per_gpu"]
+    );
+}

@@ -7,6 +7,7 @@
 
 mod files;
 pub mod hub;
+mod hub_gguf;
 
 use anyhow::{Context, bail};
 use inferscope_formats::{gguf, safetensors};
@@ -212,6 +213,11 @@ pub fn resolve_model_with(
     hub: bool,
 ) -> anyhow::Result<ResolvedModel> {
     let path = Path::new(spec);
+    if !path.exists()
+        && let Some((repo, file)) = hub_gguf::spec(spec)
+    {
+        return resolve_hub_gguf(repo, file, revision, hub);
+    }
     let (mut snapshot, looked) = if path.exists() {
         (None, Vec::new())
     } else {
@@ -386,6 +392,71 @@ pub fn resolve_model_with(
             bail!(msg)
         }
     }
+}
+
+/// `ORG/NAME/FILE.gguf`: the file (or the header stored by an earlier fetch) in the Hugging Face
+/// cache, else its header from the Hub.
+fn resolve_hub_gguf(
+    repo: &str,
+    file: &str,
+    revision: Option<&str>,
+    hub: bool,
+) -> anyhow::Result<ResolvedModel> {
+    let rev = revision.unwrap_or("main");
+    if !files::revision_ok(rev) {
+        bail!(
+            "--revision {:?}: not a commit hash or a ref name",
+            inferscope_host::quote::clip(rev)
+        );
+    }
+    let mut looked = Vec::new();
+    let mut found = None;
+    for cache in hf_cache_dirs() {
+        let dir = cache.join(format!("models--{}", repo.replace('/', "--")));
+        let ref_file = dir.join("refs").join(rev);
+        let commit = if std::fs::symlink_metadata(&ref_file).is_ok() {
+            files::read_ref(&ref_file)?
+        } else {
+            rev.to_string()
+        };
+        let snap = dir.join("snapshots").join(commit);
+        looked.push(snap.join(file).display().to_string());
+        if let Some(f) = hub_gguf::from_snapshot(&snap, file)? {
+            found = Some((f, "Hugging Face cache".to_string()));
+            break;
+        }
+    }
+    let env = hub::HubEnv::from_env();
+    let (f, note) = match found {
+        Some(x) => x,
+        None if hub && !env.offline => {
+            let cache = hf_cache_dirs().into_iter().next().ok_or_else(|| {
+                anyhow::anyhow!("{repo}: no Hugging Face cache folder: set HF_HUB_CACHE or HF_HOME")
+            })?;
+            hub_gguf::fetch(repo, file, rev, &cache, &env)?
+        }
+        None => bail!(
+            "unknown model {repo}/{file}: not in the Hugging Face cache at {}{}",
+            looked.join(", "),
+            if env.offline {
+                "; HF_HUB_OFFLINE is set, so the Hub was not asked"
+            } else {
+                ""
+            }
+        ),
+    };
+    let at = f.snapshot.join(file);
+    let arch = inferscope_plan::gguf_arch::from_gguf(&f.header)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", at.display()))?;
+    let checkpoint = Some(inferscope_plan::gguf_arch::checkpoint(
+        &f.header,
+        arch.num_layers,
+    ));
+    Ok(ResolvedModel {
+        arch,
+        source: format!("{} (GGUF: exact tensor bytes; {note})", at.display()),
+        checkpoint,
+    })
 }
 
 /// A checkpoint of `total` bytes known only by its size: even per layer, all split by TP.

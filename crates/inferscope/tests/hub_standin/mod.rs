@@ -166,7 +166,7 @@ fn serve(
             b"Entry not found",
         );
     }
-    if host == "hub" && file.ends_with(".safetensors") {
+    if host == "hub" && (file.ends_with(".safetensors") || file.ends_with(".gguf")) {
         let repo = dir.file_name().unwrap().to_string_lossy().into_owned();
         let mut h = commit.clone();
         h.push((

@@ -190,30 +190,32 @@ fn index_total(dir: &Path) -> anyhow::Result<Option<u64>> {
     Ok(idx.total_size.filter(|t| *t > 0))
 }
 
-fn plain_file_name(n: &str) -> bool {
+pub(super) fn plain_file_name(n: &str) -> bool {
     !n.is_empty() && !n.contains('/') && !n.contains('\\') && !n.starts_with('.')
 }
 
 /// One fetch session: the client, the endpoint's origin, and the requests made.
-struct Session<'a> {
-    env: &'a HubEnv,
-    repo: &'a str,
+pub(super) struct Session<'a> {
+    pub(super) env: &'a HubEnv,
+    pub(super) repo: &'a str,
     client: reqwest::Client,
-    rt: tokio::runtime::Runtime,
+    pub(super) rt: tokio::runtime::Runtime,
     origin: reqwest::Url,
-    requests: usize,
+    pub(super) requests: usize,
     /// `config.json` came back.
     reached: bool,
+    /// The last `X-Repo-Commit` any hop carried (the Hub's 302 has it, the storage host not).
+    pub(super) commit: Option<String>,
 }
 
-/// A non-success answer, already worded.
-struct Answer {
-    status: u16,
+/// A non-success answer.
+pub(super) struct Answer {
+    pub(super) status: u16,
     error_code: Option<String>,
 }
 
 impl Session<'_> {
-    fn url(&self, revision: &str, file: &str) -> String {
+    pub(super) fn url(&self, revision: &str, file: &str) -> String {
         format!(
             "{}/{}/resolve/{revision}/{file}",
             self.env.endpoint, self.repo
@@ -228,7 +230,7 @@ impl Session<'_> {
 
     /// GET `url` (following redirects; the token only to the endpoint's host), with an optional
     /// Range. Returns the final response, or the first non-redirect failure status.
-    fn get(
+    pub(super) fn get(
         &mut self,
         url: &str,
         range: Option<(u64, u64)>,
@@ -253,6 +255,13 @@ impl Session<'_> {
                 .block_on(async { req.send().await })
                 .map_err(|e| reason(&e))?;
             let status = resp.status().as_u16();
+            if let Some(c) = resp
+                .headers()
+                .get("x-repo-commit")
+                .and_then(|v| v.to_str().ok())
+            {
+                self.commit = Some(c.to_string());
+            }
             if matches!(status, 301 | 302 | 303 | 307 | 308) {
                 let loc = resp
                     .headers()
@@ -300,7 +309,7 @@ impl Session<'_> {
 }
 
 /// The error's chain in one line (reqwest's top level says only "error sending request").
-fn reason(e: &reqwest::Error) -> String {
+pub(super) fn reason(e: &reqwest::Error) -> String {
     let mut parts = Vec::new();
     if e.is_timeout() {
         parts.push("timed out".to_string());
@@ -322,6 +331,25 @@ pub fn fetch(
     cache: &Path,
     env: &HubEnv,
 ) -> anyhow::Result<(PathBuf, String)> {
+    let mut s = session(env, repo)?;
+    let r = fetch_in(&mut s, revision, cache);
+    if std::env::var_os("INFERSCOPE_HUB_REQUESTS").is_some() {
+        // Tests count the requests: the bound is part of the contract.
+        eprintln!("inferscope: hub requests: {}", s.requests);
+    }
+    // Once config.json came back the repo exists: what fails after is about its files.
+    r.map_err(|e| {
+        if s.reached {
+            Reached(e.to_string()).into()
+        } else {
+            e
+        }
+    })
+}
+
+/// A client for `repo` on `env`'s endpoint: no automatic redirects (the token must not follow
+/// one to another host), bounded connect and read times.
+pub(super) fn session<'a>(env: &'a HubEnv, repo: &'a str) -> anyhow::Result<Session<'a>> {
     inferscope_bench::init_tls();
     let origin = reqwest::Url::parse(&env.endpoint)
         .map_err(|e| anyhow::anyhow!("HF_ENDPOINT {:?}: not a URL ({e})", env.endpoint))?;
@@ -340,7 +368,7 @@ pub fn fetch(
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let mut s = Session {
+    Ok(Session {
         env,
         repo,
         client,
@@ -348,19 +376,7 @@ pub fn fetch(
         origin,
         requests: 0,
         reached: false,
-    };
-    let r = fetch_in(&mut s, revision, cache);
-    if std::env::var_os("INFERSCOPE_HUB_REQUESTS").is_some() {
-        // Tests count the requests: the bound is part of the contract.
-        eprintln!("inferscope: hub requests: {}", s.requests);
-    }
-    // Once config.json came back the repo exists: what fails after is about its files.
-    r.map_err(|e| {
-        if s.reached {
-            Reached(e.to_string()).into()
-        } else {
-            e
-        }
+        commit: None,
     })
 }
 
@@ -377,7 +393,7 @@ impl std::fmt::Display for Reached {
 
 impl std::error::Error for Reached {}
 
-fn fail(s: &Session, file: &str, url: &str, a: &Answer) -> anyhow::Error {
+pub(super) fn fail(s: &Session, file: &str, url: &str, a: &Answer) -> anyhow::Error {
     let repo = s.repo;
     let code = a.error_code.as_deref().unwrap_or("");
     match (a.status, code) {
@@ -440,7 +456,11 @@ fn small(
 
 /// The commit `revision` names: the header's, the revision itself when it is a full hash, else
 /// the Hub's model API.
-fn commit_of(s: &mut Session, revision: &str, header: Option<String>) -> anyhow::Result<String> {
+pub(super) fn commit_of(
+    s: &mut Session,
+    revision: &str,
+    header: Option<String>,
+) -> anyhow::Result<String> {
     let is_hash = |r: &str| r.len() == 40 && r.bytes().all(|b| b.is_ascii_hexdigit());
     let commit = match header {
         Some(c) => c,
@@ -641,7 +661,7 @@ fn fetch_in(s: &mut Session, revision: &str, cache: &Path) -> anyhow::Result<(Pa
     Ok((snap, note))
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let tmp = path.with_extension("inferscope-tmp");
     std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
