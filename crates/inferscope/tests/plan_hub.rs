@@ -516,6 +516,18 @@ fn hub_failures_are_one_line_naming_repo_file_and_url() {
         let stored = cache.join(format!("models--{}", repo.replace('/', "--")));
         assert!(!stored.exists(), "{repo}: {}", stored.display());
     }
+    // credentials in HF_ENDPOINT are not printed
+    let (code, _out, err) = plan(
+        "http://user:s3cret-pw@127.0.0.1:9",
+        &cache,
+        &token,
+        &["--model", "org/x", "--gpu-memory-gib", "8"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        !err.contains("s3cret-pw") && err.contains("/org/x/resolve/main/config.json"),
+        "{err}"
+    );
 }
 
 /// `--model ORG/NAME/FILE.gguf`: one Range request through the CDN, only the header read, the

@@ -238,7 +238,8 @@ pub fn resolve_model_with(
             let rev = revision.unwrap_or("main");
             let (snap, note) = hub::fetch(spec, rev, &cache, &env).map_err(|e| {
                 let reached = e.downcast_ref::<hub::Reached>().is_some();
-                let e = e.to_string();
+                // an HF_ENDPOINT with user:password in it is shown redacted
+                let e = inferscope_host::redact::scrub(&e.to_string()).into_owned();
                 if reached || e.contains(" is gated") {
                     // the one line the issue spells out, nothing appended
                     anyhow::anyhow!(e)
@@ -433,7 +434,9 @@ fn resolve_hub_gguf(
             let cache = hf_cache_dirs().into_iter().next().ok_or_else(|| {
                 anyhow::anyhow!("{repo}: no Hugging Face cache folder: set HF_HUB_CACHE or HF_HOME")
             })?;
-            hub_gguf::fetch(repo, file, rev, &cache, &env)?
+            hub_gguf::fetch(repo, file, rev, &cache, &env).map_err(|e| {
+                anyhow::anyhow!(inferscope_host::redact::scrub(&e.to_string()).into_owned())
+            })?
         }
         None => bail!(
             "unknown model {repo}/{file}: not in the Hugging Face cache at {}{}",
