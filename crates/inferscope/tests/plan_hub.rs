@@ -90,11 +90,11 @@ fn hub_repo_is_planned_from_real_headers_then_offline_the_same() {
         src.contains(&hub.endpoint) && src.contains(hub_standin::COMMIT),
         "{src}"
     );
-    // config, index, one Range request per shard: shards + 2 ≤ shards + 3 (each shard's
-    // request takes two hops: the Hub's 302, then the CDN)
-    assert_eq!(requests(&err), 4, "{:?}", hub.seen());
+    // config, generation_config (a 404 here), index, one Range request per shard: shards + 3
+    // (each shard's request takes two hops: the Hub's 302, then the CDN)
+    assert_eq!(requests(&err), 5, "{:?}", hub.seen());
     let seen = hub.seen();
-    assert_eq!(seen.len(), 6, "{seen:?}");
+    assert_eq!(seen.len(), 7, "{seen:?}");
     assert!(
         seen.iter().filter(|s| s.host == "hub").all(|s| s.auth),
         "{seen:?}"
@@ -248,12 +248,22 @@ fn index_only_2026_repo_is_sized_from_total_size() {
     let mut args = vec!["--model", "bryce-hoehn/Qwen3.5-18B-REAP-A3B-Coding"];
     args.extend(ARGS);
     let (code, out, err) = plan(&hub.endpoint, &cache, &[], &args);
-    // config, index, the first shard's 404: then the fallback, not 7 more requests
-    assert_eq!(requests(&err), 3, "{err}");
+    // config, generation_config, index, the first shard's 404: then the fallback, not 7 more
+    assert_eq!(requests(&err), 4, "{err}");
     assert!(!err.contains("unknown model"), "{err}");
     let snap = cache
         .join("models--bryce-hoehn--Qwen3.5-18B-REAP-A3B-Coding/snapshots")
         .join(hub_standin::COMMIT);
+    // its real generation_config.json is stored where vLLM looks for it
+    assert_eq!(
+        std::fs::read(snap.join("generation_config.json")).unwrap(),
+        std::fs::read(
+            common::repo().join(
+                "fixtures/hub/bryce-hoehn--Qwen3.5-18B-REAP-A3B-Coding/generation_config.json"
+            )
+        )
+        .unwrap()
+    );
     let side = std::fs::read_to_string(snap.join(".inferscope/hub.json")).unwrap();
     assert!(side.contains("model-00001-of-00007.safetensors"), "{side}");
     eprintln!("{out}{err}");

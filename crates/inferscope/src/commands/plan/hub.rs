@@ -1,19 +1,20 @@
 //! Model metadata from the Hugging Face Hub, fetched the way `huggingface_hub` (and so vLLM)
 //! resolves a repo id, into the standard cache so the next run needs no network (issue 29).
 //!
-//! What is fetched: `config.json`, `model.safetensors.index.json` (else the single
-//! `model.safetensors`), and each shard's safetensors header by HTTP Range request — never the
-//! weights. URLs are the Hub's own: `{HF_ENDPOINT}/{repo}/resolve/{revision}/{file}`; the commit
+//! What is fetched: `config.json`, `generation_config.json` (where present), the safetensors
+//! index `model.safetensors.index.json` (else the single `model.safetensors`), and each shard's
+//! safetensors header by HTTP Range request — never the weights. URLs are the Hub's own: `{HF_ENDPOINT}/{repo}/resolve/{revision}/{file}`; the commit
 //! comes from the `X-Repo-Commit` header (else `/api/models/{repo}/revision/{rev}`). Redirects to
 //! another host (the Hub's file storage) are followed without the token.
 //!
 //! Stored: `models--ORG--NAME/refs/REV` (the commit) and `snapshots/COMMIT/{config.json,
-//! model.safetensors.index.json}` as `huggingface_hub` lays them out; the shard headers go to
+//! generation_config.json, model.safetensors.index.json}` as `huggingface_hub` lays them out; the shard headers go to
 //! `snapshots/COMMIT/.inferscope/` (`hub.json` + one `SHARD.header` each) because a truncated
 //! `*.safetensors` there would look like a corrupt download to vLLM.
 //!
 //! Bounded: connect and read timeouts, metadata files and headers capped like local files, at
-//! most shards + 3 requests (config, commit look-up only when the header lacks it, index, one
+//! most shards + 3 requests (config, then the commit look-up when its header lacks the commit or
+//! else generation_config.json, index, one
 //! Range request per shard whose header fits in [`FIRST_RANGE`]; each may take up to
 //! [`MAX_REDIRECTS`] redirect hops).
 
@@ -568,7 +569,20 @@ fn fetch_in(s: &mut Session, revision: &str, cache: &Path) -> anyhow::Result<(Pa
             s.url(revision, "config.json")
         );
     }
+    let commit_header = header_commit.is_some();
     let commit = commit_of(s, revision, header_commit)?;
+    // generation_config.json sets the sampling defaults vLLM starts with (no limit the planner
+    // reads); fetched for the cache only when the commit came with config.json, so the request
+    // that the commit look-up would have cost pays for it and the bound holds.
+    let generation = if commit_header {
+        small(s, revision, "generation_config.json", true)
+            .ok()
+            .flatten()
+            .map(|(b, _)| b)
+            .filter(|b| serde_json::from_slice::<serde_json::Value>(b).is_ok())
+    } else {
+        None
+    };
     let index = small(s, revision, super::files::INDEX, true)?.map(|(b, _)| b);
     let (shards, total) = match &index {
         Some(bytes) => {
@@ -629,6 +643,9 @@ fn fetch_in(s: &mut Session, revision: &str, cache: &Path) -> anyhow::Result<(Pa
     let side = snap.join(SIDECAR);
     std::fs::create_dir_all(&side).with_context(|| format!("cannot create {}", side.display()))?;
     write_atomic(&snap.join("config.json"), &config)?;
+    if let Some(g) = &generation {
+        write_atomic(&snap.join("generation_config.json"), g)?;
+    }
     if let Some(b) = &index {
         write_atomic(&snap.join(super::files::INDEX), b)?;
     }
