@@ -401,6 +401,7 @@ fn real_2025_26_repos_resolve_through_the_hub_and_offline() {
             2,
             Some(7661331936),
         ),
+        ("renegade-studio/beta-O1", 413, Some(912210767872)),
         // its index says total_size 0: unknown, so no fallback and one clear error
         ("sarcascoder/nvidia-reason2", 4, None),
     ] {
