@@ -402,6 +402,7 @@ fn real_2025_26_repos_resolve_through_the_hub_and_offline() {
             Some(7661331936),
         ),
         ("renegade-studio/beta-O1", 413, Some(912210767872)),
+        ("maxma233/timelyMeal", 2, Some(7760526336)),
         // its index says total_size 0: unknown, so no fallback and one clear error
         ("sarcascoder/nvidia-reason2", 4, None),
     ] {
@@ -443,10 +444,13 @@ fn real_2025_26_repos_resolve_through_the_hub_and_offline() {
         planned += 1;
         let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{repo}: {e}: {err}"));
         assert_eq!(v["weights_bytes_total"], total, "{repo}");
+        // Per GPU: the checkpoint over TP 2 plus the RoPE cos/sin cache vLLM keeps beside it on
+        // every rank (`RotaryEmbedding.cos_sin_cache`: max_position_embeddings × rotary dim, in
+        // the model dtype), computed here from the fixture's config.
+        let half = total as f64 / 2.0 + rope_cache_bytes(repo) as f64;
         let per_gpu = v["weights_bytes_per_gpu"].as_f64().unwrap();
-        let half = total as f64 / 2.0;
         eprintln!(
-            "{repo}: weights per GPU {per_gpu} vs total/2 {half} ({:+.3} %)",
+            "{repo}: weights per GPU {per_gpu} vs total/2 + RoPE cache {half} ({:+.3} %)",
             (per_gpu / half - 1.0) * 100.0
         );
         assert!(
@@ -613,4 +617,26 @@ fn gguf_file_of_a_hub_repo_is_planned_from_its_header() {
         offline["kv_cache_bytes_per_gpu"],
         online["kv_cache_bytes_per_gpu"]
     );
+}
+
+/// max_position_embeddings × rotary dim × 2 bytes (bf16/fp16) from `fixtures/hub/ORG--NAME/
+/// config.json` (its `text_config` when nested; rotary dim = head_dim, or hidden / heads, times
+/// `partial_rotary_factor`).
+fn rope_cache_bytes(repo: &str) -> u64 {
+    let path = common::repo()
+        .join("fixtures/hub")
+        .join(repo.replace('/', "--"))
+        .join("config.json");
+    let top: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let c = if top["text_config"].is_object() {
+        &top["text_config"]
+    } else {
+        &top
+    };
+    let max_pos = c["max_position_embeddings"].as_u64().unwrap_or(0);
+    let head = c["head_dim"].as_u64().unwrap_or_else(|| {
+        c["hidden_size"].as_u64().unwrap_or(0) / c["num_attention_heads"].as_u64().unwrap_or(1)
+    });
+    let partial = c["partial_rotary_factor"].as_f64().unwrap_or(1.0);
+    (max_pos as f64 * head as f64 * partial) as u64 * 2
 }
