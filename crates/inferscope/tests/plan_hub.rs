@@ -345,6 +345,30 @@ fn mem_startup_resolves_a_hub_id_like_plan() {
     );
     assert_eq!(code, 0, "{err}");
 
+    // the log itself naming the Hub id (the real log's model path replaced by it, as a user
+    // serving straight from the Hub would have it): planned the same way, from the cache now
+    let named = std::fs::read_to_string(&log_file).unwrap().replace(
+        "/home/zp/work/models/Qwen/Qwen3-VL-30B-A3B-Instruct",
+        "inferscope-test/tiny-llama-sharded",
+    );
+    assert!(named.contains("inferscope-test/tiny-llama-sharded"));
+    let named_file = cache.join("named.log");
+    std::fs::write(&named_file, named).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_inferscope"))
+        .args(["mem", "startup", "--json"])
+        .arg(&named_file)
+        .env("HF_HUB_CACHE", &cache)
+        .env("HF_HUB_OFFLINE", "1")
+        .current_dir(common::repo())
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["prediction"].is_object(),
+        "{}",
+        v["prediction_unavailable"]
+    );
+
     // a repo the Hub does not have, named by --model: no prediction, and the report says why
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_inferscope"))
         .args([
