@@ -427,6 +427,11 @@ fn real_2025_26_repos_resolve_through_the_hub_and_offline() {
         ),
         ("renegade-studio/beta-O1", 413, Some(912210767872)),
         ("maxma233/timelyMeal", 2, Some(7760526336)),
+        (
+            "bryce-hoehn/Qwen3.5-25B-REAP-A3B-Coding",
+            10,
+            Some(50182743296),
+        ),
         // its index says total_size 0: unknown, so no fallback and one clear error
         ("sarcascoder/nvidia-reason2", 4, None),
     ] {
