@@ -188,6 +188,25 @@ fn gated_repo_without_token_is_one_line_and_exit_2() {
         lines[0].starts_with("inferscope: error: meta-llama/Llama-3.3-70B-Instruct is gated: accept its licence on the Hub and set HF_TOKEN"),
         "{err}"
     );
+    // the token `hf auth login` writes ($HF_HOME/token; HF_HOME is CACHE/home here) is sent to
+    // the Hub host, never to the CDN
+    std::fs::create_dir_all(cache.join("home")).unwrap();
+    std::fs::write(
+        cache.join("home/token"),
+        format!("{}\n", hub_standin::TOKEN),
+    )
+    .unwrap();
+    let before = hub.seen().len();
+    let mut tiny = vec!["--model", "inferscope-test/tiny-llama-sharded"];
+    tiny.extend(ARGS);
+    let (code, _out, err) = plan(&hub.endpoint, &cache, &[], &tiny);
+    assert_eq!(code, 0, "{err}");
+    let seen = hub.seen();
+    let new = seen.get(before..).unwrap();
+    assert!(new.iter().any(|s| s.host == "cdn"), "{new:?}");
+    assert!(new.iter().all(|s| s.auth == (s.host == "hub")), "{new:?}");
+    std::fs::remove_file(cache.join("home/token")).unwrap();
+
     // the URL is named, never a token
     assert!(
         lines[0].contains("/meta-llama/Llama-3.3-70B-Instruct/resolve/main/config.json"),
@@ -668,4 +687,33 @@ fn rope_cache_bytes(repo: &str) -> u64 {
     });
     let partial = c["partial_rotary_factor"].as_f64().unwrap_or(1.0);
     (max_pos as f64 * head as f64 * partial) as u64 * 2
+}
+
+/// Without `X-Repo-Commit` (some mirrors), the commit comes from the model API, still within
+/// shards + 3 requests; a repo without any safetensors file is planned from its config.
+#[test]
+fn commit_from_the_model_api_when_the_header_is_missing() {
+    let hub = hub_standin::Hub::start(common::repo().join("fixtures/hub"));
+    let cache = cache_dir("api");
+    let mut args = vec!["--model", "inferscope-test/no-commit-header"];
+    args.extend(ARGS);
+    let (code, out, err) = plan(&hub.endpoint, &cache, &[], &args);
+    assert_eq!(code, 0, "{err}");
+    // config, the model API, the index (404), model.safetensors (404): 1 + 3
+    assert_eq!(requests(&err), 4, "{:?}", hub.seen());
+    assert!(
+        hub.seen()
+            .iter()
+            .any(|s| s.path == "/api/models/inferscope-test/no-commit-header/revision/main")
+    );
+    let refs = cache.join("models--inferscope-test--no-commit-header/refs/main");
+    assert_eq!(std::fs::read_to_string(refs).unwrap(), hub_standin::COMMIT);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        v["model_source"]
+            .as_str()
+            .unwrap()
+            .contains("weights estimated from the config"),
+        "{v}"
+    );
 }

@@ -8,7 +8,8 @@
 //! `F.size` serve `F` as a file of `F.size` bytes whose first bytes are the header (only those
 //! may be asked for); a `GATED` file makes the repo answer 401 `GatedRepo` without
 //! `Authorization: Bearer hf_standin_token`; a `STATUS` file (`503 Service Unavailable`) is
-//! answered to every request. Every request is logged with its host and whether it
+//! answered to every request; `NO_COMMIT_HEADER` drops `X-Repo-Commit` (then
+//! `/api/models/ORG/NAME/revision/REV` answers the commit). Every request is logged with its host and whether it
 //! carried `Authorization`, so tests check the token never reaches the CDN.
 #![allow(dead_code)]
 
@@ -114,7 +115,7 @@ fn serve(
         auth: auth.is_some(),
         range: range.clone(),
     });
-    let commit = vec![("X-Repo-Commit".to_string(), COMMIT.to_string())];
+    let mut commit = vec![("X-Repo-Commit".to_string(), COMMIT.to_string())];
     let err = |code: &str| vec![("X-Error-Code".to_string(), code.to_string())];
     // hub: /ORG/NAME/resolve/REV/FILE; cdn: /blob/ORG--NAME/FILE
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
@@ -123,6 +124,13 @@ fn serve(
             (root.join(format!("{org}--{name}")), file.to_string())
         }
         ("cdn", ["blob", repo, file]) => (root.join(repo), file.to_string()),
+        // huggingface_hub's model_info: the commit a revision names
+        ("hub", ["api", "models", org, name, "revision", _rev])
+            if root.join(format!("{org}--{name}")).is_dir() =>
+        {
+            let body = format!("{{\"id\": \"{org}/{name}\", \"sha\": \"{COMMIT}\"}}");
+            return respond(&conn, "200 OK", &[], body.as_bytes());
+        }
         _ => {
             return respond(
                 &conn,
@@ -140,6 +148,10 @@ fn serve(
             &err("RepoNotFound"),
             b"Repository not found",
         );
+    }
+    if dir.join("NO_COMMIT_HEADER").exists() {
+        // a mirror that does not send X-Repo-Commit: the client asks the model API
+        commit.clear();
     }
     if let Ok(status) = std::fs::read_to_string(dir.join("STATUS")) {
         // a repo whose Hub answers this status to everything (a 5xx outage)
