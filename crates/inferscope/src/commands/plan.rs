@@ -235,21 +235,7 @@ pub fn resolve_model_with(
             let cache = hf_cache_dirs().into_iter().next().ok_or_else(|| {
                 anyhow::anyhow!("{spec}: no Hugging Face cache folder: set HF_HUB_CACHE or HF_HOME")
             })?;
-            let rev = revision.unwrap_or("main");
-            let (snap, note) = hub::fetch(spec, rev, &cache, &env).map_err(|e| {
-                let reached = e.downcast_ref::<hub::Reached>().is_some();
-                // an HF_ENDPOINT with user:password in it is shown redacted
-                let e = inferscope_host::redact::scrub(&e.to_string()).into_owned();
-                if reached || e.contains(" is gated") {
-                    // the one line the issue spells out, nothing appended
-                    anyhow::anyhow!(e)
-                } else {
-                    anyhow::anyhow!(
-                        "unknown model {spec}: not in the embedded catalog, nor in the Hugging Face cache at {} (revision {rev}); the Hub: {e}",
-                        looked.join(", ")
-                    )
-                }
-            })?;
+            let (snap, note) = fetch_from_hub(spec, revision, &cache, &env, &looked)?;
             snapshot = Some(snap);
             hub_note = Some(note);
         }
@@ -257,84 +243,7 @@ pub fn resolve_model_with(
     let from_cache = snapshot.is_some();
     let path = snapshot.as_deref().unwrap_or(path);
     if path.is_dir() {
-        let cfg = path.join("config.json");
-        let text = files::read_regular(&cfg, MAX_META_BYTES, "a config file")?;
-        let mut arch = inferscope_plan::from_hf_config(&text)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", cfg.display()))?;
-        // The index, when there is one, says which files make the checkpoint: a shard it names
-        // that is missing is a partial download, never a smaller model — unless the Hub client
-        // stored the shards' headers beside it (`.inferscope/`).
-        let side = hub::read_sidecar(path)?;
-        let mut shards: Vec<PathBuf> = match (files::indexed_shards(path, MAX_META_BYTES), &side) {
-            (Ok(Some(listed)), _) => listed,
-            (Ok(None), _) => std::fs::read_dir(path)
-                .with_context(|| format!("cannot list {}", path.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
-                .collect(),
-            (Err(_), Some(_)) => Vec::new(),
-            (Err(e), None) => return Err(e),
-        };
-        shards.sort();
-        let mut headers = Vec::new();
-        for s in &shards {
-            headers.push(safetensors_tensors(s)?);
-        }
-        let mut weights_note = None;
-        if shards.is_empty()
-            && let Some(sw) = side
-        {
-            match sw.fallback {
-                Some((total, why)) => weights_note = Some((total, why)),
-                None => headers = sw.headers,
-            }
-        }
-        let mut checkpoint = None;
-        if !headers.is_empty() {
-            let mut total = 0u64;
-            let mut tensors = Vec::new();
-            for h in &headers {
-                total = total.saturating_add(h.total_bytes);
-                tensors.extend(
-                    h.tensors
-                        .iter()
-                        .map(|t| inferscope_plan::checkpoint::TensorInfo {
-                            name: t.name.clone(),
-                            bytes: t.bytes,
-                        }),
-                );
-            }
-            arch.checkpoint_bytes = Some(total);
-            checkpoint = Some(inferscope_plan::checkpoint::summarize(
-                &tensors,
-                arch.num_layers,
-            ));
-        } else if let Some((total, _)) = &weights_note {
-            // No header: the index's total, spread over the layers so TP and PP split it.
-            arch.checkpoint_bytes = Some(*total);
-            checkpoint = Some(even_checkpoint(*total, arch.num_layers));
-        }
-        let weights = match (&weights_note, headers.len()) {
-            (Some((total, why)), _) => {
-                format!("{why}: weights from the index's total_size, {total} bytes, split evenly")
-            }
-            (None, 0) => "no safetensors files: weights estimated from the config".to_string(),
-            (None, n) => format!("weights: exact bytes from {n} safetensors headers"),
-        };
-        let source = format!(
-            "{} ({weights}; {})",
-            cfg.display(),
-            match (&hub_note, from_cache) {
-                (Some(n), _) => n.as_str(),
-                (None, true) => "Hugging Face cache",
-                (None, false) => "local folder",
-            }
-        );
-        return Ok(ResolvedModel {
-            arch,
-            source,
-            checkpoint,
-        });
+        return resolve_folder(path, hub_note.as_deref(), from_cache);
     }
     if path.is_file() {
         let mut f = std::fs::File::open(path)?;
@@ -393,6 +302,119 @@ pub fn resolve_model_with(
             bail!(msg)
         }
     }
+}
+
+/// Step 4: fetch `spec` from the Hub into `cache`. Errors before the repo answered say the
+/// model is unknown and where it was looked for; a gated repo is the issue's one line.
+fn fetch_from_hub(
+    spec: &str,
+    revision: Option<&str>,
+    cache: &Path,
+    env: &hub::HubEnv,
+    looked: &[String],
+) -> anyhow::Result<(PathBuf, String)> {
+    let rev = revision.unwrap_or("main");
+    hub::fetch(spec, rev, cache, env).map_err(|e| {
+        let reached = e.downcast_ref::<hub::Reached>().is_some();
+        // an HF_ENDPOINT with user:password in it is shown redacted
+        let e = inferscope_host::redact::scrub(&e.to_string()).into_owned();
+        if reached || e.contains(" is gated") {
+            // the one line the issue spells out, nothing appended
+            anyhow::anyhow!(e)
+        } else {
+            anyhow::anyhow!(
+                "unknown model {spec}: not in the embedded catalog, nor in the Hugging Face cache at {} (revision {rev}); the Hub: {e}",
+                looked.join(", ")
+            )
+        }
+    })
+}
+
+/// A model folder (or cache snapshot): config.json, and exact weights from the safetensors
+/// headers of the shards — or of the Hub client's sidecar, or the index's total_size.
+fn resolve_folder(
+    path: &Path,
+    hub_note: Option<&str>,
+    from_cache: bool,
+) -> anyhow::Result<ResolvedModel> {
+    let cfg = path.join("config.json");
+    let text = files::read_regular(&cfg, MAX_META_BYTES, "a config file")?;
+    let mut arch = inferscope_plan::from_hf_config(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", cfg.display()))?;
+    // The index, when there is one, says which files make the checkpoint: a shard it names
+    // that is missing is a partial download, never a smaller model — unless the Hub client
+    // stored the shards' headers beside it (`.inferscope/`).
+    let side = hub::read_sidecar(path)?;
+    let mut shards: Vec<PathBuf> = match (files::indexed_shards(path, MAX_META_BYTES), &side) {
+        (Ok(Some(listed)), _) => listed,
+        (Ok(None), _) => std::fs::read_dir(path)
+            .with_context(|| format!("cannot list {}", path.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+            .collect(),
+        (Err(_), Some(_)) => Vec::new(),
+        (Err(e), None) => return Err(e),
+    };
+    shards.sort();
+    let mut headers = Vec::new();
+    for s in &shards {
+        headers.push(safetensors_tensors(s)?);
+    }
+    let mut weights_note = None;
+    if shards.is_empty()
+        && let Some(sw) = side
+    {
+        match sw.fallback {
+            Some((total, why)) => weights_note = Some((total, why)),
+            None => headers = sw.headers,
+        }
+    }
+    let mut checkpoint = None;
+    if !headers.is_empty() {
+        let mut total = 0u64;
+        let mut tensors = Vec::new();
+        for h in &headers {
+            total = total.saturating_add(h.total_bytes);
+            tensors.extend(
+                h.tensors
+                    .iter()
+                    .map(|t| inferscope_plan::checkpoint::TensorInfo {
+                        name: t.name.clone(),
+                        bytes: t.bytes,
+                    }),
+            );
+        }
+        arch.checkpoint_bytes = Some(total);
+        checkpoint = Some(inferscope_plan::checkpoint::summarize(
+            &tensors,
+            arch.num_layers,
+        ));
+    } else if let Some((total, _)) = &weights_note {
+        // No header: the index's total, spread over the layers so TP and PP split it.
+        arch.checkpoint_bytes = Some(*total);
+        checkpoint = Some(even_checkpoint(*total, arch.num_layers));
+    }
+    let weights = match (&weights_note, headers.len()) {
+        (Some((total, why)), _) => {
+            format!("{why}: weights from the index's total_size, {total} bytes, split evenly")
+        }
+        (None, 0) => "no safetensors files: weights estimated from the config".to_string(),
+        (None, n) => format!("weights: exact bytes from {n} safetensors headers"),
+    };
+    let source = format!(
+        "{} ({weights}; {})",
+        cfg.display(),
+        match (hub_note, from_cache) {
+            (Some(n), _) => n,
+            (None, true) => "Hugging Face cache",
+            (None, false) => "local folder",
+        }
+    );
+    Ok(ResolvedModel {
+        arch,
+        source,
+        checkpoint,
+    })
 }
 
 /// `ORG/NAME/FILE.gguf`: the file (or the header stored by an earlier fetch) in the Hugging Face
