@@ -53,6 +53,15 @@ pub mod tune;
 /// Whether this build can talk HTTPS (the `tls` feature: rustls with ring).
 pub const TLS_ENABLED: bool = cfg!(feature = "tls");
 
+/// Install rustls' ring provider for HTTPS clients built outside this crate (the Hub client of
+/// `plan`); a no-op without the `tls` feature or when already installed.
+pub fn init_tls() {
+    #[cfg(feature = "tls")]
+    {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
 /// Durations are parsed one way across the tool (issue 21): the host model's parser, re-exported
 /// here so bench's callers keep their import path.
 pub use inferscope_host::units::{DurationError, parse_duration};

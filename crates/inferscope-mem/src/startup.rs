@@ -24,6 +24,9 @@ pub struct Hints {
     /// The model already read (a local folder the binary resolved like `plan` does): its name
     /// and architecture. Used instead of a catalog lookup.
     pub model_arch: Option<(String, inferscope_plan::ModelArch)>,
+    /// Why the binary could not resolve the model (a gated Hub repo, ...), said instead of
+    /// "not in the catalog".
+    pub model_error: Option<String>,
 }
 
 /// An earlier start-up in the same input, in brief.
@@ -269,8 +272,10 @@ fn measured(log: &StartupLog) -> Measured {
     }
 }
 
-/// The catalog id for a model as launched (`/home/x/Qwen/QwQ-32B` → `Qwen/QwQ-32B`).
-fn resolve_model(name: &str) -> Option<(String, inferscope_plan::ModelArch)> {
+/// The names to try for a model as launched, in order: as given, `ORG/NAME` from its last two
+/// path parts (`/home/x/Qwen/QwQ-32B` → `Qwen/QwQ-32B`), then its last part. The binary resolves
+/// them as `plan` does (folder, cache, catalog, Hub); without it, the catalog alone.
+pub fn model_candidates(name: &str) -> Vec<String> {
     let parts: Vec<&str> = name.trim_end_matches('/').rsplit('/').collect();
     let mut tries = vec![name.to_string()];
     if let [last, org, ..] = parts.as_slice() {
@@ -279,7 +284,13 @@ fn resolve_model(name: &str) -> Option<(String, inferscope_plan::ModelArch)> {
     if let Some(last) = parts.first() {
         tries.push((*last).to_string());
     }
+    tries.dedup();
     tries
+}
+
+/// The catalog id for a model as launched.
+fn resolve_model(name: &str) -> Option<(String, inferscope_plan::ModelArch)> {
+    model_candidates(name)
         .into_iter()
         .find_map(|t| catalog::lookup(&t).ok().map(|a| (t, a)))
 }
@@ -562,6 +573,9 @@ fn request(
         }
     };
     let Some((model_name, arch)) = resolved else {
+        if let Some(e) = &hints.model_error {
+            return Err(e.clone());
+        }
         return Err(format!(
             "model {:?} is not in the planner's catalog and is not a local folder here: pass \
              --model with a catalog id or the model's folder",

@@ -202,7 +202,8 @@ struct PlanCli {
     /// Engine release whose rules to apply (e.g. 0.6.4, 0.20.0; default: newest modelled).
     #[arg(long, value_name = "VERSION")]
     engine_version: Option<String>,
-    /// Hugging Face cache snapshot of --model ORG/NAME: branch, tag or commit (default main).
+    /// Revision of --model ORG/NAME in the Hugging Face cache or on the Hub: branch, tag or
+    /// commit (default main); given, the Hub is asked before the embedded catalog.
     #[arg(long, value_name = "REV")]
     revision: Option<String>,
     /// Concurrent requests of max_model_len the deployment must serve.

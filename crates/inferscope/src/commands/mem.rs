@@ -129,6 +129,7 @@ pub fn run(cmd: MemCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
                 gpu,
                 gpu_count: gpus,
                 model_arch: None,
+                model_error: None,
             },
             out,
         ),
@@ -218,11 +219,9 @@ pub fn startup(
             .find_map(|k| log.arg(k).map(str::to_string))
     });
     if hints.model_arch.is_none()
-        && let Some(dir) = named.filter(|m| Path::new(m).is_dir())
+        && let Some(named) = named
     {
-        let model = crate::commands::plan::resolve_model(&dir, None)
-            .with_context(|| format!("{name}: cannot read the model folder {dir}"))?;
-        hints.model_arch = Some((dir, model.arch));
+        resolve_named(&named, &name, &mut hints)?;
     }
     let report = inferscope_mem::startup::analyse(&log, &hints);
     if json {
@@ -232,4 +231,41 @@ pub fn startup(
         render::mem::write_startup(&report, out)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Resolve the model a start-up names (or `--model`) the way `plan` does (one function,
+/// [`crate::commands::plan::resolve_model_with`]): a folder, the Hugging Face cache, the
+/// catalog, then the Hub — asked only for the name as given, never for a repo id guessed from a
+/// path. A folder that cannot be read is an error; a name that cannot be resolved leaves the
+/// report without a prediction, saying why (as before: the log's analysis still stands).
+fn resolve_named(
+    named: &str,
+    log_name: &str,
+    hints: &mut inferscope_mem::startup::Hints,
+) -> anyhow::Result<()> {
+    if Path::new(named).is_dir() {
+        let model = crate::commands::plan::resolve_model(named, None)
+            .with_context(|| format!("{log_name}: cannot read the model folder {named}"))?;
+        hints.model_arch = Some((named.to_string(), model.arch));
+        return Ok(());
+    }
+    let mut first_err = None;
+    for (i, candidate) in inferscope_mem::startup::model_candidates(named)
+        .into_iter()
+        .enumerate()
+    {
+        match crate::commands::plan::resolve_model_with(&candidate, None, i == 0) {
+            Ok(m) => {
+                hints.model_arch = Some((candidate, m.arch));
+                return Ok(());
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        hints.model_error = Some(format!("model {named:?}: {e}"));
+    }
+    Ok(())
 }

@@ -6,6 +6,8 @@
 //! the pure planner and render what it says.
 
 mod files;
+pub mod hub;
+mod hub_gguf;
 
 use anyhow::{Context, bail};
 use inferscope_formats::{gguf, safetensors};
@@ -26,7 +28,7 @@ use std::process::ExitCode;
 /// Arguments of `inferscope plan`.
 #[derive(Debug, Default)]
 pub struct PlanArgs {
-    /// `--model`: catalog id, local folder, config.json or GGUF file.
+    /// `--model`: local folder, config.json or GGUF file, Hugging Face cache, catalog or Hub id.
     pub model: Option<String>,
     /// `--gpu NAME`.
     pub gpu: Option<String>,
@@ -42,7 +44,8 @@ pub struct PlanArgs {
     pub flags: EngineFlags,
     /// `--engine-version`.
     pub engine_version: Option<String>,
-    /// `--revision`: the Hugging Face cache snapshot (branch, tag or commit; default `main`).
+    /// `--revision`: the Hugging Face cache snapshot or Hub revision (branch, tag or commit;
+    /// default `main`).
     pub revision: Option<String>,
     /// `--concurrency N`.
     pub concurrency: Option<u32>,
@@ -192,74 +195,55 @@ fn hf_snapshot(spec: &str, revision: Option<&str>) -> anyhow::Result<Found> {
     Ok((None, looked))
 }
 
-/// A model from a path, the Hugging Face cache or the catalog.
+/// A model from a path, the Hugging Face cache, the catalog or the Hub — one order for `plan`,
+/// `plan --find` and `mem startup` (docs/planner.md "Resolving a model"):
+/// 1. a file or folder that exists; 2. the Hugging Face cache (`refs/REV` → `snapshots/COMMIT`);
+/// 3. the embedded catalog, unless `--revision` asks for a Hub revision; 4. the Hub (`HF_ENDPOINT`),
+///    unless `HF_HUB_OFFLINE` is set — what it fetched is stored in the cache, so step 2 finds
+///    it next time.
 pub fn resolve_model(spec: &str, revision: Option<&str>) -> anyhow::Result<ResolvedModel> {
+    resolve_model_with(spec, revision, true)
+}
+
+/// [`resolve_model`], asking the Hub (step 4) only when `hub` is true: `mem startup` does not
+/// ask it for a repo id it merely guessed from a path.
+pub fn resolve_model_with(
+    spec: &str,
+    revision: Option<&str>,
+    hub: bool,
+) -> anyhow::Result<ResolvedModel> {
     let path = Path::new(spec);
-    let (snapshot, looked) = if path.exists() {
+    if !path.exists()
+        && let Some((repo, file)) = hub_gguf::spec(spec)
+    {
+        return resolve_hub_gguf(repo, file, revision, hub);
+    }
+    let (mut snapshot, looked) = if path.exists() {
         (None, Vec::new())
     } else {
         hf_snapshot(spec, revision)?
     };
+    let mut hub_note = None;
+    let mut offline = false;
+    if hub && snapshot.is_none() && !path.exists() && hub::is_repo_id(spec) {
+        // The catalog's entries are checked against real start-ups and need no network; a
+        // revision is a Hub notion the catalog cannot answer.
+        let catalog_hit = revision.is_none() && inferscope_plan::catalog::lookup(spec).is_ok();
+        let env = hub::HubEnv::from_env();
+        offline = env.offline;
+        if !catalog_hit && !env.offline {
+            let cache = hf_cache_dirs().into_iter().next().ok_or_else(|| {
+                anyhow::anyhow!("{spec}: no Hugging Face cache folder: set HF_HUB_CACHE or HF_HOME")
+            })?;
+            let (snap, note) = fetch_from_hub(spec, revision, &cache, &env, &looked)?;
+            snapshot = Some(snap);
+            hub_note = Some(note);
+        }
+    }
     let from_cache = snapshot.is_some();
     let path = snapshot.as_deref().unwrap_or(path);
     if path.is_dir() {
-        let cfg = path.join("config.json");
-        let text = files::read_regular(&cfg, MAX_META_BYTES, "a config file")?;
-        let mut arch = inferscope_plan::from_hf_config(&text)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", cfg.display()))?;
-        // The index, when there is one, says which files make the checkpoint: a shard it names
-        // that is missing is a partial download, never a smaller model.
-        let mut shards: Vec<PathBuf> = match files::indexed_shards(path, MAX_META_BYTES)? {
-            Some(listed) => listed,
-            None => std::fs::read_dir(path)
-                .with_context(|| format!("cannot list {}", path.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
-                .collect(),
-        };
-        shards.sort();
-        let mut checkpoint = None;
-        if !shards.is_empty() {
-            let mut total = 0u64;
-            let mut tensors = Vec::new();
-            for s in &shards {
-                let h = safetensors_tensors(s)?;
-                total = total.saturating_add(h.total_bytes);
-                tensors.extend(h.tensors.into_iter().map(|t| {
-                    inferscope_plan::checkpoint::TensorInfo {
-                        name: t.name,
-                        bytes: t.bytes,
-                    }
-                }));
-            }
-            arch.checkpoint_bytes = Some(total);
-            checkpoint = Some(inferscope_plan::checkpoint::summarize(
-                &tensors,
-                arch.num_layers,
-            ));
-        }
-        let source = format!(
-            "{} ({}; {})",
-            cfg.display(),
-            if shards.is_empty() {
-                "no safetensors files: weights estimated from the config".to_string()
-            } else {
-                format!(
-                    "weights: exact bytes from {} safetensors headers",
-                    shards.len()
-                )
-            },
-            if from_cache {
-                "Hugging Face cache"
-            } else {
-                "local folder"
-            }
-        );
-        return Ok(ResolvedModel {
-            arch,
-            source,
-            checkpoint,
-        });
+        return resolve_folder(path, hub_note.as_deref(), from_cache);
     }
     if path.is_file() {
         let mut f = std::fs::File::open(path)?;
@@ -303,6 +287,9 @@ pub fn resolve_model(spec: &str, revision: Option<&str>) -> anyhow::Result<Resol
         }),
         Err(e) => {
             let mut msg = format!("{e}");
+            if offline {
+                msg.push_str("; HF_HUB_OFFLINE is set, so the Hub was not asked");
+            }
             if looked.is_empty() {
                 msg.push_str(&format!("; {spec} is not a file or folder"));
             } else {
@@ -315,6 +302,201 @@ pub fn resolve_model(spec: &str, revision: Option<&str>) -> anyhow::Result<Resol
             bail!(msg)
         }
     }
+}
+
+/// Step 4: fetch `spec` from the Hub into `cache`. Errors before the repo answered say the
+/// model is unknown and where it was looked for; a gated repo is the issue's one line.
+fn fetch_from_hub(
+    spec: &str,
+    revision: Option<&str>,
+    cache: &Path,
+    env: &hub::HubEnv,
+    looked: &[String],
+) -> anyhow::Result<(PathBuf, String)> {
+    let rev = revision.unwrap_or("main");
+    hub::fetch(spec, rev, cache, env).map_err(|e| {
+        let reached = e.downcast_ref::<hub::Reached>().is_some();
+        // an HF_ENDPOINT with user:password in it is shown redacted
+        let e = inferscope_host::redact::scrub(&e.to_string()).into_owned();
+        if reached || e.contains(" is gated") {
+            // the one line the issue spells out, nothing appended
+            anyhow::anyhow!(e)
+        } else {
+            anyhow::anyhow!(
+                "unknown model {spec}: not in the embedded catalog, nor in the Hugging Face cache at {} (revision {rev}); the Hub: {e}",
+                looked.join(", ")
+            )
+        }
+    })
+}
+
+/// A model folder (or cache snapshot): config.json, and exact weights from the safetensors
+/// headers of the shards — or of the Hub client's sidecar, or the index's total_size.
+fn resolve_folder(
+    path: &Path,
+    hub_note: Option<&str>,
+    from_cache: bool,
+) -> anyhow::Result<ResolvedModel> {
+    let cfg = path.join("config.json");
+    let text = files::read_regular(&cfg, MAX_META_BYTES, "a config file")?;
+    let mut arch = inferscope_plan::from_hf_config(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", cfg.display()))?;
+    // The index, when there is one, says which files make the checkpoint: a shard it names
+    // that is missing is a partial download, never a smaller model — unless the Hub client
+    // stored the shards' headers beside it (`.inferscope/`).
+    let side = hub::read_sidecar(path)?;
+    let mut shards: Vec<PathBuf> = match (files::indexed_shards(path, MAX_META_BYTES), &side) {
+        (Ok(Some(listed)), _) => listed,
+        (Ok(None), _) => std::fs::read_dir(path)
+            .with_context(|| format!("cannot list {}", path.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+            .collect(),
+        (Err(_), Some(_)) => Vec::new(),
+        (Err(e), None) => return Err(e),
+    };
+    shards.sort();
+    let mut headers = Vec::new();
+    for s in &shards {
+        headers.push(safetensors_tensors(s)?);
+    }
+    let mut weights_note = None;
+    if shards.is_empty()
+        && let Some(sw) = side
+    {
+        match sw.fallback {
+            Some((total, why)) => weights_note = Some((total, why)),
+            None => headers = sw.headers,
+        }
+    }
+    let mut checkpoint = None;
+    if !headers.is_empty() {
+        let mut total = 0u64;
+        let mut tensors = Vec::new();
+        for h in &headers {
+            total = total.saturating_add(h.total_bytes);
+            tensors.extend(
+                h.tensors
+                    .iter()
+                    .map(|t| inferscope_plan::checkpoint::TensorInfo {
+                        name: t.name.clone(),
+                        bytes: t.bytes,
+                    }),
+            );
+        }
+        arch.checkpoint_bytes = Some(total);
+        checkpoint = Some(inferscope_plan::checkpoint::summarize(
+            &tensors,
+            arch.num_layers,
+        ));
+    } else if let Some((total, _)) = &weights_note {
+        // No header: the index's total, spread over the layers so TP and PP split it.
+        arch.checkpoint_bytes = Some(*total);
+        checkpoint = Some(even_checkpoint(*total, arch.num_layers));
+    }
+    let weights = match (&weights_note, headers.len()) {
+        (Some((total, why)), _) => {
+            format!("{why}: weights from the index's total_size, {total} bytes, split evenly")
+        }
+        (None, 0) => "no safetensors files: weights estimated from the config".to_string(),
+        (None, n) => format!("weights: exact bytes from {n} safetensors headers"),
+    };
+    let source = format!(
+        "{} ({weights}; {})",
+        cfg.display(),
+        match (hub_note, from_cache) {
+            (Some(n), _) => n,
+            (None, true) => "Hugging Face cache",
+            (None, false) => "local folder",
+        }
+    );
+    Ok(ResolvedModel {
+        arch,
+        source,
+        checkpoint,
+    })
+}
+
+/// `ORG/NAME/FILE.gguf`: the file (or the header stored by an earlier fetch) in the Hugging Face
+/// cache, else its header from the Hub.
+fn resolve_hub_gguf(
+    repo: &str,
+    file: &str,
+    revision: Option<&str>,
+    hub: bool,
+) -> anyhow::Result<ResolvedModel> {
+    let rev = revision.unwrap_or("main");
+    if !files::revision_ok(rev) {
+        bail!(
+            "--revision {:?}: not a commit hash or a ref name",
+            inferscope_host::quote::clip(rev)
+        );
+    }
+    let mut looked = Vec::new();
+    let mut found = None;
+    for cache in hf_cache_dirs() {
+        let dir = cache.join(format!("models--{}", repo.replace('/', "--")));
+        let ref_file = dir.join("refs").join(rev);
+        let commit = if std::fs::symlink_metadata(&ref_file).is_ok() {
+            files::read_ref(&ref_file)?
+        } else {
+            rev.to_string()
+        };
+        let snap = dir.join("snapshots").join(commit);
+        looked.push(snap.join(file).display().to_string());
+        if let Some(f) = hub_gguf::from_snapshot(&snap, file)? {
+            found = Some((f, "Hugging Face cache".to_string()));
+            break;
+        }
+    }
+    let env = hub::HubEnv::from_env();
+    let (f, note) = match found {
+        Some(x) => x,
+        None if hub && !env.offline => {
+            let cache = hf_cache_dirs().into_iter().next().ok_or_else(|| {
+                anyhow::anyhow!("{repo}: no Hugging Face cache folder: set HF_HUB_CACHE or HF_HOME")
+            })?;
+            hub_gguf::fetch(repo, file, rev, &cache, &env).map_err(|e| {
+                anyhow::anyhow!(inferscope_host::redact::scrub(&e.to_string()).into_owned())
+            })?
+        }
+        None => bail!(
+            "unknown model {repo}/{file}: not in the Hugging Face cache at {}{}",
+            looked.join(", "),
+            if env.offline {
+                "; HF_HUB_OFFLINE is set, so the Hub was not asked"
+            } else {
+                ""
+            }
+        ),
+    };
+    let at = f.snapshot.join(file);
+    let arch = inferscope_plan::gguf_arch::from_gguf(&f.header)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", at.display()))?;
+    let checkpoint = Some(inferscope_plan::gguf_arch::checkpoint(
+        &f.header,
+        arch.num_layers,
+    ));
+    Ok(ResolvedModel {
+        arch,
+        source: format!("{} (GGUF: exact tensor bytes; {note})", at.display()),
+        checkpoint,
+    })
+}
+
+/// A checkpoint of `total` bytes known only by its size: even per layer, all split by TP.
+fn even_checkpoint(total: u64, layers: u32) -> inferscope_plan::checkpoint::CheckpointWeights {
+    let n = u64::from(layers.max(1));
+    let mut c = inferscope_plan::checkpoint::CheckpointWeights {
+        layers: vec![Default::default(); n as usize],
+        tensors: 1,
+        ..Default::default()
+    };
+    for (i, l) in c.layers.iter_mut().enumerate() {
+        // the remainder goes to the first layers so the sum is exact
+        l.split = total / n + u64::from((i as u64) < total % n);
+    }
+    c
 }
 
 /// GPUs from the machine or a snapshot: the most common NVIDIA model, its count, and the
