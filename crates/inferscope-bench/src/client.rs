@@ -448,7 +448,7 @@ impl Target {
                 rec.finish_reason = Some(truncate(f, 32).to_string());
             }
         }
-        apply_meta(rec, c.id.as_deref(), c.usage.as_ref());
+        apply_meta(rec, &c);
         if !has_text && rec.usage_output_tokens.unwrap_or(0) == 0 {
             return Err((ErrorClass::EmptyResponse, "no generated text".into()));
         }
@@ -497,7 +497,17 @@ impl Leftover {
     }
 }
 
-fn apply_meta(rec: &mut RequestRecord, id: Option<&str>, usage: Option<&Usage>) {
+fn apply_meta(rec: &mut RequestRecord, c: &Completion<'_>) {
+    let (id, usage) = (c.id.as_deref(), c.usage.as_ref());
+    if let Some(n) = c.timings.as_ref().and_then(|t| t.cache_n) {
+        rec.cached_tokens = Some(n);
+    }
+    if let Some(n) = usage
+        .and_then(|u| u.prompt_tokens_details.as_ref())
+        .and_then(|d| d.cached_tokens)
+    {
+        rec.cached_tokens = Some(n);
+    }
     if rec.response_id.is_none()
         && let Some(id) = id
     {
@@ -645,7 +655,7 @@ impl StreamState {
                                 rec.finish_reason = Some(truncate(f, 32).to_string());
                             }
                         }
-                        apply_meta(rec, c.id.as_deref(), c.usage.as_ref());
+                        apply_meta(rec, &c);
                         if content {
                             rec.push_chunk(now, 1);
                         }
@@ -665,8 +675,17 @@ struct Completion<'a> {
     choices: Vec<Choice<'a>>,
     #[serde(default)]
     usage: Option<Usage>,
+    /// llama-server's per-response timings (its prompt cache hits: `cache_n`).
+    #[serde(default)]
+    timings: Option<Timings>,
     #[serde(default)]
     error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Timings {
+    #[serde(default)]
+    cache_n: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -713,6 +732,14 @@ struct Usage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
 }
 
 /// What the server says about itself (`/v1/models`, and a version endpoint when present).
@@ -833,6 +860,7 @@ mod tests {
             max_tokens: 7,
             len: 2,
             tokens: None,
+            reusable: None,
         };
         let b: serde_json::Value =
             serde_json::from_slice(&body(&settings(Api::Completions, true), &p)).unwrap();
@@ -845,6 +873,24 @@ mod tests {
         assert_eq!(b["messages"][0]["content"], "hi \"there\"");
         assert_eq!(b["max_completion_tokens"], 7);
         assert!(b.get("stream_options").is_none());
+    }
+
+    #[test]
+    fn server_cache_hits_are_read() {
+        // llama-server's last chunk carries `timings` (b4000+); vLLM and SGLang put OpenAI's
+        // `prompt_tokens_details.cached_tokens` in usage.
+        let (_, rec) = run_events(&[
+            r#"{"id":"c","choices":[{"text":"a","index":0}]}"#,
+            r#"{"id":"c","choices":[{"text":"","index":0,"finish_reason":"length"}],"usage":{"completion_tokens":1,"prompt_tokens":600},"timings":{"cache_n":512,"prompt_n":88}}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(rec.cached_tokens, Some(512));
+        let (_, rec) = run_events(&[
+            r#"{"id":"c","choices":[{"text":"a","index":0}]}"#,
+            r#"{"id":"c","choices":[],"usage":{"completion_tokens":1,"prompt_tokens":600,"prompt_tokens_details":{"cached_tokens":256}}}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(rec.cached_tokens, Some(256));
     }
 
     fn run_events(events: &[&str]) -> (StreamState, RequestRecord) {
@@ -871,6 +917,7 @@ mod tests {
         assert_eq!(rec.chunks.len(), 2);
         assert_eq!(rec.usage_output_tokens, Some(2));
         assert_eq!(rec.input_tokens, Some(9));
+        assert_eq!(rec.cached_tokens, None);
         assert_eq!(rec.finish_reason.as_deref(), Some("length"));
         assert_eq!(rec.response_id.as_deref(), Some("c1"));
     }

@@ -143,13 +143,16 @@ pub struct RunOutput {
     pub cpu: CpuUsage,
 }
 
-/// One prepared request: body, `max_tokens`, prompt length in the dataset's unit, and the
-/// prompt's token count per the local tokenizer (counted when the dataset was built).
-type PreparedBody = (Bytes, u32, u32, Option<u64>);
+/// One prepared request: body, `max_tokens`, prompt length in the dataset's unit, the
+/// prompt's token count per the local tokenizer (counted when the dataset was built), and the
+/// prompt length a prefix cache could serve.
+type PreparedBody = (Bytes, u32, u32, Option<u64>, Option<u32>);
 
 struct Shared {
     target: Target,
     bodies: Vec<PreparedBody>,
+    /// Prompts built as they are sent (traces, shared prefixes) instead of `bodies`.
+    lazy: Option<Arc<crate::workload::Lazy>>,
     t0: Instant,
     abort: watch::Receiver<bool>,
     tx: mpsc::UnboundedSender<RequestRecord>,
@@ -160,6 +163,17 @@ impl Shared {
     /// The body for request `seq` (cycling). An empty dataset (the loaders never build one)
     /// sends an empty body, which the server rejects, rather than panicking.
     fn body(&self, seq: u64) -> PreparedBody {
+        if let Some(l) = &self.lazy {
+            return l.prompt(seq).map_or_else(Default::default, |p| {
+                (
+                    crate::client::body(self.target.settings(), &p),
+                    p.max_tokens,
+                    p.len,
+                    p.tokens,
+                    p.reusable,
+                )
+            });
+        }
         let n = self.bodies.len().max(1) as u64;
         self.bodies
             .get((seq % n) as usize)
@@ -178,11 +192,12 @@ async fn launch(
     intended_us: u64,
     slot: Option<tokio::sync::OwnedSemaphorePermit>,
 ) {
-    let (body, max_tokens, prompt_len, prompt_tokens) = sh.body(seq);
+    let (body, max_tokens, prompt_len, prompt_tokens, reusable) = sh.body(seq);
     let mut rec = RequestRecord::new(seq, warmup, intended_us, now_us(sh.t0));
     rec.max_tokens = max_tokens;
     rec.prompt_len = prompt_len;
     rec.tokenizer_input_tokens = prompt_tokens;
+    rec.reusable_prefix = reusable;
     sh.progress.sent.fetch_add(1, Ordering::Relaxed);
     let mut abort = sh.abort.clone();
     let mut rest = None;
@@ -297,9 +312,13 @@ pub async fn run(
     interrupt: Option<watch::Receiver<bool>>,
 ) -> Result<RunOutput, ScheduleError> {
     cfg.schedule.validate()?;
-    let arrivals = match cfg.schedule.arrivals() {
-        Some(a) => Some(a?),
-        None => None,
+    // A trace's own timestamps replace the schedule: it is replayed as an open loop.
+    let arrivals: Option<ArrivalIter> = match dataset.lazy.as_ref().and_then(|l| l.arrivals()) {
+        Some(a) => Some(Box::new(a)),
+        None => match cfg.schedule.arrivals() {
+            Some(a) => Some(Box::new(a?)),
+            None => None,
+        },
     };
     let bodies: Vec<PreparedBody> = dataset
         .prompts
@@ -310,6 +329,7 @@ pub async fn run(
                 p.max_tokens,
                 p.len,
                 p.tokens,
+                p.reusable,
             )
         })
         .collect();
@@ -321,6 +341,7 @@ pub async fn run(
     let shared = Arc::new(Shared {
         target,
         bodies,
+        lazy: dataset.lazy.clone(),
         t0,
         abort: abort_rx,
         tx,
@@ -411,6 +432,9 @@ pub async fn run(
     let (elapsed, cpu) = (t0.elapsed(), CpuUsage::now().since(&cpu0));
     if let Some(counter) = counter {
         count_generated_after_run(&mut records, &counter);
+        if let Some(l) = &dataset.lazy {
+            count_lazy_prompts(&mut records, l, &counter);
+        }
     }
     Ok(RunOutput {
         records,
@@ -433,18 +457,36 @@ pub fn count_generated_after_run(records: &mut [RequestRecord], counter: &TokenC
     }
 }
 
+/// Count the prompts of a workload built at send time, once the run is over (counting a
+/// long prompt as it is sent would delay the sends after it): the prompt is built again from
+/// the same seed, so the count is of the text that was sent.
+pub fn count_lazy_prompts(
+    records: &mut [RequestRecord],
+    lazy: &crate::workload::Lazy,
+    counter: &TokenCounter,
+) {
+    for r in records {
+        if let Some(p) = lazy.prompt(r.seq) {
+            r.tokenizer_input_tokens = counter.count_prompt(&p.text);
+        }
+    }
+}
+
+/// Intended send offsets of an open loop: generated from the schedule, or a trace's.
+type ArrivalIter = Box<dyn Iterator<Item = Duration> + Send>;
+
 /// Start the senders, once per run: `concurrency` closed-loop tasks, or one open-loop task that
 /// sends at each arrival time and stops the run when the server cannot keep up.
 fn spawn_senders(
     cfg: &RunConfig,
-    arrivals: Option<crate::schedule::Arrivals>,
+    arrivals: Option<ArrivalIter>,
     shared: &Arc<Shared>,
     gate: &Arc<Gate>,
     stop_rx: &watch::Receiver<bool>,
 ) -> tokio::task::JoinSet<()> {
     let mut senders = tokio::task::JoinSet::new();
     match (cfg.schedule, arrivals) {
-        (Schedule::Closed { concurrency }, _) => {
+        (Schedule::Closed { concurrency }, None) => {
             let next = Arc::new(AtomicU64::new(0));
             for _ in 0..concurrency {
                 let (sh, gate, next) = (shared.clone(), gate.clone(), next.clone());
@@ -462,7 +504,7 @@ fn spawn_senders(
                 });
             }
         }
-        (Schedule::Open { .. }, Some(arrivals)) => {
+        (_, Some(arrivals)) => {
             let (sh, gate) = (shared.clone(), gate.clone());
             let slots = Arc::new(Semaphore::new(cfg.max_inflight.max(1) as usize));
             let max_lag = cfg.max_send_lag;

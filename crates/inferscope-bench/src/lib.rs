@@ -40,6 +40,7 @@ pub mod exec;
 pub mod plot;
 pub mod record;
 pub mod result;
+pub mod reuse;
 pub mod run;
 pub mod schedule;
 pub mod scrape;
@@ -49,6 +50,7 @@ pub mod sse;
 pub mod stats;
 pub mod tokenizer;
 pub mod tune;
+pub mod workload;
 
 /// Whether this build can talk HTTPS (the `tls` feature: rustls with ring).
 pub const TLS_ENABLED: bool = cfg!(feature = "tls");

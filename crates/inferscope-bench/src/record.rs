@@ -168,6 +168,15 @@ pub struct RequestRecord {
     /// The last `finish_reason` seen.
     #[serde(default)]
     pub finish_reason: Option<String>,
+    /// Prompt length (dataset units) an ideal prefix cache could have served, per the workload
+    /// (shared blocks or prefixes sent by earlier requests); absent where the workload does not
+    /// know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reusable_prefix: Option<u32>,
+    /// Prompt tokens the server says it served from its cache (`usage.prompt_tokens_details.
+    /// cached_tokens`, or llama-server's `timings.cache_n`); absent when it does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
 }
 
 impl RequestRecord {
@@ -197,6 +206,8 @@ impl RequestRecord {
             prompt_len: 0,
             response_id: None,
             finish_reason: None,
+            reusable_prefix: None,
+            cached_tokens: None,
         }
     }
 

@@ -271,7 +271,12 @@ pub fn write_text(r: &BenchResult, out: &mut dyn std::io::Write) -> std::io::Res
             .version
             .as_deref()
             .unwrap_or("server version unknown"),
-        describe_schedule(&r.settings.schedule),
+        // A trace replaces the schedule with its own timestamps.
+        if r.settings.dataset.starts_with("trace:") {
+            "trace replay at its timestamps".to_string()
+        } else {
+            describe_schedule(&r.settings.schedule)
+        },
     )?;
     writeln!(
         out,
@@ -287,6 +292,26 @@ pub fn write_text(r: &BenchResult, out: &mut dyn std::io::Write) -> std::io::Res
         "throughput: {:.2} req/s, {:.1} output tok/s (tokens from {})",
         s.requests_per_s, s.output_tokens_per_s, s.token_count_source
     )?;
+    if let Some(p) = &s.prefix_reuse {
+        let ms = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.1}"));
+        writeln!(
+            out,
+            "prefix reuse: {} of {} requests could hit ({:.0} % of prompt {}); server cached {}; \
+             ttft p50 hit {} ms vs miss {} ms (p = {})",
+            p.requests_reusable,
+            p.requests,
+            p.reusable_share * 100.0,
+            p.length_unit,
+            p.server_cached_share
+                .map_or("unknown: not reported".into(), |c| format!(
+                    "{:.0} % of prompt tokens",
+                    c * 100.0
+                )),
+            ms(p.ttft_ms_hit.p50),
+            ms(p.ttft_ms_miss.p50),
+            p.ttft_hit_lower_p.map_or("-".into(), |v| format!("{v:.3}")),
+        )?;
+    }
     if !r.repeats.is_empty() {
         let per_run: Vec<String> = r
             .repeats

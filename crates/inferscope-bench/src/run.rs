@@ -151,7 +151,9 @@ pub fn execute(
     plan.schedule
         .validate()
         .map_err(|e| BenchError::Input(e.to_string()))?;
-    if plan.limits.requests.is_none() && plan.limits.duration.is_none() {
+    // A trace ends on its own.
+    let is_trace = matches!(plan.dataset, DatasetSpec::Trace { .. });
+    if plan.limits.requests.is_none() && plan.limits.duration.is_none() && !is_trace {
         return Err(BenchError::Input(
             "give --requests and/or --duration".into(),
         ));

@@ -327,6 +327,10 @@ pub struct Stats {
     /// of the token sums, and any makes the run invalid.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub implausible_token_counts: u64,
+    /// Prefix reuse: what the workload could have served from a prefix cache, what the server
+    /// says it did, TTFT of hits against misses (absent when neither is known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_reuse: Option<crate::reuse::PrefixReuse>,
     /// `[percentile, ms]` pairs per metric, for plots.
     pub cdf: BTreeMap<String, Vec<[f64; 2]>>,
 }
@@ -560,6 +564,7 @@ pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
         },
         goodput,
         implausible_token_counts: implausible,
+        prefix_reuse: crate::reuse::prefix_reuse(records),
         cdf,
     };
     (stats, h)

@@ -61,9 +61,13 @@ pub struct BenchArgs {
     /// Warm-up excluded from results: a duration (5s) or a number of requests (20).
     #[arg(long, value_name = "D|N")]
     pub warmup: Option<String>,
-    /// Prompts: random:in=512,out=128[,spread=0.1] | jsonl:FILE | sharegpt:FILE.
+    /// Prompts: random:in=512,out=128[,spread=0.1] | jsonl:FILE | sharegpt:FILE | trace:FILE
+    /// (timestamped replay, Mooncake or plain JSONL) | shared-prefix:groups=G,prefix=P,suffix=S[,out=O].
     #[arg(long, value_name = "SPEC", default_value = "random:in=512,out=128")]
     pub dataset: DatasetSpec,
+    /// With --dataset trace:FILE: replay F times faster than the trace's timestamps (0.5 = slower).
+    #[arg(long, value_name = "F")]
+    pub trace_speed: Option<f64>,
     /// max_tokens for jsonl entries that do not give output_tokens.
     #[arg(long, value_name = "N", default_value_t = 128)]
     pub max_tokens: u32,
@@ -199,7 +203,29 @@ pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
         anyhow::bail!("--temperature must be a non-negative number");
     }
     let server_metrics = server_metrics(a)?;
+    let mut dataset = a.dataset.clone();
+    let is_trace = if let DatasetSpec::Trace { speed, .. } = &mut dataset {
+        if a.rate.is_some() || a.sweep.is_some() || a.find_capacity {
+            anyhow::bail!(
+                "--dataset trace: sends at the trace's timestamps; --rate, --sweep and --find-capacity do not apply"
+            );
+        }
+        if let Some(f) = a.trace_speed {
+            if !(f.is_finite() && f > 0.0) {
+                anyhow::bail!("--trace-speed {f}: expected a positive number");
+            }
+            *speed = f;
+        }
+        true
+    } else {
+        if a.trace_speed.is_some() {
+            anyhow::bail!("--trace-speed needs --dataset trace:FILE");
+        }
+        false
+    };
     let duration = match (a.duration, a.requests) {
+        // A trace ends with its last line.
+        (None, None) if is_trace => None,
         (None, None) => Some(Duration::from_secs(30)),
         (d, _) => d,
     };
@@ -225,7 +251,7 @@ pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
         max_inflight: a.max_inflight.max(1),
         max_send_lag: a.max_send_lag,
         max_error_rate: a.max_error_rate,
-        dataset: a.dataset.clone(),
+        dataset,
         default_max_tokens: a.max_tokens.max(1),
         seed: a.seed,
         slo: a.slo.unwrap_or_default(),

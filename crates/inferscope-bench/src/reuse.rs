@@ -1,0 +1,188 @@
+//! Prefix reuse of a run (pure): how much of the prompts the workload could have served from a
+//! prefix cache (its shared blocks or prefixes sent earlier), how much the server says it did
+//! (per response: `usage.prompt_tokens_details.cached_tokens` or llama-server's
+//! `timings.cache_n`), and TTFT of the requests that could hit against those that could not,
+//! with a one-sided Mann-Whitney test that the first are faster.
+
+use crate::record::RequestRecord;
+use crate::stats::{Latency, Summary, per_request};
+use serde::{Deserialize, Serialize};
+
+/// The `prefix_reuse` object of the result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrefixReuse {
+    /// Unit of `reusable_share`'s lengths: `words` for synthesised prompts (about one token
+    /// each; a trace's lengths are tokens, sent as that many words).
+    pub length_unit: String,
+    /// Completed measured requests whose reusable prefix the workload knows.
+    pub requests: u64,
+    /// Of those, requests with a reusable prefix (`hit` below).
+    pub requests_reusable: u64,
+    /// Reusable prompt length over all prompt length (dataset units: words unless
+    /// `--tokenizer` sized them).
+    pub reusable_share: f64,
+    /// Requests whose response said how many prompt tokens came from the server's cache.
+    pub server_reported: u64,
+    /// Cached over prompt tokens of those requests, per the server; `null` when none said.
+    pub server_cached_share: Option<f64>,
+    /// TTFT of requests with a reusable prefix.
+    pub ttft_ms_hit: Summary,
+    /// TTFT of requests without one.
+    pub ttft_ms_miss: Summary,
+    /// One-sided Mann-Whitney p-value that hit TTFTs are lower than miss TTFTs (normal
+    /// approximation with tie correction); `null` with fewer than 2 of either.
+    pub ttft_hit_lower_p: Option<f64>,
+}
+
+/// The prefix reuse of the measured, completed requests; `None` when the workload knows no
+/// request's reusable prefix and no server reported cache hits.
+pub fn prefix_reuse(records: &[RequestRecord]) -> Option<PrefixReuse> {
+    let done: Vec<&RequestRecord> = records.iter().filter(|r| !r.warmup && r.is_ok()).collect();
+    let known: Vec<&&RequestRecord> = done
+        .iter()
+        .filter(|r| r.reusable_prefix.is_some())
+        .collect();
+    let reported: Vec<&&RequestRecord> = done
+        .iter()
+        .filter(|r| r.cached_tokens.is_some() && r.input_tokens.is_some_and(|n| n > 0))
+        .collect();
+    if known.is_empty() && reported.is_empty() {
+        return None;
+    }
+    let (mut hit, mut miss) = (Latency::new(), Latency::new());
+    let (mut hit_v, mut miss_v) = (Vec::new(), Vec::new());
+    let (mut reusable, mut total) = (0u64, 0u64);
+    for r in &known {
+        let re = u64::from(r.reusable_prefix.unwrap_or(0));
+        reusable += re;
+        total += u64::from(r.prompt_len).max(re);
+        if let Some(t) = per_request(r).ttft_us {
+            if re > 0 {
+                hit.record(t);
+                hit_v.push(t as f64);
+            } else {
+                miss.record(t);
+                miss_v.push(t as f64);
+            }
+        }
+    }
+    let cached: u64 = reported.iter().filter_map(|r| r.cached_tokens).sum();
+    let prompt: u64 = reported.iter().filter_map(|r| r.input_tokens).sum();
+    Some(PrefixReuse {
+        length_unit: "words".into(),
+        requests: known.len() as u64,
+        requests_reusable: known
+            .iter()
+            .filter(|r| r.reusable_prefix.unwrap_or(0) > 0)
+            .count() as u64,
+        reusable_share: if total > 0 {
+            reusable as f64 / total as f64
+        } else {
+            0.0
+        },
+        server_reported: reported.len() as u64,
+        server_cached_share: (prompt > 0).then(|| cached as f64 / prompt as f64),
+        ttft_ms_hit: hit.summary(),
+        ttft_ms_miss: miss.summary(),
+        ttft_hit_lower_p: mann_whitney_less(&hit_v, &miss_v),
+    })
+}
+
+/// One-sided Mann-Whitney U test: the p-value that `a` is stochastically smaller than `b`
+/// (normal approximation, tie-corrected, with continuity correction). `None` with fewer than 2
+/// samples in either or no variance at all.
+pub fn mann_whitney_less(a: &[f64], b: &[f64]) -> Option<f64> {
+    let (n1, n2) = (a.len(), b.len());
+    if n1 < 2 || n2 < 2 || a.iter().chain(b).any(|x| !x.is_finite()) {
+        return None;
+    }
+    let mut all: Vec<(f64, bool)> = a
+        .iter()
+        .map(|&x| (x, true))
+        .chain(b.iter().map(|&x| (x, false)))
+        .collect();
+    all.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let n = all.len();
+    let (mut rank_a, mut ties) = (0.0f64, 0.0f64);
+    let mut i = 0;
+    while i < n {
+        let mut j = i;
+        while j + 1 < n && all.get(j + 1).map(|v| v.0) == all.get(i).map(|v| v.0) {
+            j += 1;
+        }
+        // Tied values share the mean of their ranks (1-based).
+        let rank = (i + j) as f64 / 2.0 + 1.0;
+        let t = (j - i + 1) as f64;
+        ties += t * t * t - t;
+        rank_a += all
+            .get(i..=j)
+            .map_or(0, |s| s.iter().filter(|v| v.1).count()) as f64
+            * rank;
+        i = j + 1;
+    }
+    let (n1f, n2f, nf) = (n1 as f64, n2 as f64, n as f64);
+    let u = rank_a - n1f * (n1f + 1.0) / 2.0;
+    let mean = n1f * n2f / 2.0;
+    let var = n1f * n2f / 12.0 * ((nf + 1.0) - ties / (nf * (nf - 1.0)));
+    if var <= 0.0 {
+        return None;
+    }
+    // Small U means `a` ranks low: z below zero.
+    let z = (u - mean + 0.5) / var.sqrt();
+    Some(1.0 - crate::significance::normal_sf(z))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mann_whitney_matches_a_textbook_case() {
+        // Hand-computable: a entirely below b, n1 = n2 = 5: U = 0, mean 12.5, var 22.917,
+        // z = (0 - 12.5 + 0.5)/4.787 = -2.507, p = 0.0061.
+        let p = mann_whitney_less(&[1., 2., 3., 4., 5.], &[6., 7., 8., 9., 10.]).unwrap();
+        assert!((p - 0.0061).abs() < 3e-4, "{p}");
+        let p = mann_whitney_less(&[6., 7., 8., 9., 10.], &[1., 2., 3., 4., 5.]).unwrap();
+        assert!(p > 0.99, "{p}");
+        // Same distribution: near 0.5.
+        let p = mann_whitney_less(&[1., 3., 5., 7.], &[2., 4., 6., 8.]).unwrap();
+        assert!((0.3..0.7).contains(&p), "{p}");
+        assert_eq!(mann_whitney_less(&[1.], &[2., 3.]), None);
+        assert_eq!(mann_whitney_less(&[1., 1.], &[1., 1.]), None);
+    }
+
+    fn rec(seq: u64, ttft_ms: u64, reusable: Option<u32>, cached: Option<u64>) -> RequestRecord {
+        let mut r = RequestRecord::new(seq, false, 0, 0);
+        r.first_token_us = Some(ttft_ms * 1000);
+        r.push_chunk(ttft_ms * 1000, 1);
+        r.end_us = ttft_ms * 1000 + 10;
+        r.prompt_len = 100;
+        r.input_tokens = Some(100);
+        r.reusable_prefix = reusable;
+        r.cached_tokens = cached;
+        r
+    }
+
+    #[test]
+    fn split_by_reusable_prefix() {
+        let recs: Vec<RequestRecord> = (0..10)
+            .map(|i| {
+                if i % 2 == 0 {
+                    rec(i, 10 + i, Some(60), Some(60))
+                } else {
+                    rec(i, 50 + i, Some(0), Some(0))
+                }
+            })
+            .collect();
+        let p = prefix_reuse(&recs).unwrap();
+        assert_eq!((p.requests, p.requests_reusable), (10, 5));
+        assert!((p.reusable_share - 0.3).abs() < 1e-9);
+        assert_eq!(p.server_reported, 10);
+        assert!((p.server_cached_share.unwrap() - 0.3).abs() < 1e-9);
+        assert_eq!(p.ttft_ms_hit.count, 5);
+        assert!(p.ttft_ms_hit.p50.unwrap() < p.ttft_ms_miss.p50.unwrap());
+        assert!(p.ttft_hit_lower_p.unwrap() < 0.01);
+        // Unknown is not zero: a workload that does not know reports nothing.
+        assert_eq!(prefix_reuse(&[rec(0, 1, None, None)]), None);
+    }
+}
