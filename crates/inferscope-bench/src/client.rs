@@ -84,22 +84,38 @@ pub struct RequestSettings {
 
 /// The JSON body for one prompt (pure).
 pub fn body(s: &RequestSettings, p: &Prompt) -> Bytes {
+    match s.api {
+        Api::Completions => body_with(s, None, Some(p.text.clone()), p.max_tokens),
+        Api::Chat => chat_body(
+            s,
+            serde_json::json!([{"role": "user", "content": p.text}]),
+            p.max_tokens,
+        ),
+    }
+}
+
+/// The chat body for these `messages` (pure), whatever `--api` says.
+pub fn chat_body(s: &RequestSettings, messages: serde_json::Value, max_tokens: u32) -> Bytes {
+    body_with(s, Some(messages), None, max_tokens)
+}
+
+fn body_with(
+    s: &RequestSettings,
+    messages: Option<serde_json::Value>,
+    prompt: Option<String>,
+    max_tokens: u32,
+) -> Bytes {
     let mut v = serde_json::Map::new();
     v.insert("model".into(), s.model.clone().into());
-    match s.api {
-        Api::Completions => {
-            v.insert("prompt".into(), p.text.clone().into());
-        }
-        Api::Chat => {
-            v.insert(
-                "messages".into(),
-                serde_json::json!([{"role": "user", "content": p.text}]),
-            );
-            // Newer servers read max_completion_tokens; older ones only max_tokens.
-            v.insert("max_completion_tokens".into(), p.max_tokens.into());
-        }
+    if let Some(p) = prompt {
+        v.insert("prompt".into(), p.into());
     }
-    v.insert("max_tokens".into(), p.max_tokens.into());
+    if let Some(m) = messages {
+        v.insert("messages".into(), m);
+        // Newer servers read max_completion_tokens; older ones only max_tokens.
+        v.insert("max_completion_tokens".into(), max_tokens.into());
+    }
+    v.insert("max_tokens".into(), max_tokens.into());
     v.insert("temperature".into(), s.temperature.into());
     v.insert("stream".into(), s.stream.into());
     if s.stream {
@@ -110,7 +126,7 @@ pub fn body(s: &RequestSettings, p: &Prompt) -> Bytes {
     }
     if s.ignore_eos {
         v.insert("ignore_eos".into(), true.into());
-        v.insert("min_tokens".into(), p.max_tokens.into());
+        v.insert("min_tokens".into(), max_tokens.into());
     }
     Bytes::from(serde_json::Value::Object(v).to_string())
 }
@@ -125,6 +141,7 @@ pub struct Target {
     endpoint: String,
     settings: RequestSettings,
     tokenizer: Option<Arc<TokenCounter>>,
+    keep_text: bool,
 }
 
 /// The HTTP client could not be built (TLS back-end or system resolver set-up).
@@ -186,7 +203,15 @@ impl Target {
             fresh,
             settings,
             tokenizer: None,
+            keep_text: false,
         }
+    }
+
+    /// Keep every completed response's generated text in the record (multi-turn sessions
+    /// re-send it).
+    pub fn keeping_text(mut self) -> Self {
+        self.keep_text = true;
+        self
     }
 
     /// Keep every completed response's generated text for this tokenizer, which counts it after
@@ -222,7 +247,7 @@ impl Target {
             + Duration::from_micros(rec.sent_us)
             + self.settings.timeout;
         // Generated text is kept only when there is a tokenizer to count it.
-        let mut text = self.tokenizer.as_ref().map(|_| GeneratedText::default());
+        let mut text = (self.tokenizer.is_some() || self.keep_text).then(GeneratedText::default);
         let r = tokio::time::timeout_at(deadline, self.exchange(body, rec, t0, &mut text)).await;
         rec.end_us = now_us(t0);
         let (r, rest) = match r {

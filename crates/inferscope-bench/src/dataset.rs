@@ -68,6 +68,8 @@ pub enum DatasetSpec {
         /// Output tokens asked for.
         output: u32,
     },
+    /// Multi-turn chat sessions, see [`crate::sessions`].
+    Sessions(crate::sessions::Sessions),
 }
 
 /// Why a `--dataset` spec cannot be parsed.
@@ -93,7 +95,7 @@ pub enum SpecError {
     NoOutput,
     /// Not random:, jsonl: or sharegpt:.
     #[error(
-        "unknown dataset `{0}`: expected random:in=N,out=N[,spread=F], jsonl:FILE, sharegpt:FILE, trace:FILE or shared-prefix:groups=G,prefix=P,suffix=S[,out=O]"
+        "unknown dataset `{0}`: expected random:in=N,out=N[,spread=F], jsonl:FILE, sharegpt:FILE, trace:FILE, shared-prefix:groups=G,prefix=P,suffix=S[,out=O] or sessions:turns=N,think=D,user=U,out=O[,system=S]"
     )]
     Unknown(String),
 }
@@ -193,6 +195,9 @@ impl std::str::FromStr for DatasetSpec {
                 speed: 1.0,
             });
         }
+        if let Some(rest) = s.strip_prefix("sessions:") {
+            return crate::sessions::parse(rest).map(DatasetSpec::Sessions);
+        }
         if let Some(rest) = s.strip_prefix("shared-prefix:") {
             let (groups, prefix, suffix, output) = crate::workload::parse_shared_prefix(rest)?;
             return Ok(DatasetSpec::SharedPrefix {
@@ -231,6 +236,7 @@ impl std::fmt::Display for DatasetSpec {
                 f,
                 "shared-prefix:groups={groups},prefix={prefix},suffix={suffix},out={output}"
             ),
+            DatasetSpec::Sessions(s) => s.fmt(f),
         }
     }
 }
@@ -261,6 +267,8 @@ pub struct Dataset {
     pub prompts: Vec<Prompt>,
     /// A workload whose prompts are built as they are sent (traces, shared prefixes).
     pub lazy: Option<std::sync::Arc<crate::workload::Lazy>>,
+    /// Multi-turn sessions (their bodies depend on the server's replies).
+    pub sessions: Option<crate::sessions::Sessions>,
 }
 
 impl Dataset {
@@ -269,6 +277,7 @@ impl Dataset {
         Dataset {
             prompts,
             lazy: None,
+            sessions: None,
         }
     }
 
@@ -667,6 +676,7 @@ pub fn load(
                 .map(|l| Dataset {
                     prompts: Vec::new(),
                     lazy: Some(std::sync::Arc::new(l)),
+                    sessions: None,
                 })
                 .map_err(invalid(path))
         }
@@ -684,6 +694,12 @@ pub fn load(
                 output: *output,
                 seed,
             })),
+            sessions: None,
+        }),
+        DatasetSpec::Sessions(s) => Ok(Dataset {
+            prompts: Vec::new(),
+            lazy: None,
+            sessions: Some(crate::sessions::Sessions { seed, ..s.clone() }),
         }),
     }
     .map(|mut ds| {

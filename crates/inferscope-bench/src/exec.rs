@@ -192,12 +192,31 @@ async fn launch(
     intended_us: u64,
     slot: Option<tokio::sync::OwnedSemaphorePermit>,
 ) {
-    let (body, max_tokens, prompt_len, prompt_tokens, reusable) = sh.body(seq);
+    let prepared = sh.body(seq);
+    launch_with(sh, seq, warmup, intended_us, slot, prepared, None).await;
+}
+
+/// [`launch`] with a body prepared by the caller; for a session turn (`session`, `turn`), the
+/// reply's text is returned (the next turn re-sends it), `None` when the turn failed.
+async fn launch_with(
+    sh: &Shared,
+    seq: u64,
+    warmup: bool,
+    intended_us: u64,
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    prepared: PreparedBody,
+    session: Option<(u64, u32)>,
+) -> Option<String> {
+    let (body, max_tokens, prompt_len, prompt_tokens, reusable) = prepared;
     let mut rec = RequestRecord::new(seq, warmup, intended_us, now_us(sh.t0));
     rec.max_tokens = max_tokens;
     rec.prompt_len = prompt_len;
     rec.tokenizer_input_tokens = prompt_tokens;
     rec.reusable_prefix = reusable;
+    if let Some((s, t)) = session {
+        rec.session = Some(s);
+        rec.turn = Some(t);
+    }
     sh.progress.sent.fetch_add(1, Ordering::Relaxed);
     let mut abort = sh.abort.clone();
     let mut rest = None;
@@ -227,6 +246,12 @@ async fn launch(
     } else {
         sh.progress.failed.fetch_add(1, Ordering::Relaxed);
     }
+    let reply = match session {
+        // Kept in the record too when the tokenizer counts it after the run.
+        Some(_) if rec.is_ok() && sh.target.tokenizer().is_some() => rec.generated_text.clone(),
+        Some(_) if rec.is_ok() => rec.generated_text.take(),
+        _ => None,
+    };
     let _ = sh.tx.send(rec);
     drop(slot);
     // The record is complete and delivered: now read the body's end so the next request of this
@@ -237,6 +262,7 @@ async fn launch(
             _ = abort.wait_for(|a| *a) => {}
         }
     }
+    reply
 }
 
 /// Tracks the measured window and decides, per request, whether sending may go on.
@@ -334,6 +360,11 @@ pub async fn run(
         })
         .collect();
     let counter = target.tokenizer().cloned();
+    let target = if dataset.sessions.is_some() {
+        target.keeping_text()
+    } else {
+        target
+    };
     let (abort_tx, abort_rx) = watch::channel(false);
     let (tx, mut rx) = mpsc::unbounded_channel();
     let cpu0 = CpuUsage::now();
@@ -357,7 +388,12 @@ pub async fn run(
     });
     let (stop_tx, stop_rx) = watch::channel(false);
 
-    let mut senders = spawn_senders(cfg, arrivals, &shared, &gate, &stop_rx);
+    let mut senders = match (&dataset.sessions, cfg.schedule) {
+        (Some(spec), Schedule::Closed { concurrency }) => {
+            spawn_sessions(spec, concurrency, &shared, &gate, &stop_rx)
+        }
+        _ => spawn_senders(cfg, arrivals, &shared, &gate, &stop_rx),
+    };
     // The collector keeps the only other sender alive through `shared`; drop ours so the channel
     // closes when the last request task ends.
     let shared_weak = Arc::downgrade(&shared);
@@ -455,6 +491,73 @@ pub fn count_generated_after_run(records: &mut [RequestRecord], counter: &TokenC
             r.tokenizer_output_tokens = counter.count_generated(&text);
         }
     }
+}
+
+/// Start `concurrency` session workers: each runs one conversation after another, every turn
+/// re-sending the history and the previous reply (see [`crate::sessions`]).
+fn spawn_sessions(
+    spec: &crate::sessions::Sessions,
+    concurrency: u32,
+    shared: &Arc<Shared>,
+    gate: &Arc<Gate>,
+    stop_rx: &watch::Receiver<bool>,
+) -> tokio::task::JoinSet<()> {
+    let mut senders = tokio::task::JoinSet::new();
+    let next = Arc::new(AtomicU64::new(0));
+    let next_session = Arc::new(AtomicU64::new(0));
+    for _ in 0..concurrency {
+        let (sh, gate, next, next_session) = (
+            shared.clone(),
+            gate.clone(),
+            next.clone(),
+            next_session.clone(),
+        );
+        let (spec, mut stop_rx) = (spec.clone(), stop_rx.clone());
+        senders.spawn(async move {
+            loop {
+                let sid = next_session.fetch_add(1, Ordering::SeqCst);
+                let mut h = crate::sessions::History::new(&spec);
+                for turn in 0..spec.turns {
+                    if turn > 0 && !spec.think.is_zero() {
+                        tokio::select! {
+                            () = tokio::time::sleep(spec.think) => {}
+                            _ = stop_rx.wait_for(|s| *s) => return,
+                        }
+                    }
+                    let intended = now_us(sh.t0);
+                    let seq = next.fetch_add(1, Ordering::SeqCst);
+                    let warmup = match gate.admit(seq, intended) {
+                        Admit::Stop => return,
+                        Admit::Send { warmup } => warmup,
+                    };
+                    h.push_user(&spec, sid, turn);
+                    let prepared = (
+                        h.body(sh.target.settings(), spec.output),
+                        spec.output,
+                        h.words(),
+                        None,
+                        Some(h.words_before()),
+                    );
+                    let reply = launch_with(
+                        &sh,
+                        seq,
+                        warmup,
+                        intended,
+                        None,
+                        prepared,
+                        Some((sid, turn)),
+                    )
+                    .await;
+                    match reply {
+                        Some(text) => h.push_reply(text),
+                        // A failed turn ends its conversation.
+                        None => break,
+                    }
+                }
+            }
+        });
+    }
+    senders
 }
 
 /// Count the prompts of a workload built at send time, once the run is over (counting a

@@ -45,6 +45,7 @@ pub mod run;
 pub mod schedule;
 pub mod scrape;
 pub mod server_metrics;
+pub mod sessions;
 pub mod significance;
 pub mod sse;
 pub mod stats;

@@ -177,6 +177,12 @@ pub struct RequestRecord {
     /// cached_tokens`, or llama-server's `timings.cache_n`); absent when it does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u64>,
+    /// `sessions:` workloads: the session (from 0, in start order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
+    /// `sessions:` workloads: the turn within the session (from 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
 }
 
 impl RequestRecord {
@@ -208,6 +214,8 @@ impl RequestRecord {
             finish_reason: None,
             reusable_prefix: None,
             cached_tokens: None,
+            session: None,
+            turn: None,
         }
     }
 

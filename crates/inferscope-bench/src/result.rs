@@ -292,6 +292,20 @@ pub fn write_text(r: &BenchResult, out: &mut dyn std::io::Write) -> std::io::Res
         "throughput: {:.2} req/s, {:.1} output tok/s (tokens from {})",
         s.requests_per_s, s.output_tokens_per_s, s.token_count_source
     )?;
+    if !s.turns.is_empty() {
+        let per: Vec<String> = s
+            .turns
+            .iter()
+            .map(|t| {
+                let p50 = t.ttft_ms.p50.map_or("-".into(), |v| format!("{v:.1} ms"));
+                match t.p50_vs_turn1 {
+                    Some(r) if t.turn > 1 => format!("{}: {p50} ({r:.2}× turn 1)", t.turn),
+                    _ => format!("{}: {p50}", t.turn),
+                }
+            })
+            .collect();
+        writeln!(out, "ttft p50 by turn: {}", per.join(", "))?;
+    }
     if let Some(p) = &s.prefix_reuse {
         let ms = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.1}"));
         writeln!(

@@ -151,6 +151,19 @@ pub fn execute(
     plan.schedule
         .validate()
         .map_err(|e| BenchError::Input(e.to_string()))?;
+    if let DatasetSpec::Sessions(_) = plan.dataset {
+        if plan.request.api != crate::client::Api::Chat {
+            return Err(BenchError::Input(
+                "--dataset sessions: is multi-turn chat: add --api chat".into(),
+            ));
+        }
+        if !matches!(plan.schedule, Schedule::Closed { .. }) || plan.sweep_steps > 0 {
+            return Err(BenchError::Input(
+                "--dataset sessions: --concurrency counts sessions; --rate and --sweep do not apply"
+                    .into(),
+            ));
+        }
+    }
     // A trace ends on its own.
     let is_trace = matches!(plan.dataset, DatasetSpec::Trace { .. });
     if plan.limits.requests.is_none() && plan.limits.duration.is_none() && !is_trace {

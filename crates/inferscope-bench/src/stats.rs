@@ -331,6 +331,9 @@ pub struct Stats {
     /// says it did, TTFT of hits against misses (absent when neither is known).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_reuse: Option<crate::reuse::PrefixReuse>,
+    /// `sessions:` workloads: TTFT per turn and its median against turn 1's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<crate::sessions::TurnTtft>,
     /// `[percentile, ms]` pairs per metric, for plots.
     pub cdf: BTreeMap<String, Vec<[f64; 2]>>,
 }
@@ -565,6 +568,7 @@ pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
         goodput,
         implausible_token_counts: implausible,
         prefix_reuse: crate::reuse::prefix_reuse(records),
+        turns: crate::sessions::turn_ttft(records),
         cdf,
     };
     (stats, h)

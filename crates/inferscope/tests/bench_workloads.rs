@@ -215,3 +215,46 @@ fn mooncake_trace_replays_on_time_and_shared_prefixes_answer_faster() {
         "{stdout}"
     );
 }
+
+#[test]
+fn four_turn_sessions_report_ttft_by_turn_on_llama_server() {
+    let Some((bin, gguf)) = common::llama_server() else {
+        return;
+    };
+    let (_server, url) = start_llama(&bin, &gguf, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let (code, stdout, err) = inferscope(&[
+        "bench",
+        "--url",
+        &url,
+        "-q",
+        "--no-server-metrics",
+        "--api",
+        "chat",
+        "--concurrency",
+        "2",
+        "--requests",
+        "16",
+        "--dataset",
+        "sessions:turns=4,think=50ms,user=200,out=16,system=300",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{err}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let turns = v["turns"].as_array().unwrap();
+    eprintln!("turns {}", serde_json::to_string(turns).unwrap());
+    assert_eq!(turns.len(), 4);
+    for (i, t) in turns.iter().enumerate() {
+        assert_eq!(t["turn"], i + 1);
+        assert_eq!(t["ttft_ms"]["count"], 4, "4 sessions reach turn {}", i + 1);
+        assert!(t["p50_vs_turn1"].as_f64().unwrap() > 0.0);
+    }
+    // Each turn re-sends the history, which llama-server's slot cache holds.
+    let pr = &v["prefix_reuse"];
+    eprintln!("prefix_reuse {pr}");
+    assert!(pr["server_cached_share"].as_f64().unwrap() > 0.3, "{pr}");
+    assert!(stdout.contains("ttft p50 by turn: 1: "), "{stdout}");
+}
