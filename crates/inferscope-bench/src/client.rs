@@ -780,6 +780,9 @@ pub struct ServerInfo {
     /// Why `/v1/models` gave no list (`HTTP 404`, `timed out`, a JSON error), when it did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub models_error: Option<String>,
+    /// The server's command line, as given with `bench --server-cmd` (no engine serves it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
 }
 
 /// Why the server could not be asked.

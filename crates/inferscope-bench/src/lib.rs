@@ -37,6 +37,7 @@ pub mod client;
 pub mod compare;
 pub mod dataset;
 pub mod exec;
+pub mod explain;
 pub mod plot;
 pub mod record;
 pub mod result;

@@ -30,7 +30,7 @@ pub struct PrefixReuse {
     /// TTFT of requests without one.
     pub ttft_ms_miss: Summary,
     /// One-sided Mann-Whitney p-value that hit TTFTs are lower than miss TTFTs (normal
-    /// approximation with tie correction); `null` with fewer than 2 of either.
+    /// approximation with tie correction, `compare`'s test); `null` with fewer than 3 of either.
     pub ttft_hit_lower_p: Option<f64>,
 }
 
@@ -84,72 +84,14 @@ pub fn prefix_reuse(records: &[RequestRecord]) -> Option<PrefixReuse> {
         server_cached_share: (prompt > 0).then(|| cached as f64 / prompt as f64),
         ttft_ms_hit: hit.summary(),
         ttft_ms_miss: miss.summary(),
-        ttft_hit_lower_p: mann_whitney_less(&hit_v, &miss_v),
+        // p that the misses' TTFTs are larger than the hits'.
+        ttft_hit_lower_p: crate::compare::mann_whitney_greater(&hit_v, &miss_v),
     })
-}
-
-/// One-sided Mann-Whitney U test: the p-value that `a` is stochastically smaller than `b`
-/// (normal approximation, tie-corrected, with continuity correction). `None` with fewer than 2
-/// samples in either or no variance at all.
-pub fn mann_whitney_less(a: &[f64], b: &[f64]) -> Option<f64> {
-    let (n1, n2) = (a.len(), b.len());
-    if n1 < 2 || n2 < 2 || a.iter().chain(b).any(|x| !x.is_finite()) {
-        return None;
-    }
-    let mut all: Vec<(f64, bool)> = a
-        .iter()
-        .map(|&x| (x, true))
-        .chain(b.iter().map(|&x| (x, false)))
-        .collect();
-    all.sort_by(|x, y| x.0.total_cmp(&y.0));
-    let n = all.len();
-    let (mut rank_a, mut ties) = (0.0f64, 0.0f64);
-    let mut i = 0;
-    while i < n {
-        let mut j = i;
-        while j + 1 < n && all.get(j + 1).map(|v| v.0) == all.get(i).map(|v| v.0) {
-            j += 1;
-        }
-        // Tied values share the mean of their ranks (1-based).
-        let rank = (i + j) as f64 / 2.0 + 1.0;
-        let t = (j - i + 1) as f64;
-        ties += t * t * t - t;
-        rank_a += all
-            .get(i..=j)
-            .map_or(0, |s| s.iter().filter(|v| v.1).count()) as f64
-            * rank;
-        i = j + 1;
-    }
-    let (n1f, n2f, nf) = (n1 as f64, n2 as f64, n as f64);
-    let u = rank_a - n1f * (n1f + 1.0) / 2.0;
-    let mean = n1f * n2f / 2.0;
-    let var = n1f * n2f / 12.0 * ((nf + 1.0) - ties / (nf * (nf - 1.0)));
-    if var <= 0.0 {
-        return None;
-    }
-    // Small U means `a` ranks low: z below zero.
-    let z = (u - mean + 0.5) / var.sqrt();
-    Some(1.0 - crate::significance::normal_sf(z))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mann_whitney_matches_a_textbook_case() {
-        // Hand-computable: a entirely below b, n1 = n2 = 5: U = 0, mean 12.5, var 22.917,
-        // z = (0 - 12.5 + 0.5)/4.787 = -2.507, p = 0.0061.
-        let p = mann_whitney_less(&[1., 2., 3., 4., 5.], &[6., 7., 8., 9., 10.]).unwrap();
-        assert!((p - 0.0061).abs() < 3e-4, "{p}");
-        let p = mann_whitney_less(&[6., 7., 8., 9., 10.], &[1., 2., 3., 4., 5.]).unwrap();
-        assert!(p > 0.99, "{p}");
-        // Same distribution: near 0.5.
-        let p = mann_whitney_less(&[1., 3., 5., 7.], &[2., 4., 6., 8.]).unwrap();
-        assert!((0.3..0.7).contains(&p), "{p}");
-        assert_eq!(mann_whitney_less(&[1.], &[2., 3.]), None);
-        assert_eq!(mann_whitney_less(&[1., 1.], &[1., 1.]), None);
-    }
 
     fn rec(seq: u64, ttft_ms: u64, reusable: Option<u32>, cached: Option<u64>) -> RequestRecord {
         let mut r = RequestRecord::new(seq, false, 0, 0);

@@ -102,12 +102,39 @@ fn start_llama(bin: &Path, gguf: &Path, slots: u32) -> (ServerGuard, String) {
         .local_addr()
         .unwrap()
         .port();
+    start_llama_on(bin, gguf, &llama_args(gguf, slots, port))
+}
+
+/// llama-server's arguments (after the binary).
+fn llama_args(gguf: &Path, slots: u32, port: u16) -> Vec<String> {
+    let gguf = gguf.display().to_string();
+    let (slots, port) = (slots.to_string(), port.to_string());
+    [
+        "-m",
+        &gguf,
+        "--alias",
+        "tiny",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &port,
+        "-c",
+        "8192",
+        "-np",
+        &slots,
+        "-t",
+        "1",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn start_llama_on(bin: &Path, _gguf: &Path, args: &[String]) -> (ServerGuard, String) {
+    let port: u16 = args[args.iter().position(|a| a == "--port").unwrap() + 1]
+        .parse()
+        .unwrap();
     let child = Command::new(bin)
-        .arg("-m")
-        .arg(gguf)
-        .args(["--alias", "tiny", "--host", "127.0.0.1", "--port"])
-        .arg(port.to_string())
-        .args(["-c", "8192", "-np", &slots.to_string(), "-t", "1"])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -257,4 +284,72 @@ fn four_turn_sessions_report_ttft_by_turn_on_llama_server() {
     eprintln!("prefix_reuse {pr}");
     assert!(pr["server_cached_share"].as_f64().unwrap() > 0.3, "{pr}");
     assert!(stdout.contains("ttft p50 by turn: 1: "), "{stdout}");
+}
+
+#[test]
+fn compare_prints_the_server_flags_that_differ() {
+    let Some((bin, gguf)) = common::llama_server() else {
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let mut outs = Vec::new();
+    // The same server on the same port, -np 1 then -np 2: the one change being judged.
+    for (slots, dataset) in [
+        (1, "random:in=32,out=8"),
+        (2, "random:in=32,out=8"),
+        (2, "random:in=64,out=8"),
+    ] {
+        let args = llama_args(&gguf, slots, port);
+        let (server, url) = start_llama_on(&bin, &gguf, &args);
+        let cmd = format!("{} {}", bin.display(), args.join(" "));
+        let out = dir.path().join(format!("np{slots}-{}.json", outs.len()));
+        let (code, stdout, err) = inferscope(&[
+            "bench",
+            "--url",
+            &url,
+            "-q",
+            "--no-server-metrics",
+            "--concurrency",
+            "2",
+            "--requests",
+            "8",
+            "--dataset",
+            dataset,
+            "--server-cmd",
+            &cmd,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{stdout}\n{err}");
+        drop(server);
+        outs.push(out.to_str().unwrap().to_string());
+    }
+    let (_, stdout, err) = inferscope(&["compare", &outs[0], &outs[1]]);
+    eprintln!("{stdout}");
+    assert!(
+        stdout.contains("differs: server flag -np: 1 -> 2\n"),
+        "{stdout}\n{err}"
+    );
+    assert_eq!(stdout.matches("differs: ").count(), 1, "{stdout}");
+    assert!(!stdout.contains("warning: the runs differ"), "{stdout}");
+    // A second change besides the flag: both are listed and the verdict is flagged.
+    let (_, stdout, _) = inferscope(&["compare", &outs[0], &outs[2]]);
+    eprintln!("{stdout}");
+    assert!(
+        stdout.contains("differs: server flag -np: 1 -> 2\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("differs: bench setting dataset: \"random:in=32,out=8,spread=0\" -> \"random:in=64,out=8,spread=0\""),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("warning: the runs differ in 2 ways"),
+        "{stdout}"
+    );
 }

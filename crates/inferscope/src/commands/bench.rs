@@ -139,6 +139,10 @@ pub struct BenchArgs {
     /// Time between two scrapes of the server's metrics.
     #[arg(long, value_name = "D", default_value = "1s", value_parser = super::duration_arg)]
     pub server_metrics_interval: Duration,
+    /// The server's command line (e.g. "vllm serve M --max-num-seqs 256"), recorded in the
+    /// result so `compare` can say which flags differ between two runs.
+    #[arg(long, value_name = "CMD")]
+    pub server_cmd: Option<String>,
     /// No live progress on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -377,7 +381,12 @@ pub fn run(a: BenchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if a.find_capacity {
         return run_capacity(&a, &plan, machine, show, out);
     }
-    let outcome = execute_repeated(&plan, machine, show.then(progress_printer), a.repeat)?;
+    let mut outcome = execute_repeated(&plan, machine, show.then(progress_printer), a.repeat)?;
+    // No engine serves its own command line: the user says it, and `compare` diffs it.
+    outcome.result.server.command = a
+        .server_cmd
+        .as_deref()
+        .map(|c| inferscope_host::redact::scrub(c).into_owned());
     if show {
         eprint!("\r\x1b[2K");
     }
