@@ -94,10 +94,9 @@ pub fn differences(base: &BenchResult, cand: &BenchResult) -> Vec<String> {
             for k in keys {
                 let (vb, vc) = (fb.get(k), fc.get(k));
                 if vb != vc {
-                    let name = if k.starts_with('#') {
-                        format!("argument {}", &k[1..])
-                    } else {
-                        format!("flag {k}")
+                    let name = match k.strip_prefix('#') {
+                        Some(n) => format!("argument {n}"),
+                        None => format!("flag {k}"),
                     };
                     out.push(format!(
                         "server {name}: {} -> {}",
