@@ -142,6 +142,9 @@ pub struct Target {
     settings: RequestSettings,
     tokenizer: Option<Arc<TokenCounter>>,
     keep_text: bool,
+    /// Endpoints after the first (`--url A --url B ...`), and how requests are spread.
+    replicas: Vec<String>,
+    spread: Option<Arc<crate::replicas::Spread>>,
 }
 
 /// The HTTP client could not be built (TLS back-end or system resolver set-up).
@@ -204,7 +207,26 @@ impl Target {
             settings,
             tokenizer: None,
             keep_text: false,
+            replicas: Vec::new(),
+            spread: None,
         }
+    }
+
+    /// Spread requests over `bases` besides this target's own base URL (see
+    /// [`crate::replicas`]); records then carry their endpoint's index.
+    pub fn with_replicas(mut self, bases: &[String], balance: crate::replicas::Balance) -> Self {
+        if bases.is_empty() {
+            return self;
+        }
+        self.replicas = bases
+            .iter()
+            .map(|b| format!("{}{}", base_url(b), self.settings.api.path()))
+            .collect();
+        self.spread = Some(Arc::new(crate::replicas::Spread::new(
+            bases.len() + 1,
+            balance,
+        )));
+        self
     }
 
     /// Keep every completed response's generated text in the record (multi-turn sessions
@@ -246,9 +268,24 @@ impl Target {
         let deadline = tokio::time::Instant::from_std(t0)
             + Duration::from_micros(rec.sent_us)
             + self.settings.timeout;
-        // Generated text is kept only when there is a tokenizer to count it.
+        // Generated text is kept only for a tokenizer to count it or a session to re-send it.
         let mut text = (self.tokenizer.is_some() || self.keep_text).then(GeneratedText::default);
-        let r = tokio::time::timeout_at(deadline, self.exchange(body, rec, t0, &mut text)).await;
+        let pick = self.spread.as_ref().map(|s| s.pick(rec.seq));
+        let endpoint = match pick {
+            Some(i) => {
+                rec.endpoint = Some(i as u32);
+                i.checked_sub(1)
+                    .and_then(|j| self.replicas.get(j))
+                    .unwrap_or(&self.endpoint)
+            }
+            None => &self.endpoint,
+        };
+        let r =
+            tokio::time::timeout_at(deadline, self.exchange(endpoint, body, rec, t0, &mut text))
+                .await;
+        if let (Some(s), Some(i)) = (&self.spread, pick) {
+            s.done(i);
+        }
         rec.end_us = now_us(t0);
         let (r, rest) = match r {
             Ok(Ok(rest)) => (Ok(Ok(())), rest),
@@ -282,6 +319,7 @@ impl Target {
 
     async fn exchange(
         &self,
+        endpoint: &str,
         body: Bytes,
         rec: &mut RequestRecord,
         t0: Instant,
@@ -296,7 +334,7 @@ impl Target {
         // counts in the latency (measured from the intended time) and is recorded.
         let send = |client: &reqwest::Client| {
             client
-                .post(&self.endpoint)
+                .post(endpoint)
                 .header("content-type", "application/json")
                 .body(body.clone())
                 .send()

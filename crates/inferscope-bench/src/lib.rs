@@ -40,6 +40,7 @@ pub mod exec;
 pub mod explain;
 pub mod plot;
 pub mod record;
+pub mod replicas;
 pub mod result;
 pub mod reuse;
 pub mod run;

@@ -183,6 +183,9 @@ pub struct RequestRecord {
     /// `sessions:` workloads: the turn within the session (from 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
+    /// With several `--url`s: the index of the endpoint the request went to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<u32>,
 }
 
 impl RequestRecord {
@@ -216,6 +219,7 @@ impl RequestRecord {
             cached_tokens: None,
             session: None,
             turn: None,
+            endpoint: None,
         }
     }
 

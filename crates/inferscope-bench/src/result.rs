@@ -292,6 +292,18 @@ pub fn write_text(r: &BenchResult, out: &mut dyn std::io::Write) -> std::io::Res
         "throughput: {:.2} req/s, {:.1} output tok/s (tokens from {})",
         s.requests_per_s, s.output_tokens_per_s, s.token_count_source
     )?;
+    for e in &s.endpoints {
+        writeln!(
+            out,
+            "endpoint {}: {} of {} completed, {} output tokens, ttft p50 {} ms, e2e p50 {} ms",
+            e.url,
+            e.completed,
+            e.requests,
+            e.output_tokens,
+            e.ttft_ms.p50.map_or("-".into(), |v| format!("{v:.1}")),
+            e.e2e_ms.p50.map_or("-".into(), |v| format!("{v:.1}")),
+        )?;
+    }
     if !s.turns.is_empty() {
         let per: Vec<String> = s
             .turns

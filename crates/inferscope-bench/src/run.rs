@@ -61,6 +61,17 @@ pub struct Plan {
     pub tokenizer: Option<LocalTokenizer>,
     /// Scrape the server's Prometheus endpoint while the run goes (`None`: `--no-server-metrics`).
     pub server_metrics: Option<MetricsScrape>,
+    /// More endpoints besides `url` (`--url A --url B ...`) and how requests are spread.
+    pub replicas: Replicas,
+}
+
+/// Endpoints besides the plan's `url`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Replicas {
+    /// Base URLs after the first.
+    pub urls: Vec<String>,
+    /// Round robin or least outstanding.
+    pub balance: crate::replicas::Balance,
 }
 
 /// Where and how often to scrape engine metrics during a run.
@@ -278,6 +289,7 @@ async fn execute_async(
         if let Some(t) = &plan.tokenizer {
             target = target.with_tokenizer(t.counter.clone());
         }
+        target = target.with_replicas(&plan.replicas.urls, plan.replicas.balance);
         let prog = Arc::new(Progress::default());
         let ticker = progress
             .clone()
@@ -384,9 +396,19 @@ fn assemble(
             r
         }));
     }
-    let Some((stats, mut why, stop)) = top else {
+    let Some((mut stats, mut why, stop)) = top else {
         return Err(BenchError::Input("no step ran".into()));
     };
+    if !plan.replicas.urls.is_empty() {
+        let mut urls = vec![plan.url.clone()];
+        urls.extend(plan.replicas.urls.iter().cloned());
+        let first: Vec<RequestRecord> = all_records
+            .iter()
+            .filter(|r| r.step == 0)
+            .cloned()
+            .collect();
+        stats.endpoints = crate::replicas::per_endpoint(&first, &urls);
+    }
     if plan.sweep_steps > 0 && !all_valid && why.is_empty() {
         why.push("a sweep step was not valid (see sweep.steps)".into());
     }

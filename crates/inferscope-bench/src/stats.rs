@@ -334,6 +334,9 @@ pub struct Stats {
     /// `sessions:` workloads: TTFT per turn and its median against turn 1's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub turns: Vec<crate::sessions::TurnTtft>,
+    /// With several `--url`s: each endpoint's share (the top-level figures are overall).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<crate::replicas::EndpointStats>,
     /// `[percentile, ms]` pairs per metric, for plots.
     pub cdf: BTreeMap<String, Vec<[f64; 2]>>,
 }
@@ -569,6 +572,7 @@ pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
         implausible_token_counts: implausible,
         prefix_reuse: crate::reuse::prefix_reuse(records),
         turns: crate::sessions::turn_ttft(records),
+        endpoints: Vec::new(),
         cdf,
     };
     (stats, h)

@@ -47,6 +47,7 @@ fn plan(url: String, api: Api) -> Plan {
         trace: None,
         tokenizer: None,
         server_metrics: None,
+        replicas: Default::default(),
     }
 }
 

@@ -12,7 +12,7 @@ use inferscope_bench::dataset::DatasetSpec;
 use inferscope_bench::record;
 use inferscope_bench::result::{BenchResult, MachineSummary, TokenizerSetting};
 use inferscope_bench::run::{
-    LocalTokenizer, MetricsScrape, Plan, ProgressFn, ProgressView, execute_repeated,
+    LocalTokenizer, MetricsScrape, Plan, ProgressFn, ProgressView, Replicas, execute_repeated,
 };
 use inferscope_bench::schedule::{Arrival, Limits, Schedule, Warmup};
 use inferscope_bench::stats::Slo;
@@ -26,9 +26,13 @@ use std::time::Duration;
 /// `inferscope bench` flags.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// Server base URL (`http://HOST:PORT`); load goes only here.
-    #[arg(long, value_name = "URL")]
-    pub url: String,
+    /// Server base URL (`http://HOST:PORT`); load goes only here. Repeat it (`--url A --url B`)
+    /// to spread requests over replicas (see --balance); the first is asked for its models.
+    #[arg(long = "url", value_name = "URL", required = true)]
+    pub urls: Vec<String>,
+    /// With several --url: round-robin, or least-outstanding (fewest requests in flight).
+    #[arg(long, value_name = "POLICY", default_value = "round-robin")]
+    pub balance: inferscope_bench::replicas::Balance,
     /// OpenAI endpoint: completions (/v1/completions) or chat (/v1/chat/completions).
     #[arg(long, value_name = "API", default_value = "completions")]
     pub api: Api,
@@ -162,6 +166,13 @@ pub struct BenchArgs {
     pub capacity_resolution: f64,
 }
 
+impl BenchArgs {
+    /// The first `--url` (clap requires one).
+    pub fn url(&self) -> &str {
+        self.urls.first().map_or("", String::as_str)
+    }
+}
+
 /// `--warmup`, absent meaning none (the one parser: `Warmup`'s `FromStr`, shared with tune).
 pub(crate) fn parse_warmup(s: Option<&str>) -> anyhow::Result<Warmup> {
     s.map_or(Ok(Warmup::None), |s| {
@@ -171,14 +182,15 @@ pub(crate) fn parse_warmup(s: Option<&str>) -> anyhow::Result<Warmup> {
 
 /// Build the plan from flags (pure apart from the clock passed in).
 pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
-    if !(a.url.starts_with("http://") || a.url.starts_with("https://")) {
-        anyhow::bail!("--url {}: expected http://HOST:PORT", a.url);
-    }
-    if a.url.starts_with("https://") && !inferscope_bench::TLS_ENABLED {
-        anyhow::bail!(
-            "--url {}: this build has no TLS (build with --features inferscope-bench/tls)",
-            a.url
-        );
+    for url in &a.urls {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            anyhow::bail!("--url {url}: expected http://HOST:PORT");
+        }
+        if url.starts_with("https://") && !inferscope_bench::TLS_ENABLED {
+            anyhow::bail!(
+                "--url {url}: this build has no TLS (build with --features inferscope-bench/tls)"
+            );
+        }
     }
     let schedule = match (a.rate, a.concurrency, a.sweep) {
         (Some(rate), _, _) => Schedule::Open {
@@ -234,7 +246,7 @@ pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
         (d, _) => d,
     };
     Ok(Plan {
-        url: a.url.clone(),
+        url: a.url().to_string(),
         request: RequestSettings {
             api: a.api,
             model: a.model.clone().unwrap_or_default(),
@@ -265,6 +277,10 @@ pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
         trace: a.trace.as_ref().map(|p| p.display().to_string()),
         tokenizer: None,
         server_metrics,
+        replicas: Replicas {
+            urls: a.urls.iter().skip(1).cloned().collect(),
+            balance: a.balance,
+        },
     })
 }
 
@@ -283,7 +299,7 @@ fn server_metrics(a: &BenchArgs) -> anyhow::Result<Option<MetricsScrape>> {
     let url = match &a.server_metrics {
         Some(u) if u.starts_with("http://") || u.starts_with("https://") => u.clone(),
         Some(u) => anyhow::bail!("--server-metrics {u}: expected http://HOST:PORT/PATH"),
-        None => format!("{}/metrics", inferscope_bench::client::base_url(&a.url)),
+        None => format!("{}/metrics", inferscope_bench::client::base_url(a.url())),
     };
     Ok(Some(MetricsScrape {
         url,
