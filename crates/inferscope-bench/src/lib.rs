@@ -36,6 +36,7 @@ pub mod capacity;
 pub mod client;
 pub mod compare;
 pub mod dataset;
+pub mod energy;
 pub mod exec;
 pub mod explain;
 pub mod plot;

@@ -198,6 +198,9 @@ pub struct BenchResult {
     /// schema 1 files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<crate::server_metrics::ServerMetrics>,
+    /// GPU energy per output token, or why unknown (absent in files from before issue 31).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy: Option<crate::energy::Energy>,
 }
 
 /// Decide validity (pure): the reasons a run is not valid; empty means valid.
@@ -292,6 +295,22 @@ pub fn write_text(r: &BenchResult, out: &mut dyn std::io::Write) -> std::io::Res
         "throughput: {:.2} req/s, {:.1} output tok/s (tokens from {})",
         s.requests_per_s, s.output_tokens_per_s, s.token_count_source
     )?;
+    if let Some(e) = &r.energy {
+        match (e.joules, &e.reason) {
+            (Some(j), _) => writeln!(
+                out,
+                "energy: {j:.1} J on {} GPU(s), {} J per output token",
+                e.gpus.unwrap_or(0),
+                e.joules_per_output_token
+                    .map_or("-".into(), |v| format!("{v:.4}"))
+            )?,
+            (None, why) => writeln!(
+                out,
+                "energy: unknown: {}",
+                why.as_deref().unwrap_or("not measured")
+            )?,
+        }
+    }
     for e in &s.endpoints {
         writeln!(
             out,

@@ -449,6 +449,7 @@ fn assemble(
         sweep,
         repeats: Vec::new(),
         server_metrics: None,
+        energy: None,
     };
     Ok(Outcome {
         result,

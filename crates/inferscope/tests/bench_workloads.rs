@@ -241,6 +241,15 @@ fn mooncake_trace_replays_on_time_and_shared_prefixes_answer_faster() {
         stdout.contains("prefix reuse: 29 of 60 requests could hit"),
         "{stdout}"
     );
+    // The server is on this machine: energy per token from NVML, or NVML's own reason why not.
+    let e = &v["energy"];
+    eprintln!("energy {e}");
+    match e["status"].as_str() {
+        Some("ok") => assert!(e["joules"].as_f64().unwrap() >= 0.0, "{e}"),
+        Some("unknown") => assert!(e["reason"].as_str().unwrap().starts_with("NVML"), "{e}"),
+        _ => panic!("energy: {e}"),
+    }
+    assert!(stdout.contains("energy: "), "{stdout}");
 }
 
 #[test]

@@ -9,6 +9,7 @@
 use anyhow::Context;
 use inferscope_bench::client::{Api, RequestSettings};
 use inferscope_bench::dataset::DatasetSpec;
+use inferscope_bench::energy::Energy;
 use inferscope_bench::record;
 use inferscope_bench::result::{BenchResult, MachineSummary, TokenizerSetting};
 use inferscope_bench::run::{
@@ -386,6 +387,38 @@ pub fn write_plots(dir: &Path, results: &[(String, &BenchResult)]) -> anyhow::Re
     Ok(written)
 }
 
+fn read_energy() -> Result<Vec<u64>, String> {
+    let lib = std::env::var_os(inferscope_probe::nvml::LIB_ENV);
+    inferscope_probe::nvml::total_energy_mj(lib.as_deref())
+}
+
+/// NVML's energy counters before the run, when the server runs on this machine: every `--url`
+/// is a loopback address or this host's name, and a `--server-snapshot`, if given, is of this
+/// host. Otherwise why not.
+fn energy_counters(a: &BenchArgs, server_host: Option<&str>) -> Result<Vec<u64>, String> {
+    let here = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok();
+    if let Some(h) = server_host
+        && here.as_deref() != Some(h)
+    {
+        return Err(format!(
+            "the server's snapshot is of {h}, not this machine: NVML here cannot measure it"
+        ));
+    }
+    if let Some(u) = a
+        .urls
+        .iter()
+        .find(|u| !inferscope_bench::energy::url_is_local(u, here.as_deref()))
+    {
+        return Err(format!(
+            "the server at {} is not on this machine (bench reads NVML where it runs)",
+            inferscope_host::redact::scrub(u)
+        ));
+    }
+    read_energy()
+}
+
 /// Run the benchmark.
 pub fn run(a: BenchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let mut plan = plan(&a, crate::clock::now_rfc3339())?;
@@ -397,7 +430,25 @@ pub fn run(a: BenchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if a.find_capacity {
         return run_capacity(&a, &plan, machine, show, out);
     }
+    let server_host = a
+        .snapshot
+        .as_ref()
+        .and_then(|_| machine.as_ref()?.hostname.clone());
+    let energy_before = energy_counters(&a, server_host.as_deref());
     let mut outcome = execute_repeated(&plan, machine, show.then(progress_printer), a.repeat)?;
+    let tokens: u64 = outcome
+        .records
+        .iter()
+        .filter(|r| r.is_ok())
+        .map(|r| r.output_tokens().0)
+        .sum();
+    outcome.result.energy = Some(match energy_before {
+        Ok(before) => match read_energy() {
+            Ok(after) => Energy::from_counters(&before, &after, tokens),
+            Err(e) => Energy::unknown(e),
+        },
+        Err(e) => Energy::unknown(e),
+    });
     // No engine serves its own command line: the user says it, and `compare` diffs it.
     outcome.result.server.command = a
         .server_cmd
