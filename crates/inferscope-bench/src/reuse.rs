@@ -29,6 +29,14 @@ pub struct PrefixReuse {
     pub ttft_ms_hit: Summary,
     /// TTFT of requests without one.
     pub ttft_ms_miss: Summary,
+    /// The engine's own prefix-cache hit rate over the run, from its scraped metrics: vLLM's
+    /// `prefix_cache_hits_total` rise over `prefix_cache_queries_total` rise (tokens), or
+    /// SGLang's last `cache_hit_rate`; absent when not scraped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics_hit_rate: Option<f64>,
+    /// The metric it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics_hit_rate_source: Option<String>,
     /// One-sided Mann-Whitney p-value that hit TTFTs are lower than miss TTFTs (normal
     /// approximation with tie correction, `compare`'s test); `null` with fewer than 3 of either.
     pub ttft_hit_lower_p: Option<f64>,
@@ -86,7 +94,35 @@ pub fn prefix_reuse(records: &[RequestRecord]) -> Option<PrefixReuse> {
         ttft_ms_miss: miss.summary(),
         // p that the misses' TTFTs are larger than the hits'.
         ttft_hit_lower_p: crate::compare::mann_whitney_greater(&hit_v, &miss_v),
+        server_metrics_hit_rate: None,
+        server_metrics_hit_rate_source: None,
     })
+}
+
+/// The engine's prefix-cache hit rate over a run from its scraped metrics, and the metric's
+/// name: vLLM (V1 names, then V0's `gpu_` ones) as the rise of hits over the rise of queries,
+/// SGLang as its last `cache_hit_rate`. `None` when neither was scraped or no query was made.
+pub fn metrics_hit_rate(m: &crate::server_metrics::ServerMetrics) -> Option<(f64, String)> {
+    for (hits, queries) in [
+        (
+            "vllm:prefix_cache_hits_total",
+            "vllm:prefix_cache_queries_total",
+        ),
+        (
+            "vllm:gpu_prefix_cache_hits_total",
+            "vllm:gpu_prefix_cache_queries_total",
+        ),
+    ] {
+        if let (Some(h), Some(q)) = (m.summary.get(hits), m.summary.get(queries)) {
+            let dq = q.last - q.first;
+            if dq > 0.0 {
+                return Some(((h.last - h.first) / dq, hits.to_string()));
+            }
+        }
+    }
+    m.summary
+        .get("sglang:cache_hit_rate")
+        .map(|s| (s.last, "sglang:cache_hit_rate".to_string()))
 }
 
 #[cfg(test)]
@@ -124,6 +160,23 @@ mod tests {
         assert_eq!(p.ttft_ms_hit.count, 5);
         assert!(p.ttft_ms_hit.p50.unwrap() < p.ttft_ms_miss.p50.unwrap());
         assert!(p.ttft_hit_lower_p.unwrap() < 0.01);
+        let mut m = crate::server_metrics::ServerMetrics::new("http://x/metrics", 1.0);
+        let sum = |first, last| crate::server_metrics::Summary {
+            first,
+            last,
+            max: last,
+        };
+        assert_eq!(metrics_hit_rate(&m), None);
+        m.summary
+            .insert("vllm:prefix_cache_hits_total".into(), sum(100.0, 400.0));
+        m.summary.insert(
+            "vllm:prefix_cache_queries_total".into(),
+            sum(1000.0, 2000.0),
+        );
+        assert_eq!(
+            metrics_hit_rate(&m),
+            Some((0.3, "vllm:prefix_cache_hits_total".into()))
+        );
         // Unknown is not zero: a workload that does not know reports nothing.
         assert_eq!(prefix_reuse(&[rec(0, 1, None, None)]), None);
     }

@@ -197,6 +197,13 @@ pub fn execute(
     let outcome = rt.block_on(execute_async(plan, machine, progress, &dataset));
     let metrics = scraper.map(crate::scrape::Scraper::finish);
     outcome.map(|mut o| {
+        if let (Some(p), Some((rate, source))) = (
+            o.result.stats.prefix_reuse.as_mut(),
+            metrics.as_ref().and_then(crate::reuse::metrics_hit_rate),
+        ) {
+            p.server_metrics_hit_rate = Some(rate);
+            p.server_metrics_hit_rate_source = Some(source);
+        }
         o.result.server_metrics = metrics;
         o
     })
