@@ -666,10 +666,10 @@ pub fn load(
         DatasetSpec::Jsonl(p) => parse_jsonl(&mut open(p)?, default_out).map_err(invalid(p)),
         DatasetSpec::ShareGpt(p) => parse_sharegpt(&mut open(p)?, seed).map_err(invalid(p)),
         DatasetSpec::Trace { path, speed } => {
-            if !(speed.is_finite() && *speed > 0.0) {
+            if !crate::workload::SPEED_RANGE.contains(speed) {
                 return Err(DatasetError::Invalid {
                     path: path.clone(),
-                    msg: format!("--trace-speed {speed}: expected a positive number"),
+                    msg: format!("--trace-speed {speed}: expected a number from 0.001 to 1000000"),
                 });
             }
             crate::workload::parse_trace(&mut open(path)?, *speed, seed, default_out)

@@ -32,6 +32,13 @@ use std::time::Duration;
 pub const BLOCK: u32 = 512;
 /// Longest prompt synthesised for one trace line (words); longer lines are refused.
 pub const MAX_INPUT: u32 = 1 << 20;
+/// Latest timestamp accepted (ms, about 115 days).
+pub const MAX_TIMESTAMP_MS: f64 = 1e10;
+/// `--trace-speed` range: slower than 1/1000 or faster than a million times is not a replay.
+pub const SPEED_RANGE: std::ops::RangeInclusive<f64> = 1e-3..=1e6;
+/// Most `hash_ids` kept over a whole trace (about 400 MiB with the set of ids seen); a trace
+/// with more is refused at the line that passes it rather than exhausting memory.
+pub const MAX_HASH_IDS: usize = 1 << 24;
 
 /// One trace line, as kept in memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,11 +144,11 @@ impl Lazy {
             Lazy::Trace { entries, speed, .. } => {
                 let speed = *speed;
                 let times: Vec<u64> = entries.iter().map(|e| e.at_us).collect();
-                Some(
-                    times
-                        .into_iter()
-                        .map(move |us| Duration::from_secs_f64(us as f64 / 1e6 / speed)),
-                )
+                Some(times.into_iter().map(move |us| {
+                    // Parsing bounds timestamps and speed; never panic regardless.
+                    Duration::try_from_secs_f64(us as f64 / 1e6 / speed)
+                        .unwrap_or(Duration::from_secs(1 << 32))
+                }))
             }
             Lazy::SharedPrefix { .. } => None,
         }
@@ -220,6 +227,17 @@ pub fn parse_trace(
     seed: u64,
     default_out: u32,
 ) -> Result<Lazy, ContentError> {
+    parse_trace_capped(input, speed, seed, default_out, MAX_HASH_IDS)
+}
+
+fn parse_trace_capped(
+    input: &mut dyn BufRead,
+    speed: f64,
+    seed: u64,
+    default_out: u32,
+    max_ids: usize,
+) -> Result<Lazy, ContentError> {
+    let mut ids_kept = 0usize;
     let mut entries: Vec<TraceEntry> = Vec::new();
     let mut seen: HashSet<u64> = HashSet::new();
     let mut buf = Vec::new();
@@ -250,8 +268,16 @@ pub fn parse_trace(
         let ts = l
             .timestamp
             .ok_or_else(|| bad("no `timestamp` (ms)".into()))?;
-        if !ts.is_finite() || ts < 0.0 {
-            return Err(bad(format!("timestamp {ts} is not a time in ms")));
+        if !ts.is_finite() || !(0.0..=MAX_TIMESTAMP_MS).contains(&ts) {
+            // A huge number is shown as the file spells it, not in 300 digits.
+            let shown = if ts.abs() < 1e15 {
+                ts.to_string()
+            } else {
+                format!("{ts:e}")
+            };
+            return Err(bad(format!(
+                "timestamp {shown} is not a time in ms from 0 to {MAX_TIMESTAMP_MS:e}"
+            )));
         }
         if ts < last_ms {
             return Err(bad(format!(
@@ -286,6 +312,12 @@ pub fn parse_trace(
                 return Err(bad(format!(
                     "{} hash_ids for {input} tokens: at most {blocks} blocks of {BLOCK}",
                     l.hash_ids.len()
+                )));
+            }
+            ids_kept += l.hash_ids.len();
+            if ids_kept > max_ids {
+                return Err(bad(format!(
+                    "more than {max_ids} hash_ids in the trace so far: too large to replay"
                 )));
             }
             // Prefix caches match whole leading blocks only.
@@ -445,6 +477,10 @@ mod tests {
                 "line 1: timestamp -1",
             ),
             (
+                "{\"timestamp\": 1e300, \"input_length\": 3}\n",
+                "line 1: timestamp 1e300 is not a time in ms from 0 to 1e10",
+            ),
+            (
                 "{\"timestamp\": 1, \"input_length\": 3, \"hash\": 1}\n",
                 "line 1: unknown field `hash`",
             ),
@@ -455,6 +491,17 @@ mod tests {
                 .to_string();
             assert!(e.starts_with(want), "{e} / {want}");
         }
+    }
+
+    #[test]
+    fn total_hash_ids_are_capped() {
+        let e = parse_trace_capped(&mut MOONCAKE.as_bytes(), 1.0, 0, 1, 6)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "line 3: more than 6 hash_ids in the trace so far: too large to replay"
+        );
     }
 
     #[test]

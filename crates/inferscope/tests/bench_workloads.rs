@@ -63,7 +63,7 @@ fn trace_flags_are_checked() {
         (
             "--trace-speed",
             "0",
-            "--trace-speed 0: expected a positive number",
+            "--trace-speed 0: expected a number from 0.001 to 1000000",
         ),
         (
             "--rate",

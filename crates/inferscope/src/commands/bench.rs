@@ -228,8 +228,8 @@ pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
             );
         }
         if let Some(f) = a.trace_speed {
-            if !(f.is_finite() && f > 0.0) {
-                anyhow::bail!("--trace-speed {f}: expected a positive number");
+            if !inferscope_bench::workload::SPEED_RANGE.contains(&f) {
+                anyhow::bail!("--trace-speed {f}: expected a number from 0.001 to 1000000");
             }
             *speed = f;
         }
