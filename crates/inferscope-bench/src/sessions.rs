@@ -68,6 +68,15 @@ pub fn parse(rest: &str) -> Result<Sessions, SpecError> {
             }
         }
     }
+    // Bounded so no spec can exhaust memory: a conversation's prompt stays under a million words.
+    let max = crate::workload::MAX_INPUT;
+    let last_turn =
+        u64::from(s.system) + u64::from(s.turns) * (u64::from(s.user) + u64::from(s.output));
+    if s.turns > 1000 || s.user > max || s.system > max || s.output > max || last_turn > 1 << 24 {
+        return Err(SpecError::BadValue(format!(
+            "sessions:{rest}: at most 1000 turns, {max} words (or tokens) per message and 16777216 in the last turn"
+        )));
+    }
     if s.turns == 0 || s.user == 0 || s.output == 0 {
         return Err(SpecError::BadValue(format!(
             "sessions:{rest}: turns, user and out must be at least 1"
@@ -234,6 +243,9 @@ mod tests {
         assert!(parse("turns=0").is_err());
         assert!(parse("think=soon").is_err());
         assert!(parse("depth=2").is_err());
+        assert!(parse("user=4000000000").is_err());
+        assert!(parse("turns=100000").is_err());
+        assert!(parse("turns=1000,user=100000").is_err());
     }
 
     #[test]

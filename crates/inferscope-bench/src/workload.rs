@@ -369,6 +369,11 @@ pub fn parse_shared_prefix(rest: &str) -> Result<(u32, u32, u32, u32), SpecError
             }
         }
     }
+    if u64::from(prefix) + u64::from(suffix) > u64::from(MAX_INPUT) {
+        return Err(SpecError::BadValue(format!(
+            "shared-prefix:{rest}: prefix + suffix must be at most {MAX_INPUT} words"
+        )));
+    }
     if groups == 0 || suffix == 0 || out == 0 {
         return Err(SpecError::BadValue(format!(
             "shared-prefix:{rest}: groups, suffix and out must be at least 1"
@@ -528,5 +533,6 @@ mod tests {
         assert_eq!(r, [0, 0, 0, 20, 20, 20, 20]);
         assert!(parse_shared_prefix("groups=0").is_err());
         assert!(parse_shared_prefix("size=3").is_err());
+        assert!(parse_shared_prefix("prefix=4000000000").is_err());
     }
 }
