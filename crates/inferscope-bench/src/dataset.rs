@@ -1,5 +1,6 @@
 //! Prompts and output lengths: `random:in=512,out=128[,spread=0.1]`, `jsonl:FILE`,
-//! `sharegpt:FILE`.
+//! `sharegpt:FILE`; the workloads built per request (`trace:FILE`, `shared-prefix:...`) are in
+//! [`crate::workload`], multi-turn `sessions:...` in [`crate::sessions`].
 //!
 //! * `random:` builds prompts of `in` words drawn from a fixed list of common English words with
 //!   the run's seed (a common word is one token in most vocabularies, so `in` approximates prompt

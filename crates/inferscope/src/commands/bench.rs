@@ -67,7 +67,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "D|N")]
     pub warmup: Option<String>,
     /// Prompts: random:in=512,out=128[,spread=0.1] | jsonl:FILE | sharegpt:FILE | trace:FILE
-    /// (timestamped replay, Mooncake or plain JSONL) | shared-prefix:groups=G,prefix=P,suffix=S[,out=O].
+    /// (timestamped replay, Mooncake or plain JSONL) | shared-prefix:groups=G,prefix=P,suffix=S[,out=O]
+    /// | sessions:turns=N,think=D,user=U,out=O[,system=S] (multi-turn chat; needs --api chat).
     #[arg(long, value_name = "SPEC", default_value = "random:in=512,out=128")]
     pub dataset: DatasetSpec,
     /// With --dataset trace:FILE: replay F times faster than the trace's timestamps (0.5 = slower).
