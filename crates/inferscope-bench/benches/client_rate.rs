@@ -195,6 +195,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         trace: None,
         tokenizer: None,
         server_metrics: None,
+        replicas: Default::default(),
     };
     let out = execute(&plan, None, None);
     let _ = server.kill();

@@ -84,22 +84,38 @@ pub struct RequestSettings {
 
 /// The JSON body for one prompt (pure).
 pub fn body(s: &RequestSettings, p: &Prompt) -> Bytes {
+    match s.api {
+        Api::Completions => body_with(s, None, Some(p.text.clone()), p.max_tokens),
+        Api::Chat => chat_body(
+            s,
+            serde_json::json!([{"role": "user", "content": p.text}]),
+            p.max_tokens,
+        ),
+    }
+}
+
+/// The chat body for these `messages` (pure), whatever `--api` says.
+pub fn chat_body(s: &RequestSettings, messages: serde_json::Value, max_tokens: u32) -> Bytes {
+    body_with(s, Some(messages), None, max_tokens)
+}
+
+fn body_with(
+    s: &RequestSettings,
+    messages: Option<serde_json::Value>,
+    prompt: Option<String>,
+    max_tokens: u32,
+) -> Bytes {
     let mut v = serde_json::Map::new();
     v.insert("model".into(), s.model.clone().into());
-    match s.api {
-        Api::Completions => {
-            v.insert("prompt".into(), p.text.clone().into());
-        }
-        Api::Chat => {
-            v.insert(
-                "messages".into(),
-                serde_json::json!([{"role": "user", "content": p.text}]),
-            );
-            // Newer servers read max_completion_tokens; older ones only max_tokens.
-            v.insert("max_completion_tokens".into(), p.max_tokens.into());
-        }
+    if let Some(p) = prompt {
+        v.insert("prompt".into(), p.into());
     }
-    v.insert("max_tokens".into(), p.max_tokens.into());
+    if let Some(m) = messages {
+        v.insert("messages".into(), m);
+        // Newer servers read max_completion_tokens; older ones only max_tokens.
+        v.insert("max_completion_tokens".into(), max_tokens.into());
+    }
+    v.insert("max_tokens".into(), max_tokens.into());
     v.insert("temperature".into(), s.temperature.into());
     v.insert("stream".into(), s.stream.into());
     if s.stream {
@@ -110,7 +126,7 @@ pub fn body(s: &RequestSettings, p: &Prompt) -> Bytes {
     }
     if s.ignore_eos {
         v.insert("ignore_eos".into(), true.into());
-        v.insert("min_tokens".into(), p.max_tokens.into());
+        v.insert("min_tokens".into(), max_tokens.into());
     }
     Bytes::from(serde_json::Value::Object(v).to_string())
 }
@@ -125,6 +141,10 @@ pub struct Target {
     endpoint: String,
     settings: RequestSettings,
     tokenizer: Option<Arc<TokenCounter>>,
+    keep_text: bool,
+    /// Endpoints after the first (`--url A --url B ...`), and how requests are spread.
+    replicas: Vec<String>,
+    spread: Option<Arc<crate::replicas::Spread>>,
 }
 
 /// The HTTP client could not be built (TLS back-end or system resolver set-up).
@@ -186,7 +206,34 @@ impl Target {
             fresh,
             settings,
             tokenizer: None,
+            keep_text: false,
+            replicas: Vec::new(),
+            spread: None,
         }
+    }
+
+    /// Spread requests over `bases` besides this target's own base URL (see
+    /// [`crate::replicas`]); records then carry their endpoint's index.
+    pub fn with_replicas(mut self, bases: &[String], balance: crate::replicas::Balance) -> Self {
+        if bases.is_empty() {
+            return self;
+        }
+        self.replicas = bases
+            .iter()
+            .map(|b| format!("{}{}", base_url(b), self.settings.api.path()))
+            .collect();
+        self.spread = Some(Arc::new(crate::replicas::Spread::new(
+            bases.len() + 1,
+            balance,
+        )));
+        self
+    }
+
+    /// Keep every completed response's generated text in the record (multi-turn sessions
+    /// re-send it).
+    pub fn keeping_text(mut self) -> Self {
+        self.keep_text = true;
+        self
     }
 
     /// Keep every completed response's generated text for this tokenizer, which counts it after
@@ -221,9 +268,24 @@ impl Target {
         let deadline = tokio::time::Instant::from_std(t0)
             + Duration::from_micros(rec.sent_us)
             + self.settings.timeout;
-        // Generated text is kept only when there is a tokenizer to count it.
-        let mut text = self.tokenizer.as_ref().map(|_| GeneratedText::default());
-        let r = tokio::time::timeout_at(deadline, self.exchange(body, rec, t0, &mut text)).await;
+        // Generated text is kept only for a tokenizer to count it or a session to re-send it.
+        let mut text = (self.tokenizer.is_some() || self.keep_text).then(GeneratedText::default);
+        let pick = self.spread.as_ref().map(|s| s.pick(rec.seq));
+        let endpoint = match pick {
+            Some(i) => {
+                rec.endpoint = Some(i as u32);
+                i.checked_sub(1)
+                    .and_then(|j| self.replicas.get(j))
+                    .unwrap_or(&self.endpoint)
+            }
+            None => &self.endpoint,
+        };
+        let r =
+            tokio::time::timeout_at(deadline, self.exchange(endpoint, body, rec, t0, &mut text))
+                .await;
+        if let (Some(s), Some(i)) = (&self.spread, pick) {
+            s.done(i);
+        }
         rec.end_us = now_us(t0);
         let (r, rest) = match r {
             Ok(Ok(rest)) => (Ok(Ok(())), rest),
@@ -257,6 +319,7 @@ impl Target {
 
     async fn exchange(
         &self,
+        endpoint: &str,
         body: Bytes,
         rec: &mut RequestRecord,
         t0: Instant,
@@ -271,7 +334,7 @@ impl Target {
         // counts in the latency (measured from the intended time) and is recorded.
         let send = |client: &reqwest::Client| {
             client
-                .post(&self.endpoint)
+                .post(endpoint)
                 .header("content-type", "application/json")
                 .body(body.clone())
                 .send()
@@ -448,7 +511,7 @@ impl Target {
                 rec.finish_reason = Some(truncate(f, 32).to_string());
             }
         }
-        apply_meta(rec, c.id.as_deref(), c.usage.as_ref());
+        apply_meta(rec, &c);
         if !has_text && rec.usage_output_tokens.unwrap_or(0) == 0 {
             return Err((ErrorClass::EmptyResponse, "no generated text".into()));
         }
@@ -497,7 +560,17 @@ impl Leftover {
     }
 }
 
-fn apply_meta(rec: &mut RequestRecord, id: Option<&str>, usage: Option<&Usage>) {
+fn apply_meta(rec: &mut RequestRecord, c: &Completion<'_>) {
+    let (id, usage) = (c.id.as_deref(), c.usage.as_ref());
+    if let Some(n) = c.timings.as_ref().and_then(|t| t.cache_n) {
+        rec.cached_tokens = Some(n);
+    }
+    if let Some(n) = usage
+        .and_then(|u| u.prompt_tokens_details.as_ref())
+        .and_then(|d| d.cached_tokens)
+    {
+        rec.cached_tokens = Some(n);
+    }
     if rec.response_id.is_none()
         && let Some(id) = id
     {
@@ -645,7 +718,7 @@ impl StreamState {
                                 rec.finish_reason = Some(truncate(f, 32).to_string());
                             }
                         }
-                        apply_meta(rec, c.id.as_deref(), c.usage.as_ref());
+                        apply_meta(rec, &c);
                         if content {
                             rec.push_chunk(now, 1);
                         }
@@ -665,8 +738,17 @@ struct Completion<'a> {
     choices: Vec<Choice<'a>>,
     #[serde(default)]
     usage: Option<Usage>,
+    /// llama-server's per-response timings (its prompt cache hits: `cache_n`).
+    #[serde(default)]
+    timings: Option<Timings>,
     #[serde(default)]
     error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Timings {
+    #[serde(default)]
+    cache_n: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -713,6 +795,14 @@ struct Usage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
 }
 
 /// What the server says about itself (`/v1/models`, and a version endpoint when present).
@@ -728,6 +818,9 @@ pub struct ServerInfo {
     /// Why `/v1/models` gave no list (`HTTP 404`, `timed out`, a JSON error), when it did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub models_error: Option<String>,
+    /// The server's command line, as given with `bench --server-cmd` (no engine serves it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
 }
 
 /// Why the server could not be asked.
@@ -833,6 +926,7 @@ mod tests {
             max_tokens: 7,
             len: 2,
             tokens: None,
+            reusable: None,
         };
         let b: serde_json::Value =
             serde_json::from_slice(&body(&settings(Api::Completions, true), &p)).unwrap();
@@ -845,6 +939,24 @@ mod tests {
         assert_eq!(b["messages"][0]["content"], "hi \"there\"");
         assert_eq!(b["max_completion_tokens"], 7);
         assert!(b.get("stream_options").is_none());
+    }
+
+    #[test]
+    fn server_cache_hits_are_read() {
+        // llama-server's last chunk carries `timings` (b4000+); vLLM and SGLang put OpenAI's
+        // `prompt_tokens_details.cached_tokens` in usage.
+        let (_, rec) = run_events(&[
+            r#"{"id":"c","choices":[{"text":"a","index":0}]}"#,
+            r#"{"id":"c","choices":[{"text":"","index":0,"finish_reason":"length"}],"usage":{"completion_tokens":1,"prompt_tokens":600},"timings":{"cache_n":512,"prompt_n":88}}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(rec.cached_tokens, Some(512));
+        let (_, rec) = run_events(&[
+            r#"{"id":"c","choices":[{"text":"a","index":0}]}"#,
+            r#"{"id":"c","choices":[],"usage":{"completion_tokens":1,"prompt_tokens":600,"prompt_tokens_details":{"cached_tokens":256}}}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(rec.cached_tokens, Some(256));
     }
 
     fn run_events(events: &[&str]) -> (StreamState, RequestRecord) {
@@ -871,6 +983,7 @@ mod tests {
         assert_eq!(rec.chunks.len(), 2);
         assert_eq!(rec.usage_output_tokens, Some(2));
         assert_eq!(rec.input_tokens, Some(9));
+        assert_eq!(rec.cached_tokens, None);
         assert_eq!(rec.finish_reason.as_deref(), Some("length"));
         assert_eq!(rec.response_id.as_deref(), Some("c1"));
     }

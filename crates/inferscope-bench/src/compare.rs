@@ -427,6 +427,10 @@ pub struct Comparison {
     /// verdict; not judged.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub server_metrics: Vec<String>,
+    /// What else differs between the runs: server flags and version, machine, bench settings
+    /// ([`crate::explain::differences`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub differences: Vec<String>,
 }
 
 /// A metric's value in one run's statistics.
@@ -740,6 +744,7 @@ pub fn compare(
             base.server_metrics.as_ref(),
             cand.server_metrics.as_ref(),
         ),
+        differences: crate::explain::differences(base, cand),
     }
 }
 
@@ -1245,6 +1250,17 @@ pub fn write_text(c: &Comparison, out: &mut dyn Write) -> std::io::Result<()> {
     }
     for l in &c.server_metrics {
         writeln!(out, "engine: {l}")?;
+    }
+    for d in &c.differences {
+        writeln!(out, "differs: {d}")?;
+    }
+    if c.differences.len() > 1 {
+        writeln!(
+            out,
+            "warning: the runs differ in {} ways (above), not only in the change being judged: \
+             the verdict cannot say which of them made the difference",
+            c.differences.len()
+        )?;
     }
     Ok(())
 }

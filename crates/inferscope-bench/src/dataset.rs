@@ -1,5 +1,6 @@
 //! Prompts and output lengths: `random:in=512,out=128[,spread=0.1]`, `jsonl:FILE`,
-//! `sharegpt:FILE`.
+//! `sharegpt:FILE`; the workloads built per request (`trace:FILE`, `shared-prefix:...`) are in
+//! [`crate::workload`], multi-turn `sessions:...` in [`crate::sessions`].
 //!
 //! * `random:` builds prompts of `in` words drawn from a fixed list of common English words with
 //!   the run's seed (a common word is one token in most vocabularies, so `in` approximates prompt
@@ -50,6 +51,26 @@ pub enum DatasetSpec {
     Jsonl(PathBuf),
     /// ShareGPT JSON file.
     ShareGpt(PathBuf),
+    /// Timestamped trace (Mooncake or plain JSONL), see [`crate::workload`].
+    Trace {
+        /// The file.
+        path: PathBuf,
+        /// Time compression (`--trace-speed`).
+        speed: f64,
+    },
+    /// Groups of requests sharing a prefix, see [`crate::workload`].
+    SharedPrefix {
+        /// Groups.
+        groups: u32,
+        /// Shared words.
+        prefix: u32,
+        /// Own words per request.
+        suffix: u32,
+        /// Output tokens asked for.
+        output: u32,
+    },
+    /// Multi-turn chat sessions, see [`crate::sessions`].
+    Sessions(crate::sessions::Sessions),
 }
 
 /// Why a `--dataset` spec cannot be parsed.
@@ -67,12 +88,15 @@ pub enum SpecError {
     /// A `random:` key other than in, out, spread.
     #[error("dataset `{0}`: unknown key (in, out, spread)")]
     UnknownKey(String),
+    /// A key a workload does not know (the key, the known ones).
+    #[error("dataset `{0}`: unknown key ({1})")]
+    UnknownKeyOf(String, &'static str),
     /// `out=0`.
     #[error("dataset: out must be at least 1")]
     NoOutput,
     /// Not random:, jsonl: or sharegpt:.
     #[error(
-        "unknown dataset `{0}`: expected random:in=N,out=N[,spread=F], jsonl:FILE or sharegpt:FILE"
+        "unknown dataset `{0}`: expected random:in=N,out=N[,spread=F], jsonl:FILE, sharegpt:FILE, trace:FILE, shared-prefix:groups=G,prefix=P,suffix=S[,out=O] or sessions:turns=N,think=D,user=U,out=O[,system=S]"
     )]
     Unknown(String),
 }
@@ -107,6 +131,14 @@ pub enum ContentError {
     /// A JSONL line without a prompt.
     #[error("line {0}: no `prompt` (or `text`) string")]
     NoPrompt(usize),
+    /// A trace line with a bad value.
+    #[error("line {line}: {msg}")]
+    Trace {
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        msg: String,
+    },
     /// A JSONL file with no entries.
     #[error("no prompts")]
     NoPrompts,
@@ -158,6 +190,24 @@ impl std::str::FromStr for DatasetSpec {
         if let Some(p) = s.strip_prefix("sharegpt:") {
             return Ok(DatasetSpec::ShareGpt(PathBuf::from(p)));
         }
+        if let Some(p) = s.strip_prefix("trace:") {
+            return Ok(DatasetSpec::Trace {
+                path: PathBuf::from(p),
+                speed: 1.0,
+            });
+        }
+        if let Some(rest) = s.strip_prefix("sessions:") {
+            return crate::sessions::parse(rest).map(DatasetSpec::Sessions);
+        }
+        if let Some(rest) = s.strip_prefix("shared-prefix:") {
+            let (groups, prefix, suffix, output) = crate::workload::parse_shared_prefix(rest)?;
+            return Ok(DatasetSpec::SharedPrefix {
+                groups,
+                prefix,
+                suffix,
+                output,
+            });
+        }
         Err(SpecError::Unknown(s.into()))
     }
 }
@@ -172,6 +222,22 @@ impl std::fmt::Display for DatasetSpec {
             } => write!(f, "random:in={input},out={output},spread={spread}"),
             DatasetSpec::Jsonl(p) => write!(f, "jsonl:{}", p.display()),
             DatasetSpec::ShareGpt(p) => write!(f, "sharegpt:{}", p.display()),
+            DatasetSpec::Trace { path, speed } if *speed == 1.0 => {
+                write!(f, "trace:{}", path.display())
+            }
+            DatasetSpec::Trace { path, speed } => {
+                write!(f, "trace:{} (speed {speed})", path.display())
+            }
+            DatasetSpec::SharedPrefix {
+                groups,
+                prefix,
+                suffix,
+                output,
+            } => write!(
+                f,
+                "shared-prefix:groups={groups},prefix={prefix},suffix={suffix},out={output}"
+            ),
+            DatasetSpec::Sessions(s) => s.fmt(f),
         }
     }
 }
@@ -189,17 +255,34 @@ pub struct Prompt {
     /// Prompt tokens as a completions server counts them (BOS included), per the local
     /// tokenizer; counted once when the dataset is built. `None` without `--tokenizer`.
     pub tokens: Option<u64>,
+    /// Prompt length (dataset units) an ideal prefix cache could serve because earlier requests
+    /// of the workload sent it; `None` where the workload does not know (random prompts are
+    /// built not to share, but a server may still match a few leading tokens).
+    pub reusable: Option<u32>,
 }
 
 /// Prompts to cycle through.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dataset {
-    /// Never empty.
+    /// Never empty, unless `lazy` builds the prompts.
     pub prompts: Vec<Prompt>,
+    /// A workload whose prompts are built as they are sent (traces, shared prefixes).
+    pub lazy: Option<std::sync::Arc<crate::workload::Lazy>>,
+    /// Multi-turn sessions (their bodies depend on the server's replies).
+    pub sessions: Option<crate::sessions::Sessions>,
 }
 
 impl Dataset {
-    /// The prompt for request `seq` (cycling); `None` only for an empty dataset.
+    /// Pooled prompts (cycled through by request number).
+    pub fn pool(prompts: Vec<Prompt>) -> Self {
+        Dataset {
+            prompts,
+            lazy: None,
+            sessions: None,
+        }
+    }
+
+    /// The pooled prompt for request `seq` (cycling); `None` for an empty pool.
     pub fn get(&self, seq: u64) -> Option<&Prompt> {
         let len = self.prompts.len().max(1) as u64;
         self.prompts.get((seq % len) as usize)
@@ -227,7 +310,7 @@ pub enum DatasetError {
     },
 }
 
-const WORDS: &[&str] = &[
+pub(crate) const WORDS: &[&str] = &[
     "the",
     "of",
     "and",
@@ -402,10 +485,11 @@ pub fn random(input: u32, output: u32, spread: f64, seed: u64, pool: usize) -> D
                 max_tokens: out,
                 len: n,
                 tokens: None,
+                reusable: None,
             }
         })
         .collect();
-    Dataset { prompts }
+    Dataset::pool(prompts)
 }
 
 /// `random:` prompts whose `in=` is counted in tokens of `counter` rather than in words (pure):
@@ -477,6 +561,7 @@ pub fn parse_jsonl(input: &mut dyn BufRead, default_out: u32) -> Result<Dataset,
             max_tokens: e.output_tokens.unwrap_or(default_out).max(1),
             len,
             tokens: None,
+            reusable: None,
         });
         if prompts.len() >= MAX_ENTRIES {
             break;
@@ -485,7 +570,7 @@ pub fn parse_jsonl(input: &mut dyn BufRead, default_out: u32) -> Result<Dataset,
     if prompts.is_empty() {
         return Err(ContentError::NoPrompts);
     }
-    Ok(Dataset { prompts })
+    Ok(Dataset::pool(prompts))
 }
 
 #[derive(Deserialize)]
@@ -522,6 +607,7 @@ pub fn parse_sharegpt(input: &mut dyn Read, seed: u64) -> Result<Dataset, Conten
                 max_tokens: out,
                 len,
                 tokens: None,
+                reusable: None,
             })
         })
         .take(MAX_ENTRIES)
@@ -534,7 +620,7 @@ pub fn parse_sharegpt(input: &mut dyn Read, seed: u64) -> Result<Dataset, Conten
         let j = rng.random_range(0..=i);
         prompts.swap(i, j);
     }
-    Ok(Dataset { prompts })
+    Ok(Dataset::pool(prompts))
 }
 
 /// Build the dataset: generate, or open the file (the one place that touches the filesystem).
@@ -580,6 +666,42 @@ pub fn load(
         }),
         DatasetSpec::Jsonl(p) => parse_jsonl(&mut open(p)?, default_out).map_err(invalid(p)),
         DatasetSpec::ShareGpt(p) => parse_sharegpt(&mut open(p)?, seed).map_err(invalid(p)),
+        DatasetSpec::Trace { path, speed } => {
+            if !crate::workload::SPEED_RANGE.contains(speed) {
+                return Err(DatasetError::Invalid {
+                    path: path.clone(),
+                    msg: format!("--trace-speed {speed}: expected a number from 0.001 to 1000000"),
+                });
+            }
+            crate::workload::parse_trace(&mut open(path)?, *speed, seed, default_out)
+                .map(|l| Dataset {
+                    prompts: Vec::new(),
+                    lazy: Some(std::sync::Arc::new(l)),
+                    sessions: None,
+                })
+                .map_err(invalid(path))
+        }
+        DatasetSpec::SharedPrefix {
+            groups,
+            prefix,
+            suffix,
+            output,
+        } => Ok(Dataset {
+            prompts: Vec::new(),
+            lazy: Some(std::sync::Arc::new(crate::workload::Lazy::SharedPrefix {
+                groups: *groups,
+                prefix: *prefix,
+                suffix: *suffix,
+                output: *output,
+                seed,
+            })),
+            sessions: None,
+        }),
+        DatasetSpec::Sessions(s) => Ok(Dataset {
+            prompts: Vec::new(),
+            lazy: None,
+            sessions: Some(crate::sessions::Sessions { seed, ..s.clone() }),
+        }),
     }
     .map(|mut ds| {
         if let Some(t) = tokenizer {

@@ -143,13 +143,16 @@ pub struct RunOutput {
     pub cpu: CpuUsage,
 }
 
-/// One prepared request: body, `max_tokens`, prompt length in the dataset's unit, and the
-/// prompt's token count per the local tokenizer (counted when the dataset was built).
-type PreparedBody = (Bytes, u32, u32, Option<u64>);
+/// One prepared request: body, `max_tokens`, prompt length in the dataset's unit, the
+/// prompt's token count per the local tokenizer (counted when the dataset was built), and the
+/// prompt length a prefix cache could serve.
+type PreparedBody = (Bytes, u32, u32, Option<u64>, Option<u32>);
 
 struct Shared {
     target: Target,
     bodies: Vec<PreparedBody>,
+    /// Prompts built as they are sent (traces, shared prefixes) instead of `bodies`.
+    lazy: Option<Arc<crate::workload::Lazy>>,
     t0: Instant,
     abort: watch::Receiver<bool>,
     tx: mpsc::UnboundedSender<RequestRecord>,
@@ -160,6 +163,17 @@ impl Shared {
     /// The body for request `seq` (cycling). An empty dataset (the loaders never build one)
     /// sends an empty body, which the server rejects, rather than panicking.
     fn body(&self, seq: u64) -> PreparedBody {
+        if let Some(l) = &self.lazy {
+            return l.prompt(seq).map_or_else(Default::default, |p| {
+                (
+                    crate::client::body(self.target.settings(), &p),
+                    p.max_tokens,
+                    p.len,
+                    p.tokens,
+                    p.reusable,
+                )
+            });
+        }
         let n = self.bodies.len().max(1) as u64;
         self.bodies
             .get((seq % n) as usize)
@@ -178,11 +192,31 @@ async fn launch(
     intended_us: u64,
     slot: Option<tokio::sync::OwnedSemaphorePermit>,
 ) {
-    let (body, max_tokens, prompt_len, prompt_tokens) = sh.body(seq);
+    let prepared = sh.body(seq);
+    launch_with(sh, seq, warmup, intended_us, slot, prepared, None).await;
+}
+
+/// [`launch`] with a body prepared by the caller; for a session turn (`session`, `turn`), the
+/// reply's text is returned (the next turn re-sends it), `None` when the turn failed.
+async fn launch_with(
+    sh: &Shared,
+    seq: u64,
+    warmup: bool,
+    intended_us: u64,
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    prepared: PreparedBody,
+    session: Option<(u64, u32)>,
+) -> Option<String> {
+    let (body, max_tokens, prompt_len, prompt_tokens, reusable) = prepared;
     let mut rec = RequestRecord::new(seq, warmup, intended_us, now_us(sh.t0));
     rec.max_tokens = max_tokens;
     rec.prompt_len = prompt_len;
     rec.tokenizer_input_tokens = prompt_tokens;
+    rec.reusable_prefix = reusable;
+    if let Some((s, t)) = session {
+        rec.session = Some(s);
+        rec.turn = Some(t);
+    }
     sh.progress.sent.fetch_add(1, Ordering::Relaxed);
     let mut abort = sh.abort.clone();
     let mut rest = None;
@@ -212,6 +246,12 @@ async fn launch(
     } else {
         sh.progress.failed.fetch_add(1, Ordering::Relaxed);
     }
+    let reply = match session {
+        // Kept in the record too when the tokenizer counts it after the run.
+        Some(_) if rec.is_ok() && sh.target.tokenizer().is_some() => rec.generated_text.clone(),
+        Some(_) if rec.is_ok() => rec.generated_text.take(),
+        _ => None,
+    };
     let _ = sh.tx.send(rec);
     drop(slot);
     // The record is complete and delivered: now read the body's end so the next request of this
@@ -222,6 +262,7 @@ async fn launch(
             _ = abort.wait_for(|a| *a) => {}
         }
     }
+    reply
 }
 
 /// Tracks the measured window and decides, per request, whether sending may go on.
@@ -297,9 +338,13 @@ pub async fn run(
     interrupt: Option<watch::Receiver<bool>>,
 ) -> Result<RunOutput, ScheduleError> {
     cfg.schedule.validate()?;
-    let arrivals = match cfg.schedule.arrivals() {
-        Some(a) => Some(a?),
-        None => None,
+    // A trace's own timestamps replace the schedule: it is replayed as an open loop.
+    let arrivals: Option<ArrivalIter> = match dataset.lazy.as_ref().and_then(|l| l.arrivals()) {
+        Some(a) => Some(Box::new(a)),
+        None => match cfg.schedule.arrivals() {
+            Some(a) => Some(Box::new(a?)),
+            None => None,
+        },
     };
     let bodies: Vec<PreparedBody> = dataset
         .prompts
@@ -310,10 +355,16 @@ pub async fn run(
                 p.max_tokens,
                 p.len,
                 p.tokens,
+                p.reusable,
             )
         })
         .collect();
     let counter = target.tokenizer().cloned();
+    let target = if dataset.sessions.is_some() {
+        target.keeping_text()
+    } else {
+        target
+    };
     let (abort_tx, abort_rx) = watch::channel(false);
     let (tx, mut rx) = mpsc::unbounded_channel();
     let cpu0 = CpuUsage::now();
@@ -321,6 +372,7 @@ pub async fn run(
     let shared = Arc::new(Shared {
         target,
         bodies,
+        lazy: dataset.lazy.clone(),
         t0,
         abort: abort_rx,
         tx,
@@ -336,7 +388,12 @@ pub async fn run(
     });
     let (stop_tx, stop_rx) = watch::channel(false);
 
-    let mut senders = spawn_senders(cfg, arrivals, &shared, &gate, &stop_rx);
+    let mut senders = match (&dataset.sessions, cfg.schedule) {
+        (Some(spec), Schedule::Closed { concurrency }) => {
+            spawn_sessions(spec, concurrency, &shared, &gate, &stop_rx)
+        }
+        _ => spawn_senders(cfg, arrivals, &shared, &gate, &stop_rx),
+    };
     // The collector keeps the only other sender alive through `shared`; drop ours so the channel
     // closes when the last request task ends.
     let shared_weak = Arc::downgrade(&shared);
@@ -411,6 +468,9 @@ pub async fn run(
     let (elapsed, cpu) = (t0.elapsed(), CpuUsage::now().since(&cpu0));
     if let Some(counter) = counter {
         count_generated_after_run(&mut records, &counter);
+        if let Some(l) = &dataset.lazy {
+            count_lazy_prompts(&mut records, l, &counter);
+        }
     }
     Ok(RunOutput {
         records,
@@ -433,18 +493,103 @@ pub fn count_generated_after_run(records: &mut [RequestRecord], counter: &TokenC
     }
 }
 
+/// Start `concurrency` session workers: each runs one conversation after another, every turn
+/// re-sending the history and the previous reply (see [`crate::sessions`]).
+fn spawn_sessions(
+    spec: &crate::sessions::Sessions,
+    concurrency: u32,
+    shared: &Arc<Shared>,
+    gate: &Arc<Gate>,
+    stop_rx: &watch::Receiver<bool>,
+) -> tokio::task::JoinSet<()> {
+    let mut senders = tokio::task::JoinSet::new();
+    let next = Arc::new(AtomicU64::new(0));
+    let next_session = Arc::new(AtomicU64::new(0));
+    for _ in 0..concurrency {
+        let (sh, gate, next, next_session) = (
+            shared.clone(),
+            gate.clone(),
+            next.clone(),
+            next_session.clone(),
+        );
+        let (spec, mut stop_rx) = (spec.clone(), stop_rx.clone());
+        senders.spawn(async move {
+            loop {
+                let sid = next_session.fetch_add(1, Ordering::SeqCst);
+                let mut h = crate::sessions::History::new(&spec);
+                for turn in 0..spec.turns {
+                    if turn > 0 && !spec.think.is_zero() {
+                        tokio::select! {
+                            () = tokio::time::sleep(spec.think) => {}
+                            _ = stop_rx.wait_for(|s| *s) => return,
+                        }
+                    }
+                    let intended = now_us(sh.t0);
+                    let seq = next.fetch_add(1, Ordering::SeqCst);
+                    let warmup = match gate.admit(seq, intended) {
+                        Admit::Stop => return,
+                        Admit::Send { warmup } => warmup,
+                    };
+                    h.push_user(&spec, sid, turn);
+                    let prepared = (
+                        h.body(sh.target.settings(), spec.output),
+                        spec.output,
+                        h.words(),
+                        None,
+                        Some(h.words_before()),
+                    );
+                    let reply = launch_with(
+                        &sh,
+                        seq,
+                        warmup,
+                        intended,
+                        None,
+                        prepared,
+                        Some((sid, turn)),
+                    )
+                    .await;
+                    match reply {
+                        Some(text) => h.push_reply(text),
+                        // A failed turn ends its conversation.
+                        None => break,
+                    }
+                }
+            }
+        });
+    }
+    senders
+}
+
+/// Count the prompts of a workload built at send time, once the run is over (counting a
+/// long prompt as it is sent would delay the sends after it): the prompt is built again from
+/// the same seed, so the count is of the text that was sent.
+pub fn count_lazy_prompts(
+    records: &mut [RequestRecord],
+    lazy: &crate::workload::Lazy,
+    counter: &TokenCounter,
+) {
+    for r in records {
+        if let Some(p) = lazy.prompt(r.seq) {
+            r.tokenizer_input_tokens = counter.count_prompt(&p.text);
+        }
+    }
+}
+
+/// Intended send offsets of an open loop: generated from the schedule, or a trace's.
+type ArrivalIter = Box<dyn Iterator<Item = Duration> + Send>;
+
 /// Start the senders, once per run: `concurrency` closed-loop tasks, or one open-loop task that
 /// sends at each arrival time and stops the run when the server cannot keep up.
 fn spawn_senders(
     cfg: &RunConfig,
-    arrivals: Option<crate::schedule::Arrivals>,
+    arrivals: Option<ArrivalIter>,
     shared: &Arc<Shared>,
     gate: &Arc<Gate>,
     stop_rx: &watch::Receiver<bool>,
 ) -> tokio::task::JoinSet<()> {
     let mut senders = tokio::task::JoinSet::new();
     match (cfg.schedule, arrivals) {
-        (Schedule::Closed { concurrency }, _) => {
+        (Schedule::Closed { concurrency }, None) => {
             let next = Arc::new(AtomicU64::new(0));
             for _ in 0..concurrency {
                 let (sh, gate, next) = (shared.clone(), gate.clone(), next.clone());
@@ -462,7 +607,7 @@ fn spawn_senders(
                 });
             }
         }
-        (Schedule::Open { .. }, Some(arrivals)) => {
+        (_, Some(arrivals)) => {
             let (sh, gate) = (shared.clone(), gate.clone());
             let slots = Arc::new(Semaphore::new(cfg.max_inflight.max(1) as usize));
             let max_lag = cfg.max_send_lag;

@@ -36,19 +36,25 @@ pub mod capacity;
 pub mod client;
 pub mod compare;
 pub mod dataset;
+pub mod energy;
 pub mod exec;
+pub mod explain;
 pub mod plot;
 pub mod record;
+pub mod replicas;
 pub mod result;
+pub mod reuse;
 pub mod run;
 pub mod schedule;
 pub mod scrape;
 pub mod server_metrics;
+pub mod sessions;
 pub mod significance;
 pub mod sse;
 pub mod stats;
 pub mod tokenizer;
 pub mod tune;
+pub mod workload;
 
 /// Whether this build can talk HTTPS (the `tls` feature: rustls with ring).
 pub const TLS_ENABLED: bool = cfg!(feature = "tls");

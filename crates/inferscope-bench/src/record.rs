@@ -168,6 +168,24 @@ pub struct RequestRecord {
     /// The last `finish_reason` seen.
     #[serde(default)]
     pub finish_reason: Option<String>,
+    /// Prompt length (dataset units) an ideal prefix cache could have served, per the workload
+    /// (shared blocks or prefixes sent by earlier requests); absent where the workload does not
+    /// know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reusable_prefix: Option<u32>,
+    /// Prompt tokens the server says it served from its cache (`usage.prompt_tokens_details.
+    /// cached_tokens`, or llama-server's `timings.cache_n`); absent when it does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+    /// `sessions:` workloads: the session (from 0, in start order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
+    /// `sessions:` workloads: the turn within the session (from 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    /// With several `--url`s: the index of the endpoint the request went to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<u32>,
 }
 
 impl RequestRecord {
@@ -197,6 +215,11 @@ impl RequestRecord {
             prompt_len: 0,
             response_id: None,
             finish_reason: None,
+            reusable_prefix: None,
+            cached_tokens: None,
+            session: None,
+            turn: None,
+            endpoint: None,
         }
     }
 

@@ -198,6 +198,9 @@ pub struct BenchResult {
     /// schema 1 files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<crate::server_metrics::ServerMetrics>,
+    /// GPU energy per output token, or why unknown (absent in files from before issue 31).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy: Option<crate::energy::Energy>,
 }
 
 /// Decide validity (pure): the reasons a run is not valid; empty means valid.
@@ -271,7 +274,12 @@ pub fn write_text(r: &BenchResult, out: &mut dyn std::io::Write) -> std::io::Res
             .version
             .as_deref()
             .unwrap_or("server version unknown"),
-        describe_schedule(&r.settings.schedule),
+        // A trace replaces the schedule with its own timestamps.
+        if r.settings.dataset.starts_with("trace:") {
+            "trace replay at its timestamps".to_string()
+        } else {
+            describe_schedule(&r.settings.schedule)
+        },
     )?;
     writeln!(
         out,
@@ -287,6 +295,68 @@ pub fn write_text(r: &BenchResult, out: &mut dyn std::io::Write) -> std::io::Res
         "throughput: {:.2} req/s, {:.1} output tok/s (tokens from {})",
         s.requests_per_s, s.output_tokens_per_s, s.token_count_source
     )?;
+    if let Some(e) = &r.energy {
+        match (e.joules, &e.reason) {
+            (Some(j), _) => writeln!(
+                out,
+                "energy: {j:.1} J on {} GPU(s), {} J per output token",
+                e.gpus.unwrap_or(0),
+                e.joules_per_output_token
+                    .map_or("-".into(), |v| format!("{v:.4}"))
+            )?,
+            (None, why) => writeln!(
+                out,
+                "energy: unknown: {}",
+                why.as_deref().unwrap_or("not measured")
+            )?,
+        }
+    }
+    for e in &s.endpoints {
+        writeln!(
+            out,
+            "endpoint {}: {} of {} completed, {} output tokens, ttft p50 {} ms, e2e p50 {} ms",
+            e.url,
+            e.completed,
+            e.requests,
+            e.output_tokens,
+            e.ttft_ms.p50.map_or("-".into(), |v| format!("{v:.1}")),
+            e.e2e_ms.p50.map_or("-".into(), |v| format!("{v:.1}")),
+        )?;
+    }
+    if !s.turns.is_empty() {
+        let per: Vec<String> = s
+            .turns
+            .iter()
+            .map(|t| {
+                let p50 = t.ttft_ms.p50.map_or("-".into(), |v| format!("{v:.1} ms"));
+                match t.p50_vs_turn1 {
+                    Some(r) if t.turn > 1 => format!("{}: {p50} ({r:.2}× turn 1)", t.turn),
+                    _ => format!("{}: {p50}", t.turn),
+                }
+            })
+            .collect();
+        writeln!(out, "ttft p50 by turn: {}", per.join(", "))?;
+    }
+    if let Some(p) = &s.prefix_reuse {
+        let ms = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.1}"));
+        writeln!(
+            out,
+            "prefix reuse: {} of {} requests could hit ({:.0} % of prompt {}); server cached {}; \
+             ttft p50 hit {} ms vs miss {} ms (p = {})",
+            p.requests_reusable,
+            p.requests,
+            p.reusable_share * 100.0,
+            p.length_unit,
+            p.server_cached_share
+                .map_or("unknown: not reported".into(), |c| format!(
+                    "{:.0} % of prompt tokens",
+                    c * 100.0
+                )),
+            ms(p.ttft_ms_hit.p50),
+            ms(p.ttft_ms_miss.p50),
+            p.ttft_hit_lower_p.map_or("-".into(), |v| format!("{v:.3}")),
+        )?;
+    }
     if !r.repeats.is_empty() {
         let per_run: Vec<String> = r
             .repeats

@@ -61,6 +61,17 @@ pub struct Plan {
     pub tokenizer: Option<LocalTokenizer>,
     /// Scrape the server's Prometheus endpoint while the run goes (`None`: `--no-server-metrics`).
     pub server_metrics: Option<MetricsScrape>,
+    /// More endpoints besides `url` (`--url A --url B ...`) and how requests are spread.
+    pub replicas: Replicas,
+}
+
+/// Endpoints besides the plan's `url`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Replicas {
+    /// Base URLs after the first.
+    pub urls: Vec<String>,
+    /// Round robin or least outstanding.
+    pub balance: crate::replicas::Balance,
 }
 
 /// Where and how often to scrape engine metrics during a run.
@@ -151,7 +162,22 @@ pub fn execute(
     plan.schedule
         .validate()
         .map_err(|e| BenchError::Input(e.to_string()))?;
-    if plan.limits.requests.is_none() && plan.limits.duration.is_none() {
+    if let DatasetSpec::Sessions(_) = plan.dataset {
+        if plan.request.api != crate::client::Api::Chat {
+            return Err(BenchError::Input(
+                "--dataset sessions: is multi-turn chat: add --api chat".into(),
+            ));
+        }
+        if !matches!(plan.schedule, Schedule::Closed { .. }) || plan.sweep_steps > 0 {
+            return Err(BenchError::Input(
+                "--dataset sessions: --concurrency counts sessions; --rate and --sweep do not apply"
+                    .into(),
+            ));
+        }
+    }
+    // A trace ends on its own.
+    let is_trace = matches!(plan.dataset, DatasetSpec::Trace { .. });
+    if plan.limits.requests.is_none() && plan.limits.duration.is_none() && !is_trace {
         return Err(BenchError::Input(
             "give --requests and/or --duration".into(),
         ));
@@ -171,6 +197,13 @@ pub fn execute(
     let outcome = rt.block_on(execute_async(plan, machine, progress, &dataset));
     let metrics = scraper.map(crate::scrape::Scraper::finish);
     outcome.map(|mut o| {
+        if let (Some(p), Some((rate, source))) = (
+            o.result.stats.prefix_reuse.as_mut(),
+            metrics.as_ref().and_then(crate::reuse::metrics_hit_rate),
+        ) {
+            p.server_metrics_hit_rate = Some(rate);
+            p.server_metrics_hit_rate_source = Some(source);
+        }
         o.result.server_metrics = metrics;
         o
     })
@@ -263,6 +296,7 @@ async fn execute_async(
         if let Some(t) = &plan.tokenizer {
             target = target.with_tokenizer(t.counter.clone());
         }
+        target = target.with_replicas(&plan.replicas.urls, plan.replicas.balance);
         let prog = Arc::new(Progress::default());
         let ticker = progress
             .clone()
@@ -369,9 +403,19 @@ fn assemble(
             r
         }));
     }
-    let Some((stats, mut why, stop)) = top else {
+    let Some((mut stats, mut why, stop)) = top else {
         return Err(BenchError::Input("no step ran".into()));
     };
+    if !plan.replicas.urls.is_empty() {
+        let mut urls = vec![plan.url.clone()];
+        urls.extend(plan.replicas.urls.iter().cloned());
+        let first: Vec<RequestRecord> = all_records
+            .iter()
+            .filter(|r| r.step == 0)
+            .cloned()
+            .collect();
+        stats.endpoints = crate::replicas::per_endpoint(&first, &urls);
+    }
     if plan.sweep_steps > 0 && !all_valid && why.is_empty() {
         why.push("a sweep step was not valid (see sweep.steps)".into());
     }
@@ -412,6 +456,7 @@ fn assemble(
         sweep,
         repeats: Vec::new(),
         server_metrics: None,
+        energy: None,
     };
     Ok(Outcome {
         result,

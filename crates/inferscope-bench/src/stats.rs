@@ -327,6 +327,16 @@ pub struct Stats {
     /// of the token sums, and any makes the run invalid.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub implausible_token_counts: u64,
+    /// Prefix reuse: what the workload could have served from a prefix cache, what the server
+    /// says it did, TTFT of hits against misses (absent when neither is known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_reuse: Option<crate::reuse::PrefixReuse>,
+    /// `sessions:` workloads: TTFT per turn and its median against turn 1's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<crate::sessions::TurnTtft>,
+    /// With several `--url`s: each endpoint's share (the top-level figures are overall).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<crate::replicas::EndpointStats>,
     /// `[percentile, ms]` pairs per metric, for plots.
     pub cdf: BTreeMap<String, Vec<[f64; 2]>>,
 }
@@ -560,6 +570,9 @@ pub fn compute(records: &[RequestRecord], slo: &Slo) -> (Stats, Histograms) {
         },
         goodput,
         implausible_token_counts: implausible,
+        prefix_reuse: crate::reuse::prefix_reuse(records),
+        turns: crate::sessions::turn_ttft(records),
+        endpoints: Vec::new(),
         cdf,
     };
     (stats, h)

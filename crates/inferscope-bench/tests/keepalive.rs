@@ -53,6 +53,7 @@ fn plan(url: String, requests: u64) -> Plan {
         trace: None,
         tokenizer: None,
         server_metrics: None,
+        replicas: Default::default(),
     }
 }
 

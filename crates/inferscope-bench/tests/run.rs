@@ -49,6 +49,7 @@ fn plan(url: String) -> Plan {
         trace: None,
         tokenizer: None,
         server_metrics: None,
+        replicas: Default::default(),
     }
 }
 

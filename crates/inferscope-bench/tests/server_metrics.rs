@@ -53,6 +53,7 @@ fn plan(url: String, metrics: Option<MetricsScrape>) -> Plan {
         trace: None,
         tokenizer: None,
         server_metrics: metrics,
+        replicas: Default::default(),
     }
 }
 

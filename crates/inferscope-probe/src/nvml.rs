@@ -394,3 +394,28 @@ pub fn capture(lib_path: Option<&OsStr>, cpu_words: usize) -> DriverCapture {
         problems,
     }
 }
+
+/// Every GPU's total energy counter (`nvmlDeviceGetTotalEnergyConsumption`, mJ since the driver
+/// loaded; Volta and later), read once for `bench`'s energy per token; `Err` names the first
+/// failure (no NVML, no GPU, an older GPU without the counter), since a partial sum would be
+/// wrong.
+pub fn total_energy_mj(lib_path: Option<&OsStr>) -> Result<Vec<u64>, String> {
+    let nvml = match lib_path {
+        Some(p) => Nvml::builder().lib_path(p).init(),
+        None => Nvml::init(),
+    }
+    .map_err(|e| format!("NVML unavailable: {e}"))?;
+    let n = nvml
+        .device_count()
+        .map_err(|e| format!("NVML device count: {e}"))?;
+    if n == 0 {
+        return Err("NVML lists no GPU".into());
+    }
+    (0..n.min(1024))
+        .map(|i| {
+            nvml.device_by_index(i)
+                .and_then(|d| d.total_energy_consumption())
+                .map_err(|e| format!("NVML GPU {i} total energy: {e}"))
+        })
+        .collect()
+}

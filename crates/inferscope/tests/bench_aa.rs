@@ -132,6 +132,7 @@ fn result(recs: &[RequestRecord]) -> BenchResult {
         sweep: None,
         repeats: Vec::new(),
         server_metrics: None,
+        energy: None,
     }
 }
 

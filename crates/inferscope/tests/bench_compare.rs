@@ -94,6 +94,7 @@ fn result(recs: &[RequestRecord], trace: &Path) -> BenchResult {
         sweep: None,
         repeats: Vec::new(),
         server_metrics: None,
+        energy: None,
     }
 }
 

@@ -125,6 +125,7 @@ fn write_run(dir: &Path, name: &str, recs: &[RequestRecord], slo: &str) -> Strin
         sweep: None,
         repeats: Vec::new(),
         server_metrics: None,
+        energy: None,
     };
     let path = dir.join(format!("{name}.json"));
     write_json(&result, &mut std::fs::File::create(&path).unwrap()).unwrap();

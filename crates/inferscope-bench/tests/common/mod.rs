@@ -75,6 +75,8 @@ pub struct Truth {
     pub keepalive_closes: AtomicU64,
     /// [`Mode::Flaky`]: responses cut mid-body.
     pub cut: AtomicU64,
+    /// Every POST body, in arrival order (not kept by [`Mode::Flaky`]).
+    pub bodies: Mutex<Vec<String>>,
 }
 
 pub struct TestServer {
@@ -143,6 +145,14 @@ async fn read_request(
     sock: &mut TcpStream,
     buf: &mut Vec<u8>,
 ) -> std::io::Result<Option<(String, String)>> {
+    Ok(read_request_body(sock, buf).await?.map(|(m, p, _)| (m, p)))
+}
+
+/// Read one request; returns (method, path, body) or None at EOF.
+async fn read_request_body(
+    sock: &mut TcpStream,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Option<(String, String, String)>> {
     loop {
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             let head = String::from_utf8_lossy(&buf[..end]).to_string();
@@ -165,8 +175,9 @@ async fn read_request(
                 }
                 buf.extend_from_slice(&tmp[..n]);
             }
+            let body = String::from_utf8_lossy(&buf[end + 4..total]).into_owned();
             buf.drain(..total);
-            return Ok(Some((method, path)));
+            return Ok(Some((method, path, body)));
         }
         let mut tmp = [0u8; 8192];
         let n = sock.read(&mut tmp).await?;
@@ -198,8 +209,11 @@ async fn serve_conn(
     epoch: Instant,
 ) -> std::io::Result<()> {
     let mut buf = Vec::new();
-    while let Some((method, path)) = read_request(&mut sock, &mut buf).await? {
+    while let Some((method, path, body)) = read_request_body(&mut sock, &mut buf).await? {
         let arrived = Instant::now();
+        if method == "POST" {
+            truth.bodies.lock().unwrap().push(body);
+        }
         if method == "GET" {
             let body = if path == "/v1/models" {
                 r#"{"object":"list","data":[{"id":"scripted","object":"model"}]}"#

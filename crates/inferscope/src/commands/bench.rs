@@ -9,10 +9,11 @@
 use anyhow::Context;
 use inferscope_bench::client::{Api, RequestSettings};
 use inferscope_bench::dataset::DatasetSpec;
+use inferscope_bench::energy::Energy;
 use inferscope_bench::record;
 use inferscope_bench::result::{BenchResult, MachineSummary, TokenizerSetting};
 use inferscope_bench::run::{
-    LocalTokenizer, MetricsScrape, Plan, ProgressFn, ProgressView, execute_repeated,
+    LocalTokenizer, MetricsScrape, Plan, ProgressFn, ProgressView, Replicas, execute_repeated,
 };
 use inferscope_bench::schedule::{Arrival, Limits, Schedule, Warmup};
 use inferscope_bench::stats::Slo;
@@ -26,9 +27,13 @@ use std::time::Duration;
 /// `inferscope bench` flags.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// Server base URL (`http://HOST:PORT`); load goes only here.
-    #[arg(long, value_name = "URL")]
-    pub url: String,
+    /// Server base URL (`http://HOST:PORT`); load goes only here. Repeat it (`--url A --url B`)
+    /// to spread requests over replicas (see --balance); the first is asked for its models.
+    #[arg(long = "url", value_name = "URL", required = true)]
+    pub urls: Vec<String>,
+    /// With several --url: round-robin, or least-outstanding (fewest requests in flight).
+    #[arg(long, value_name = "POLICY", default_value = "round-robin")]
+    pub balance: inferscope_bench::replicas::Balance,
     /// OpenAI endpoint: completions (/v1/completions) or chat (/v1/chat/completions).
     #[arg(long, value_name = "API", default_value = "completions")]
     pub api: Api,
@@ -61,9 +66,14 @@ pub struct BenchArgs {
     /// Warm-up excluded from results: a duration (5s) or a number of requests (20).
     #[arg(long, value_name = "D|N")]
     pub warmup: Option<String>,
-    /// Prompts: random:in=512,out=128[,spread=0.1] | jsonl:FILE | sharegpt:FILE.
+    /// Prompts: random:in=512,out=128[,spread=0.1] | jsonl:FILE | sharegpt:FILE | trace:FILE
+    /// (timestamped replay, Mooncake or plain JSONL) | shared-prefix:groups=G,prefix=P,suffix=S[,out=O]
+    /// | sessions:turns=N,think=D,user=U,out=O[,system=S] (multi-turn chat; needs --api chat).
     #[arg(long, value_name = "SPEC", default_value = "random:in=512,out=128")]
     pub dataset: DatasetSpec,
+    /// With --dataset trace:FILE: replay F times faster than the trace's timestamps (0.5 = slower).
+    #[arg(long, value_name = "F")]
+    pub trace_speed: Option<f64>,
     /// max_tokens for jsonl entries that do not give output_tokens.
     #[arg(long, value_name = "N", default_value_t = 128)]
     pub max_tokens: u32,
@@ -135,6 +145,10 @@ pub struct BenchArgs {
     /// Time between two scrapes of the server's metrics.
     #[arg(long, value_name = "D", default_value = "1s", value_parser = super::duration_arg)]
     pub server_metrics_interval: Duration,
+    /// The server's command line (e.g. "vllm serve M --max-num-seqs 256"), recorded in the
+    /// result so `compare` can say which flags differ between two runs.
+    #[arg(long, value_name = "CMD")]
+    pub server_cmd: Option<String>,
     /// No live progress on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -154,6 +168,13 @@ pub struct BenchArgs {
     pub capacity_resolution: f64,
 }
 
+impl BenchArgs {
+    /// The first `--url` (clap requires one).
+    pub fn url(&self) -> &str {
+        self.urls.first().map_or("", String::as_str)
+    }
+}
+
 /// `--warmup`, absent meaning none (the one parser: `Warmup`'s `FromStr`, shared with tune).
 pub(crate) fn parse_warmup(s: Option<&str>) -> anyhow::Result<Warmup> {
     s.map_or(Ok(Warmup::None), |s| {
@@ -163,14 +184,15 @@ pub(crate) fn parse_warmup(s: Option<&str>) -> anyhow::Result<Warmup> {
 
 /// Build the plan from flags (pure apart from the clock passed in).
 pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
-    if !(a.url.starts_with("http://") || a.url.starts_with("https://")) {
-        anyhow::bail!("--url {}: expected http://HOST:PORT", a.url);
-    }
-    if a.url.starts_with("https://") && !inferscope_bench::TLS_ENABLED {
-        anyhow::bail!(
-            "--url {}: this build has no TLS (build with --features inferscope-bench/tls)",
-            a.url
-        );
+    for url in &a.urls {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            anyhow::bail!("--url {url}: expected http://HOST:PORT");
+        }
+        if url.starts_with("https://") && !inferscope_bench::TLS_ENABLED {
+            anyhow::bail!(
+                "--url {url}: this build has no TLS (build with --features inferscope-bench/tls)"
+            );
+        }
     }
     let schedule = match (a.rate, a.concurrency, a.sweep) {
         (Some(rate), _, _) => Schedule::Open {
@@ -199,12 +221,34 @@ pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
         anyhow::bail!("--temperature must be a non-negative number");
     }
     let server_metrics = server_metrics(a)?;
+    let mut dataset = a.dataset.clone();
+    let is_trace = if let DatasetSpec::Trace { speed, .. } = &mut dataset {
+        if a.rate.is_some() || a.sweep.is_some() || a.find_capacity {
+            anyhow::bail!(
+                "--dataset trace: sends at the trace's timestamps; --rate, --sweep and --find-capacity do not apply"
+            );
+        }
+        if let Some(f) = a.trace_speed {
+            if !inferscope_bench::workload::SPEED_RANGE.contains(&f) {
+                anyhow::bail!("--trace-speed {f}: expected a number from 0.001 to 1000000");
+            }
+            *speed = f;
+        }
+        true
+    } else {
+        if a.trace_speed.is_some() {
+            anyhow::bail!("--trace-speed needs --dataset trace:FILE");
+        }
+        false
+    };
     let duration = match (a.duration, a.requests) {
+        // A trace ends with its last line.
+        (None, None) if is_trace => None,
         (None, None) => Some(Duration::from_secs(30)),
         (d, _) => d,
     };
     Ok(Plan {
-        url: a.url.clone(),
+        url: a.url().to_string(),
         request: RequestSettings {
             api: a.api,
             model: a.model.clone().unwrap_or_default(),
@@ -225,7 +269,7 @@ pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
         max_inflight: a.max_inflight.max(1),
         max_send_lag: a.max_send_lag,
         max_error_rate: a.max_error_rate,
-        dataset: a.dataset.clone(),
+        dataset,
         default_max_tokens: a.max_tokens.max(1),
         seed: a.seed,
         slo: a.slo.unwrap_or_default(),
@@ -235,6 +279,10 @@ pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
         trace: a.trace.as_ref().map(|p| p.display().to_string()),
         tokenizer: None,
         server_metrics,
+        replicas: Replicas {
+            urls: a.urls.iter().skip(1).cloned().collect(),
+            balance: a.balance,
+        },
     })
 }
 
@@ -253,7 +301,7 @@ fn server_metrics(a: &BenchArgs) -> anyhow::Result<Option<MetricsScrape>> {
     let url = match &a.server_metrics {
         Some(u) if u.starts_with("http://") || u.starts_with("https://") => u.clone(),
         Some(u) => anyhow::bail!("--server-metrics {u}: expected http://HOST:PORT/PATH"),
-        None => format!("{}/metrics", inferscope_bench::client::base_url(&a.url)),
+        None => format!("{}/metrics", inferscope_bench::client::base_url(a.url())),
     };
     Ok(Some(MetricsScrape {
         url,
@@ -340,6 +388,38 @@ pub fn write_plots(dir: &Path, results: &[(String, &BenchResult)]) -> anyhow::Re
     Ok(written)
 }
 
+fn read_energy() -> Result<Vec<u64>, String> {
+    let lib = std::env::var_os(inferscope_probe::nvml::LIB_ENV);
+    inferscope_probe::nvml::total_energy_mj(lib.as_deref())
+}
+
+/// NVML's energy counters before the run, when the server runs on this machine: every `--url`
+/// is a loopback address or this host's name, and a `--server-snapshot`, if given, is of this
+/// host. Otherwise why not.
+fn energy_counters(a: &BenchArgs, server_host: Option<&str>) -> Result<Vec<u64>, String> {
+    let here = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok();
+    if let Some(h) = server_host
+        && here.as_deref() != Some(h)
+    {
+        return Err(format!(
+            "the server's snapshot is of {h}, not this machine: NVML here cannot measure it"
+        ));
+    }
+    if let Some(u) = a
+        .urls
+        .iter()
+        .find(|u| !inferscope_bench::energy::url_is_local(u, here.as_deref()))
+    {
+        return Err(format!(
+            "the server at {} is not on this machine (bench reads NVML where it runs)",
+            inferscope_host::redact::scrub(u)
+        ));
+    }
+    read_energy()
+}
+
 /// Run the benchmark.
 pub fn run(a: BenchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let mut plan = plan(&a, crate::clock::now_rfc3339())?;
@@ -351,7 +431,30 @@ pub fn run(a: BenchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     if a.find_capacity {
         return run_capacity(&a, &plan, machine, show, out);
     }
-    let outcome = execute_repeated(&plan, machine, show.then(progress_printer), a.repeat)?;
+    let server_host = a
+        .snapshot
+        .as_ref()
+        .and_then(|_| machine.as_ref()?.hostname.clone());
+    let energy_before = energy_counters(&a, server_host.as_deref());
+    let mut outcome = execute_repeated(&plan, machine, show.then(progress_printer), a.repeat)?;
+    let tokens: u64 = outcome
+        .records
+        .iter()
+        .filter(|r| r.is_ok())
+        .map(|r| r.output_tokens().0)
+        .sum();
+    outcome.result.energy = Some(match energy_before {
+        Ok(before) => match read_energy() {
+            Ok(after) => Energy::from_counters(&before, &after, tokens),
+            Err(e) => Energy::unknown(e),
+        },
+        Err(e) => Energy::unknown(e),
+    });
+    // No engine serves its own command line: the user says it, and `compare` diffs it.
+    outcome.result.server.command = a
+        .server_cmd
+        .as_deref()
+        .map(|c| inferscope_host::redact::scrub(c).into_owned());
     if show {
         eprint!("\r\x1b[2K");
     }

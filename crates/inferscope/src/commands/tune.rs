@@ -739,6 +739,7 @@ fn bench_plan(a: &TuneArgs) -> anyhow::Result<Plan> {
         trace: None,
         tokenizer: None,
         server_metrics: None,
+        replicas: Default::default(),
     })
 }
 
