@@ -190,7 +190,7 @@ pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
         }
         if url.starts_with("https://") && !inferscope_bench::TLS_ENABLED {
             anyhow::bail!(
-                "--url {url}: this build has no TLS (build with --features inferscope-bench/tls)"
+                "--url {url}: this build has no TLS (built with --no-default-features; rebuild with the default `tls` feature)"
             );
         }
     }

@@ -356,7 +356,7 @@ pub(super) fn session<'a>(env: &'a HubEnv, repo: &'a str) -> anyhow::Result<Sess
         .map_err(|e| anyhow::anyhow!("HF_ENDPOINT {:?}: not a URL ({e})", env.endpoint))?;
     if origin.scheme() == "https" && !inferscope_bench::TLS_ENABLED {
         bail!(
-            "{repo}: {} is HTTPS and this build has no TLS: build with `--features inferscope-bench/tls`, or set HF_ENDPOINT to an http:// mirror, or HF_HUB_OFFLINE=1",
+            "{repo}: {} is HTTPS and this build has no TLS: it was built with `--no-default-features` (rebuild with the default `tls` feature), or set HF_ENDPOINT to an http:// mirror, or HF_HUB_OFFLINE=1",
             env.endpoint
         );
     }
