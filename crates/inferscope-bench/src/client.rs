@@ -821,6 +821,33 @@ pub struct ServerInfo {
     /// The server's command line, as given with `bench --server-cmd` (no engine serves it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// The server's start-up memory figures, read from its log with `bench --startup-log`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup: Option<StartupFigures>,
+}
+
+/// What a server's start-up log says about its memory (`mem startup`'s reading), recorded so
+/// `compare` can say that two runs' servers sized their KV cache differently.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StartupFigures {
+    /// The log, as given.
+    pub log: String,
+    /// `vllm`, `sglang`, `tgi`, `llama.cpp` (as `mem startup` names it).
+    pub engine: String,
+    /// The engine's version, when the log prints it.
+    pub engine_version: Option<String>,
+    /// The start-up failed.
+    pub failed: bool,
+    /// Weights per GPU, GiB.
+    pub weights_gib: Option<f64>,
+    /// KV cache per GPU, GiB.
+    pub kv_cache_gib: Option<f64>,
+    /// KV cache tokens.
+    pub kv_cache_tokens: Option<u64>,
+    /// Maximum concurrency at max_model_len, as printed.
+    pub max_concurrency: Option<f64>,
+    /// max_model_len in force.
+    pub max_model_len: Option<u64>,
 }
 
 /// Why the server could not be asked.

@@ -126,6 +126,13 @@ pub fn differences(base: &BenchResult, cand: &BenchResult) -> Vec<String> {
             cs.models.join(", ")
         ));
     }
+    if bs.startup.is_some() != cs.startup.is_some() {
+        out.push(
+            "server start-up: log given for one run only (bench --startup-log): memory not \
+             compared"
+                .into(),
+        );
+    }
     let as_map = |v: serde_json::Value| match v {
         serde_json::Value::Object(m) => m,
         _ => serde_json::Map::new(),
@@ -144,6 +151,21 @@ pub fn differences(base: &BenchResult, cand: &BenchResult) -> Vec<String> {
             }
         }
     };
+    // The start-up memory figures (`bench --startup-log`): a different KV cache changes what
+    // the same flags can serve.
+    let startup = |s: &crate::client::ServerInfo| {
+        s.startup.as_ref().map_or(serde_json::Value::Null, |f| {
+            let mut v = serde_json::to_value(f).unwrap_or_default();
+            // where the log was is not a difference of the server
+            if let Some(m) = v.as_object_mut() {
+                m.remove("log");
+            }
+            v
+        })
+    };
+    if bs.startup.is_some() && cs.startup.is_some() {
+        fields("server start-up", startup(bs), startup(cs));
+    }
     match (&base.machine, &cand.machine) {
         (Some(b), Some(c)) => fields(
             "machine",

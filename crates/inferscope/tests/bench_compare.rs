@@ -211,3 +211,60 @@ fn bad_inputs_exit_2() {
     let (code, out) = compare(&[&a, &a, "--threshold", "ttft_p42=+5%"]);
     assert_eq!(code, 2, "{out}");
 }
+
+/// `bench --startup-log` records the server's start-up memory; `compare` names what differs.
+/// Two real vLLM start-ups of the same server (fixtures/tools/vllm-logs, headers say how they
+/// were captured): one sized 1,048,576 KV tokens, the other failed under a block override.
+#[test]
+fn compare_names_the_start_up_memory_that_differs() {
+    use inferscope_bench::client::StartupFigures;
+    let figures = |file: &str| {
+        let path = format!(
+            "{}/../../fixtures/tools/vllm-logs/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read(&path).unwrap();
+        let log = inferscope_formats::startup_log::parse(&text[..]).unwrap();
+        let r = inferscope_mem::startup::analyse(&log, &Default::default());
+        StartupFigures {
+            log: path,
+            engine: r.engine.to_string(),
+            engine_version: r.engine_version.clone(),
+            failed: r.failed,
+            weights_gib: r.measured.weights_gib,
+            kv_cache_gib: r.measured.kv_cache_gib,
+            kv_cache_tokens: r.measured.kv_cache_tokens,
+            max_concurrency: r.measured.max_concurrency,
+            max_model_len: r.measured.max_model_len,
+        }
+    };
+    let d = tempfile::tempdir().unwrap();
+    let recs = records(1, 100.0, 10.0);
+    let write = |name: &str, startup: Option<StartupFigures>| {
+        let trace = d.path().join(format!("{name}.jsonl"));
+        write_trace(&recs, &mut std::fs::File::create(&trace).unwrap()).unwrap();
+        let mut r = result(&recs, &trace);
+        r.server.startup = startup;
+        let res = d.path().join(format!("{name}.json"));
+        write_json(&r, &mut std::fs::File::create(&res).unwrap()).unwrap();
+        res.display().to_string()
+    };
+    let a = write("a", Some(figures("cpu-0.32.0-tiny-llama.log")));
+    let b = write("b", Some(figures("cpu-0.32.0-block-override-fail.log")));
+    let none = write("c", None);
+    let (_, out) = compare(&[&a, &b]);
+    assert!(
+        out.contains("differs: server start-up kv_cache_tokens: 1048576 -> null"),
+        "{out}"
+    );
+    assert!(
+        out.contains("differs: server start-up failed: false -> true"),
+        "{out}"
+    );
+    // where the logs were is not a difference between the servers
+    assert!(!out.contains("start-up log:"), "{out}");
+    let (_, out) = compare(&[&a, &a]);
+    assert!(!out.contains("start-up"), "{out}");
+    let (_, out) = compare(&[&a, &none]);
+    assert!(out.contains("log given for one run only"), "{out}");
+}

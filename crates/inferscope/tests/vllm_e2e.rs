@@ -171,6 +171,8 @@ fn vllm_through_run_bench_chat_compare_and_startup_log() {
             &ps(&format!("{name}.json")),
             "--trace",
             &ps(&format!("{name}.jsonl")),
+            "--startup-log",
+            &server.log.display().to_string(),
             "--quiet",
         ]);
         let (code, out, err) = inferscope(&args, Duration::from_secs(600));
@@ -184,6 +186,15 @@ fn vllm_through_run_bench_chat_compare_and_startup_log() {
         read_json(&p(&format!("{name}.json")))
     };
     let a = bench("a");
+    // `--startup-log`: this server's own start-up, as `mem startup` reads it (the CPU backend's
+    // "CPU KV cache size: 1,048,576 tokens" with 1 GiB and this model).
+    let startup = &a["server"]["startup"];
+    assert_eq!(startup["engine"], "vllm", "{startup}");
+    assert_eq!(startup["failed"], false, "{startup}");
+    assert!(
+        startup["kv_cache_tokens"].as_u64().unwrap() > 100_000,
+        "{startup}"
+    );
     // The three runs pooled, each run's statistics in `repeats`.
     assert_eq!(a["repeats"].as_array().map(Vec::len), Some(3));
     assert_vllm_result(&a, &url, 3 * 16, 64);

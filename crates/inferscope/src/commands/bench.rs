@@ -149,6 +149,11 @@ pub struct BenchArgs {
     /// result so `compare` can say which flags differ between two runs.
     #[arg(long, value_name = "CMD")]
     pub server_cmd: Option<String>,
+    /// The server's start-up log: its memory figures (weights, KV cache GiB and tokens, maximum
+    /// concurrency, as `mem startup` reads them) are recorded in the result, so `compare` can
+    /// say that two runs' servers sized their memory differently. Read before the run.
+    #[arg(long, value_name = "FILE")]
+    pub startup_log: Option<PathBuf>,
     /// No live progress on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -388,6 +393,24 @@ pub fn write_plots(dir: &Path, results: &[(String, &BenchResult)]) -> anyhow::Re
     Ok(written)
 }
 
+/// `--startup-log`: the figures `mem startup` reads, for the result.
+fn startup_figures(path: &Path) -> anyhow::Result<inferscope_bench::client::StartupFigures> {
+    let r = super::mem::startup_report(Some(path), &Default::default())
+        .map_err(|e| anyhow::anyhow!("--startup-log: {e:#}"))?;
+    let m = &r.measured;
+    Ok(inferscope_bench::client::StartupFigures {
+        log: path.display().to_string(),
+        engine: r.engine.to_string(),
+        engine_version: r.engine_version.clone(),
+        failed: r.failed,
+        weights_gib: m.weights_gib,
+        kv_cache_gib: m.kv_cache_gib,
+        kv_cache_tokens: m.kv_cache_tokens,
+        max_concurrency: m.max_concurrency,
+        max_model_len: m.max_model_len,
+    })
+}
+
 fn read_energy() -> Result<Vec<u64>, String> {
     let lib = std::env::var_os(inferscope_probe::nvml::LIB_ENV);
     inferscope_probe::nvml::total_energy_mj(lib.as_deref())
@@ -427,6 +450,8 @@ pub fn run(a: BenchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         plan.tokenizer = Some(load_tokenizer(p)?);
     }
     let machine = machine(a.snapshot.as_deref())?;
+    // Read before the run: a log that cannot be read must not cost a benchmark.
+    let startup = a.startup_log.as_deref().map(startup_figures).transpose()?;
     let show = !a.quiet && std::io::stderr().is_terminal();
     if a.find_capacity {
         return run_capacity(&a, &plan, machine, show, out);
@@ -455,6 +480,7 @@ pub fn run(a: BenchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         .server_cmd
         .as_deref()
         .map(|c| inferscope_host::redact::scrub(c).into_owned());
+    outcome.result.server.startup = startup;
     if show {
         eprint!("\r\x1b[2K");
     }

@@ -188,6 +188,21 @@ pub fn startup(
     hints: &inferscope_mem::startup::Hints,
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
+    let report = startup_report(file, hints)?;
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &render::versioned::versioned(&report))?;
+        writeln!(out)?;
+    } else {
+        render::mem::write_startup(&report, out)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A start-up log read and analysed as `mem startup` does (also `bench --startup-log`).
+pub fn startup_report(
+    file: Option<&Path>,
+    hints: &inferscope_mem::startup::Hints,
+) -> anyhow::Result<inferscope_mem::startup::StartupReport> {
     use inferscope_formats::startup_log;
     let stdin = file.is_none_or(|p| p == Path::new("-"));
     let name = match file {
@@ -223,14 +238,7 @@ pub fn startup(
     {
         resolve_named(&named, &name, &mut hints)?;
     }
-    let report = inferscope_mem::startup::analyse(&log, &hints);
-    if json {
-        serde_json::to_writer_pretty(&mut *out, &render::versioned::versioned(&report))?;
-        writeln!(out)?;
-    } else {
-        render::mem::write_startup(&report, out)?;
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(inferscope_mem::startup::analyse(&log, &hints))
 }
 
 /// Resolve the model a start-up names (or `--model`) the way `plan` does (one function,
