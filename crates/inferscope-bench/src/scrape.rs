@@ -67,6 +67,7 @@ fn scrape_loop(
     };
     // A scrape may take at most one interval (at least 1 s) so it never piles up.
     let timeout = interval.max(Duration::from_secs(1));
+    crate::init_tls();
     let client = match reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout)

@@ -386,6 +386,9 @@ fn main() -> ExitCode {
     if let Some(code) = commands::tune::keeper::main_if_keeper() {
         return code;
     }
+    // HTTPS (the Hub, `bench --url https://…`, `diff` of exporters): rustls needs its crypto
+    // provider installed before any client is built, whichever command builds one.
+    inferscope_bench::init_tls();
     let cli = Cli::parse();
     let stdout = io::stdout();
     // Every command prints through the escaping writer: no control character from a snapshot,

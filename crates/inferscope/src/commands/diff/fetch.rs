@@ -183,6 +183,7 @@ pub fn fetch_all(
     // No proxy from the environment and no redirects: the answer comes from the node named.
     // The whole-fetch timeout is applied per phase in `fetch_one` (it excludes the wait for
     // the memory budget), not by the client.
+    inferscope_bench::init_tls();
     let client = reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
