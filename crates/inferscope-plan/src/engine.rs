@@ -78,6 +78,9 @@ pub struct EngineSettings {
     /// this object in JSON.
     #[serde(flatten)]
     pub llama_cpp: LlamaCppSettings,
+    /// Hybrid (Mamba / linear-attention) state settings, as keys of this object in JSON.
+    #[serde(flatten)]
+    pub hybrid: HybridSettings,
     /// Flags understood but with no effect on the plan (host, port, API key...).
     pub no_memory_effect: Vec<String>,
     /// Flags the planner does not model, with their values: listed, never dropped.
@@ -85,6 +88,26 @@ pub struct EngineSettings {
     /// What the engine may make of the command differently (printed first).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+}
+
+/// The engines' flags for hybrid models' recurrent state: vLLM `--mamba-cache-dtype` (conv
+/// state) and `--mamba-ssm-cache-dtype` (`vllm/config/cache.py` `CacheConfig`); SGLang
+/// `--mamba-ssm-dtype`, `--max-mamba-cache-size` and `--mamba-full-memory-ratio`
+/// (`sglang/srt/server_args.py` `ServerArgs`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HybridSettings {
+    /// vLLM `--mamba-cache-dtype` (`auto` = the model's dtype).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mamba_cache_dtype: Option<String>,
+    /// vLLM `--mamba-ssm-cache-dtype`, SGLang `--mamba-ssm-dtype`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mamba_ssm_cache_dtype: Option<String>,
+    /// SGLang `--max-mamba-cache-size`: requests whose state the pool holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_mamba_cache_size: Option<u64>,
+    /// SGLang `--mamba-full-memory-ratio`: state pool : token pool (0.9 by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mamba_full_memory_ratio: Option<f64>,
 }
 
 impl EngineSettings {
@@ -107,6 +130,7 @@ impl EngineSettings {
             block_size: None,
             enable_expert_parallel: None,
             llama_cpp: LlamaCppSettings::default(),
+            hybrid: HybridSettings::default(),
             no_memory_effect: Vec::new(),
             ignored: Vec::new(),
             warnings: Vec::new(),
@@ -294,6 +318,10 @@ enum Meaning {
     TensorSplit,
     SplitMode,
     Model,
+    MambaConvDtype,
+    MambaSsmDtype,
+    MambaPoolSize,
+    MambaRatio,
     /// Known, no memory effect; takes a value.
     Inert,
     /// Known, no memory effect; a switch.
@@ -312,6 +340,11 @@ fn meaning(engine: Engine, flag: &str) -> Option<Meaning> {
         (Engine::Vllm, "--pipeline-parallel-size" | "-pp") => Pp,
         (Engine::Vllm, "--max-model-len") => MaxLen,
         (Engine::Vllm, "--kv-cache-memory-bytes") => KvBytes,
+        (Engine::Vllm, "--mamba-cache-dtype") => MambaConvDtype,
+        (Engine::Vllm, "--mamba-ssm-cache-dtype") => MambaSsmDtype,
+        (Engine::Sglang, "--mamba-ssm-dtype") => MambaSsmDtype,
+        (Engine::Sglang, "--max-mamba-cache-size") => MambaPoolSize,
+        (Engine::Sglang, "--mamba-full-memory-ratio") => MambaRatio,
         (Engine::Vllm, "--gpu-memory-utilization") => GpuUtil,
         (Engine::Vllm, "--kv-cache-dtype") => KvDtype,
         (Engine::Vllm, "--max-num-seqs") => MaxSeqs,
@@ -516,6 +549,27 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
                 s.gpu_memory_utilization = Some(u);
             }
             Meaning::KvDtype => s.kv_cache_dtype = Some(v),
+            Meaning::MambaConvDtype | Meaning::MambaSsmDtype => {
+                if !v.eq_ignore_ascii_case("auto") && crate::arch::Dtype::parse(&v).is_none() {
+                    return Err(err(format!(
+                        "{flag} {v:?}: expected auto, float32, float16 or bfloat16"
+                    )));
+                }
+                let d = Some(v).filter(|v| !v.eq_ignore_ascii_case("auto"));
+                if m == Meaning::MambaConvDtype {
+                    s.hybrid.mamba_cache_dtype = d;
+                } else {
+                    s.hybrid.mamba_ssm_cache_dtype = d;
+                }
+            }
+            Meaning::MambaPoolSize => s.hybrid.max_mamba_cache_size = Some(parse_num(&flag, &v)?),
+            Meaning::MambaRatio => {
+                let r: f64 = parse_num(&flag, &v)?;
+                if !(r > 0.0 && r.is_finite()) {
+                    return Err(err(format!("{flag} {v}: expected a positive ratio")));
+                }
+                s.hybrid.mamba_full_memory_ratio = Some(r);
+            }
             // llama.cpp: `-np -1` is auto.
             Meaning::MaxSeqs if engine == Engine::LlamaCpp && v == "-1" => s.max_num_seqs = None,
             Meaning::MaxSeqs => s.max_num_seqs = Some(parse_num(&flag, &v)?),

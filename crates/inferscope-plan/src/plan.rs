@@ -56,6 +56,8 @@ pub struct PlanRequest {
     pub max_model_len_auto: bool,
     /// vLLM `--kv-cache-memory-bytes`: the KV cache per GPU, bytes (utilisation ignored).
     pub kv_cache_memory_bytes: Option<u64>,
+    /// Hybrid models' state flags (vLLM Mamba cache dtypes, SGLang's Mamba pool).
+    pub hybrid: crate::engine::HybridSettings,
     /// `--gpu-memory-utilization` (vLLM default 0.9).
     pub gpu_memory_utilization: Option<f64>,
     /// `--kv-cache-dtype` (`auto` = model dtype).
@@ -121,6 +123,9 @@ impl PlanRequest {
         if s.kv_cache_memory_bytes.is_some() {
             req.kv_cache_memory_bytes = s.kv_cache_memory_bytes;
         }
+        if s.hybrid != crate::engine::HybridSettings::default() {
+            req.hybrid = s.hybrid.clone();
+        }
         if s.gpu_memory_utilization.is_some() {
             req.gpu_memory_utilization = s.gpu_memory_utilization;
         }
@@ -172,6 +177,7 @@ impl PlanRequest {
             max_model_len: None,
             max_model_len_auto: false,
             kv_cache_memory_bytes: None,
+            hybrid: Default::default(),
             gpu_memory_utilization: None,
             kv_cache_dtype: None,
             dtype: None,
@@ -769,22 +775,40 @@ fn sglang_sizing(
     r.info.rules.extend(nsa_rules);
     // hybrid models: the Mamba state pool comes out of the same budget first
     let range = stage_layers(arch.num_layers, pp, 0);
-    let mamba = crate::sglang_mamba::per_request(arch, range, tp)
+    let ssm = req
+        .hybrid
+        .mamba_ssm_cache_dtype
+        .as_deref()
+        .and_then(Dtype::parse)
+        .or(arch.state_ssm_dtype)
+        .unwrap_or(Dtype::F32);
+    let ratio = req
+        .hybrid
+        .mamba_full_memory_ratio
+        .unwrap_or(crate::sglang_mamba::MAMBA_FULL_MEMORY_RATIO);
+    let mamba = crate::sglang_mamba::per_request(arch, range, tp, ssm)
         .filter(|b| *b > 0)
         .map(|per_req| {
-            let pool = crate::sglang_mamba::pool(r.rest as f64, per_req, None);
+            let pool = crate::sglang_mamba::pool(
+                r.rest as f64,
+                per_req,
+                req.hybrid.max_mamba_cache_size,
+                ratio,
+            );
             let rest = r.rest - pool.bytes as i64;
             r.tokens = if rest > 0 && cell > 0 { rest as u64 / cell } else { 0 };
             r.rest = rest;
             r.info.rules.push(crate::rules::Rule {
                 rule: "mamba_pool".into(),
                 value: format!(
-                    "{} B of state per request (conv bfloat16, SSM {}); max_mamba_cache_size = {} requests = rest × {} / (1 + {}); tokens = what is left // {cell} B",
+                    "{} B of state per request (conv bfloat16, SSM {ssm}); max_mamba_cache_size = {} requests{}; tokens = what is left // {cell} B",
                     pool.per_request,
-                    arch.state_ssm_dtype.unwrap_or(Dtype::F32),
                     pool.requests,
-                    crate::sglang_mamba::MAMBA_FULL_MEMORY_RATIO,
-                    crate::sglang_mamba::MAMBA_FULL_MEMORY_RATIO,
+                    if req.hybrid.max_mamba_cache_size.is_some() {
+                        " (--max-mamba-cache-size)".to_string()
+                    } else {
+                        format!(" = rest × {ratio} / (1 + {ratio})")
+                    },
                 ),
                 source: "0.5.10.post1 sglang/srt/model_executor/model_runner_kv_cache_mixin.py handle_max_mamba_cache; sglang/srt/configs/mamba_utils.py mamba2_state_dtype, Mamba2StateShape.create; server_args.py mamba_full_memory_ratio".into(),
             });
@@ -1080,7 +1104,13 @@ pub fn plan(req: &PlanRequest) -> Plan {
     let block = u64::from(rules.block_size);
     checkpoint_notes(req, arch, quant, flag_quant.is_some(), &mut assumptions);
 
-    let state_dtypes = crate::hybrid::vllm_state_dtypes(arch, version, None, None);
+    let flag_dtype = |d: &Option<String>| d.as_deref().and_then(Dtype::parse);
+    let state_dtypes = crate::hybrid::vllm_state_dtypes(
+        arch,
+        version,
+        flag_dtype(&req.hybrid.mamba_cache_dtype),
+        flag_dtype(&req.hybrid.mamba_ssm_cache_dtype),
+    );
 
     // ---- per stage ----
     let usable = (util * total as f64) as u64;

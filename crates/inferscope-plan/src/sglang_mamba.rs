@@ -29,8 +29,13 @@ pub struct MambaPool {
 
 /// One request's state bytes on one GPU over the state layers in `range`; `None` when a layer
 /// has no SGLang state formula here (Mamba-1, unknown kinds).
-pub fn per_request(arch: &ModelArch, range: std::ops::Range<usize>, tp: u32) -> Option<u64> {
-    let ssm = arch.state_ssm_dtype.unwrap_or(Dtype::F32);
+/// `ssm` is the SSM state dtype in force (`--mamba-ssm-dtype`, else the config's, else float32).
+pub fn per_request(
+    arch: &ModelArch,
+    range: std::ops::Range<usize>,
+    tp: u32,
+    ssm: Dtype,
+) -> Option<u64> {
     let mut total = 0u64;
     for s in arch
         .state_layers
@@ -45,12 +50,18 @@ pub fn per_request(arch: &ModelArch, range: std::ops::Range<usize>, tp: u32) -> 
     Some(total)
 }
 
-/// The pool `handle_max_mamba_cache` carves out of `rest` bytes of KV budget.
-pub fn pool(rest: f64, per_request: u64, max_mamba_cache_size: Option<u64>) -> MambaPool {
+/// The pool `handle_max_mamba_cache` carves out of `rest` bytes of KV budget, with
+/// `--max-mamba-cache-size` when given, else `ratio` (`--mamba-full-memory-ratio`).
+pub fn pool(
+    rest: f64,
+    per_request: u64,
+    max_mamba_cache_size: Option<u64>,
+    ratio: f64,
+) -> MambaPool {
     let requests = match max_mamba_cache_size {
         Some(n) => n,
         None if per_request > 0 && rest > 0.0 => {
-            let raw = rest * MAMBA_FULL_MEMORY_RATIO / (1.0 + MAMBA_FULL_MEMORY_RATIO);
+            let raw = rest * ratio / (1.0 + ratio);
             (raw / per_request as f64).floor() as u64
         }
         None => 0,

@@ -494,3 +494,77 @@ fn hostile_state_sizes_are_refused_or_planned_without_overflow() {
         "config.json: linear_num_key_heads: 65537 is larger than the 65536 this planner accepts"
     );
 }
+
+/// The engines' own state flags, read from a pasted command: SGLang `--max-mamba-cache-size`
+/// fixes the pool in requests and `--mamba-full-memory-ratio` moves its share
+/// (`server_args.py`, `handle_max_mamba_cache`); `--mamba-ssm-dtype bfloat16` halves the SSM
+/// state; vLLM `--mamba-ssm-cache-dtype` does the same for its pages.
+#[test]
+fn state_flags_of_a_pasted_command_are_planned() {
+    let name = "Qwen--Qwen3-Next-80B-A3B-Instruct";
+    let words = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+    let sglang = |flags: &str| {
+        let s = inferscope_plan::engine::parse_command(&words(&format!(
+            "python3 -m sglang.launch_server --model-path M --tp 4 {flags}"
+        )))
+        .unwrap();
+        let mut r = PlanRequest::new(arch(name), name, h100(4));
+        r.apply_engine(&s);
+        r.engine_version = Some("0.5.10.post1".into());
+        r.max_model_len = Some(32_768);
+        plan(&r)
+    };
+    let pool_requests = |p: &inferscope_plan::plan::Plan| -> u64 {
+        let rules = p.engine_rules.as_ref().unwrap();
+        let pool = rules.rules.iter().find(|r| r.rule == "mamba_pool").unwrap();
+        pool.value
+            .split("max_mamba_cache_size = ")
+            .nth(1)
+            .and_then(|v| v.split(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    };
+    let base = sglang("");
+    let fixed = sglang("--max-mamba-cache-size 64");
+    assert_eq!(pool_requests(&fixed), 64);
+    // fewer states than the default share: more of the budget holds tokens
+    assert!(pool_requests(&base) > 64, "{}", pool_requests(&base));
+    assert!(fixed.kv_cache_tokens > base.kv_cache_tokens);
+    let half = sglang("--mamba-full-memory-ratio 0.45");
+    assert!(pool_requests(&half) < pool_requests(&base));
+    let bf16 = sglang("--mamba-ssm-dtype bfloat16");
+    let c = text(name);
+    let (vh, kd, vd) = (
+        u(&c, "linear_num_value_heads"),
+        u(&c, "linear_key_head_dim"),
+        u(&c, "linear_value_head_dim"),
+    );
+    // 36 linear-attention layers, SSM state vh/4 × kd × vd at 4 → 2 bytes
+    assert_eq!(
+        base.state_bytes_per_sequence - bf16.state_bytes_per_sequence,
+        36 * (vh / 4 * kd * vd * 2)
+    );
+    // vLLM: the SSM cache dtype flag reaches the page
+    let vllm = |flags: &str| {
+        let s = inferscope_plan::engine::parse_command(&words(&format!(
+            "vllm serve M --tensor-parallel-size 4 --max-model-len 32768 {flags}"
+        )))
+        .unwrap();
+        let mut r = PlanRequest::new(arch(name), name, h100(4));
+        r.apply_engine(&s);
+        r.engine_version = Some("0.28.0".into());
+        plan(&r)
+    };
+    let (v_auto, v_f32) = (vllm(""), vllm("--mamba-ssm-cache-dtype float32"));
+    assert!(
+        v_f32.state_bytes_per_sequence > v_auto.state_bytes_per_sequence,
+        "{} vs {}",
+        v_f32.state_bytes_per_sequence,
+        v_auto.state_bytes_per_sequence
+    );
+    // a dtype the engines do not take is the engine's own refusal, before any plan
+    assert!(
+        inferscope_plan::engine::parse_command(&words("vllm serve M --mamba-ssm-cache-dtype fp7"))
+            .is_err()
+    );
+}
