@@ -529,29 +529,44 @@ struct JsonlEntry {
     output_tokens: Option<u32>,
 }
 
+/// The next non-blank line of a JSONL input into `buf` (`line` counts every line read), at
+/// most [`MAX_LINE`] bytes whatever the input holds; `false` at the end. Every JSONL reader of
+/// bench (datasets, traces) reads through this one bound.
+pub(crate) fn next_jsonl_line(
+    input: &mut dyn BufRead,
+    buf: &mut Vec<u8>,
+    line: &mut usize,
+) -> Result<bool, ContentError> {
+    loop {
+        buf.clear();
+        *line += 1;
+        let n = Read::take(&mut *input, MAX_LINE as u64 + 1)
+            .read_until(b'\n', buf)
+            .map_err(|source| ContentError::Read {
+                line: *line,
+                source,
+            })?;
+        if n == 0 {
+            return Ok(false);
+        }
+        if buf.len() > MAX_LINE {
+            return Err(ContentError::LineTooLong {
+                line: *line,
+                limit: MAX_LINE,
+            });
+        }
+        if !buf.iter().all(u8::is_ascii_whitespace) {
+            return Ok(true);
+        }
+    }
+}
+
 /// Parse a JSONL dataset from a reader (pure).
 pub fn parse_jsonl(input: &mut dyn BufRead, default_out: u32) -> Result<Dataset, ContentError> {
     let mut prompts = Vec::new();
     let mut buf = Vec::new();
     let mut line = 0usize;
-    loop {
-        buf.clear();
-        line += 1;
-        let n = Read::take(&mut *input, MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut buf)
-            .map_err(|source| ContentError::Read { line, source })?;
-        if n == 0 {
-            break;
-        }
-        if buf.len() > MAX_LINE {
-            return Err(ContentError::LineTooLong {
-                line,
-                limit: MAX_LINE,
-            });
-        }
-        if buf.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
+    while next_jsonl_line(input, &mut buf, &mut line)? {
         let e: JsonlEntry =
             serde_json::from_slice(&buf).map_err(|source| ContentError::Json { line, source })?;
         let text = e.prompt.ok_or(ContentError::NoPrompt(line))?;

@@ -20,12 +20,12 @@
 //! cache could serve: the leading blocks (trace) or the prefix (shared prefix) an earlier
 //! request already sent.
 
-use crate::dataset::{ContentError, MAX_ENTRIES, MAX_LINE, Prompt, SpecError};
+use crate::dataset::{ContentError, MAX_ENTRIES, Prompt, SpecError};
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use serde::Deserialize;
 use std::collections::HashSet;
-use std::io::{BufRead, Read};
+use std::io::BufRead;
 use std::time::Duration;
 
 /// Tokens (here: words) per Mooncake hash block.
@@ -244,24 +244,7 @@ fn parse_trace_capped(
     let mut line = 0usize;
     let mut first_ms: Option<f64> = None;
     let mut last_ms = f64::NEG_INFINITY;
-    loop {
-        buf.clear();
-        line += 1;
-        let n = Read::take(&mut *input, MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut buf)
-            .map_err(|source| ContentError::Read { line, source })?;
-        if n == 0 {
-            break;
-        }
-        if buf.len() > MAX_LINE {
-            return Err(ContentError::LineTooLong {
-                line,
-                limit: MAX_LINE,
-            });
-        }
-        if buf.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
+    while crate::dataset::next_jsonl_line(input, &mut buf, &mut line)? {
         let l: Line =
             serde_json::from_slice(&buf).map_err(|source| ContentError::Json { line, source })?;
         let bad = |msg: String| ContentError::Trace { line, msg };
