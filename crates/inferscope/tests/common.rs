@@ -147,6 +147,45 @@ impl Drop for Exporter {
     }
 }
 
+/// Two paths a set-up script gives the end-to-end tests: from the environment variables `keys`,
+/// else from the `env` file the script writes in its cache (`$dir_var`, default `$HOME/default`).
+pub fn set_up_paths(
+    keys: [&str; 2],
+    dir_var: &str,
+    default: &str,
+) -> (Option<PathBuf>, Option<PathBuf>) {
+    let from_env = |k: &str| std::env::var_os(k).map(PathBuf::from);
+    let (mut a, mut b) = (from_env(keys[0]), from_env(keys[1]));
+    if a.is_none() || b.is_none() {
+        let dir = from_env(dir_var).or_else(|| from_env("HOME").map(|h| h.join(default)));
+        let text = dir
+            .map(|d| d.join("env"))
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .unwrap_or_default();
+        for line in text.lines() {
+            let line = line.trim_start_matches("export ");
+            if let Some(v) = line.strip_prefix(&format!("{}=", keys[0])) {
+                a.get_or_insert_with(|| PathBuf::from(v));
+            } else if let Some(v) = line.strip_prefix(&format!("{}=", keys[1])) {
+                b.get_or_insert_with(|| PathBuf::from(v));
+            }
+        }
+    }
+    (a, b)
+}
+
+/// (`INFERSCOPE_SKIP_E2E=1`, under CI). The skip switch is refused under CI: nothing can silently
+/// skip an end-to-end test there.
+pub fn e2e_switches() -> (bool, bool) {
+    let skip = std::env::var("INFERSCOPE_SKIP_E2E").as_deref() == Ok("1");
+    let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false");
+    assert!(
+        !(skip && in_ci),
+        "INFERSCOPE_SKIP_E2E=1 is refused under CI: end-to-end tests are never skipped there"
+    );
+    (skip, in_ci)
+}
+
 /// The real llama-server and tiny model the end-to-end tests drive, set up by `scripts/test`
 /// (through `scripts/setup_llama_server.sh`). Taken from `INFERSCOPE_LLAMA_SERVER` and
 /// `INFERSCOPE_TINY_GGUF`, else from the `env` file the set-up writes in its cache
@@ -154,31 +193,12 @@ impl Drop for Exporter {
 /// after one `scripts/test`. `None` only when `INFERSCOPE_SKIP_E2E=1` outside CI: under `CI` the
 /// skip switch is refused, so nothing can silently skip an end-to-end test there.
 pub fn llama_server() -> Option<(PathBuf, PathBuf)> {
-    let from_env = |k: &str| std::env::var_os(k).map(PathBuf::from);
-    let mut server = from_env("INFERSCOPE_LLAMA_SERVER");
-    let mut gguf = from_env("INFERSCOPE_TINY_GGUF");
-    if server.is_none() || gguf.is_none() {
-        let dir = from_env("INFERSCOPE_LLAMA_DIR")
-            .or_else(|| from_env("HOME").map(|h| h.join(".cache/inferscope-llama")));
-        let text = dir
-            .map(|d| d.join("env"))
-            .and_then(|f| std::fs::read_to_string(f).ok())
-            .unwrap_or_default();
-        for line in text.lines() {
-            let line = line.trim_start_matches("export ");
-            if let Some(v) = line.strip_prefix("INFERSCOPE_LLAMA_SERVER=") {
-                server.get_or_insert_with(|| PathBuf::from(v));
-            } else if let Some(v) = line.strip_prefix("INFERSCOPE_TINY_GGUF=") {
-                gguf.get_or_insert_with(|| PathBuf::from(v));
-            }
-        }
-    }
-    let skip = std::env::var("INFERSCOPE_SKIP_E2E").as_deref() == Ok("1");
-    let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false");
-    assert!(
-        !(skip && in_ci),
-        "INFERSCOPE_SKIP_E2E=1 is refused under CI: end-to-end tests are never skipped there"
+    let (server, gguf) = set_up_paths(
+        ["INFERSCOPE_LLAMA_SERVER", "INFERSCOPE_TINY_GGUF"],
+        "INFERSCOPE_LLAMA_DIR",
+        ".cache/inferscope-llama",
     );
+    let (skip, _) = e2e_switches();
     match (server, gguf) {
         (Some(s), Some(g)) if s.is_file() && g.is_file() => Some((s, g)),
         _ if skip => {

@@ -62,31 +62,12 @@ pub const ENV: [(&str, &str); 4] = [
 /// `~/.cache/inferscope-vllm`). Not set up: `None` (the test skips, saying so), except under
 /// `CI`, where it fails: nothing skips an end-to-end test there.
 pub fn vllm() -> Option<Vllm> {
-    let from_env = |k: &str| std::env::var_os(k).map(PathBuf::from);
-    let mut python = from_env("INFERSCOPE_VLLM_PYTHON");
-    let mut model = from_env("INFERSCOPE_TINY_HF_MODEL");
-    if python.is_none() || model.is_none() {
-        let dir = from_env("INFERSCOPE_VLLM_DIR")
-            .or_else(|| from_env("HOME").map(|h| h.join(".cache/inferscope-vllm")));
-        let text = dir
-            .map(|d| d.join("env"))
-            .and_then(|f| std::fs::read_to_string(f).ok())
-            .unwrap_or_default();
-        for line in text.lines() {
-            let line = line.trim_start_matches("export ");
-            if let Some(v) = line.strip_prefix("INFERSCOPE_VLLM_PYTHON=") {
-                python.get_or_insert_with(|| PathBuf::from(v));
-            } else if let Some(v) = line.strip_prefix("INFERSCOPE_TINY_HF_MODEL=") {
-                model.get_or_insert_with(|| PathBuf::from(v));
-            }
-        }
-    }
-    let skip = std::env::var("INFERSCOPE_SKIP_E2E").as_deref() == Ok("1");
-    let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false");
-    assert!(
-        !(skip && in_ci),
-        "INFERSCOPE_SKIP_E2E=1 is refused under CI: end-to-end tests are never skipped there"
+    let (python, model) = super::set_up_paths(
+        ["INFERSCOPE_VLLM_PYTHON", "INFERSCOPE_TINY_HF_MODEL"],
+        "INFERSCOPE_VLLM_DIR",
+        ".cache/inferscope-vllm",
     );
+    let (skip, in_ci) = super::e2e_switches();
     match (python, model) {
         (Some(p), Some(m)) if !skip && p.is_file() && m.join("config.json").is_file() => {
             Some(Vllm {
