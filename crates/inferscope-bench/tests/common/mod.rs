@@ -28,3 +28,5 @@ pub fn completions(
         idle_timeout,
     }
 }
+
+pub mod streams;
