@@ -10,7 +10,6 @@ use inferscope_bench::client::{RequestSettings, Target, http_client};
 use inferscope_bench::dataset;
 use inferscope_bench::exec::{Progress, RunConfig, StopReason, run};
 use inferscope_bench::schedule::{Arrival, Limits, Schedule, Warmup};
-use inferscope_bench::stats::Slo;
 use std::sync::Arc;
 use std::time::Duration;
 
