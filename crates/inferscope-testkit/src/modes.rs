@@ -77,6 +77,17 @@ pub enum Mode {
     /// Answer every connection's first request with these exact bytes, then close (an exporter
     /// or proxy of any shape).
     Raw(Arc<Vec<u8>>),
+    /// Answer every connection's first request with `head`, then `piece` again and again until
+    /// `limit` bytes of pieces are written (`None`: until the client leaves), then close: an
+    /// endless, over-declared or oversized body.
+    Endless {
+        /// Status line, headers and the start of the body.
+        head: Arc<Vec<u8>>,
+        /// What is repeated (already framed, e.g. as a chunk).
+        piece: Arc<Vec<u8>>,
+        /// Bytes of pieces to write at most.
+        limit: Option<usize>,
+    },
     /// A healthy server that closes keep-alive connections as servers do, at the worst moments:
     /// a connection waits for its next request at most a random 0..`idle_max` (then is closed,
     /// like cpp-httplib's 5 s keep-alive timeout in llama-server, only far shorter so the races
@@ -154,6 +165,15 @@ async fn serve_conn(mut sock: TcpStream, mode: Mode, shared: Shared) -> std::io:
         match &mode {
             Mode::Raw(bytes) => {
                 sock.write_all(bytes).await?;
+                return Ok(());
+            }
+            Mode::Endless { head, piece, limit } => {
+                sock.write_all(head).await?;
+                let mut sent = 0usize;
+                while limit.is_none_or(|l| sent < l) {
+                    sock.write_all(piece).await?;
+                    sent += piece.len();
+                }
                 return Ok(());
             }
             Mode::NotFound => {
@@ -297,7 +317,9 @@ async fn serve_conn(mut sock: TcpStream, mode: Mode, shared: Shared) -> std::io:
                 )
                 .await?;
             }
-            Mode::Raw(_) | Mode::NotFound | Mode::Flaky { .. } => return Ok(()),
+            Mode::Raw(_) | Mode::Endless { .. } | Mode::NotFound | Mode::Flaky { .. } => {
+                return Ok(());
+            }
         }
     }
     Ok(())
