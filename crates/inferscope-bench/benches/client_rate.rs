@@ -5,8 +5,9 @@
 //! (defaults 10 s, 32 streams, 256 tokens per request).
 //!
 //! The server is this same executable started again as a child process (`--serve`), pinned to
-//! CPU 0: plain blocking HTTP/1.1 with keep-alive, one thread per connection, each token its own
-//! chunked-encoding chunk and its own `write` (as vLLM and llama.cpp send them), no pacing. The
+//! CPU 0: the workspace's scripted server (crates/inferscope-testkit, `Mode::Flood`), HTTP/1.1
+//! with keep-alive, each token its own chunked-encoding chunk and its own `write` (as vLLM and
+//! llama.cpp send them), no pacing. The
 //! client is the real `run::execute` (the code `inferscope bench` runs) in this process, pinned
 //! to CPU 1; its CPU is this process's, so the server's is not counted.
 
@@ -15,8 +16,7 @@ use inferscope_bench::dataset::DatasetSpec;
 use inferscope_bench::run::{Plan, execute};
 use inferscope_bench::schedule::{Limits, Schedule, Warmup};
 use inferscope_bench::stats::Slo;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use inferscope_testkit::{Mode, Script};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -32,94 +32,15 @@ fn pin(cpu: usize) {
     }
 }
 
-/// One keep-alive connection: answer requests until the client closes.
-fn serve_conn(stream: TcpStream) -> std::io::Result<()> {
-    stream.set_nodelay(true)?;
-    let mut out = stream.try_clone()?;
-    let mut rd = BufReader::new(stream);
-    let mut line = String::new();
-    loop {
-        // Request line and headers.
-        line.clear();
-        if rd.read_line(&mut line)? == 0 {
-            return Ok(());
-        }
-        let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
-        let mut len = 0usize;
-        loop {
-            line.clear();
-            if rd.read_line(&mut line)? == 0 {
-                return Ok(());
-            }
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = l.split_once(':')
-                && k.eq_ignore_ascii_case("content-length")
-            {
-                len = v.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0u8; len.min(1 << 20)];
-        rd.read_exact(&mut body)?;
-        if path == "/v1/models" {
-            let b = r#"{"object":"list","data":[{"id":"flood"}]}"#;
-            write!(
-                out,
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{b}",
-                b.len()
-            )?;
-            continue;
-        }
-        if path != "/v1/completions" {
-            out.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")?;
-            continue;
-        }
-        let body = String::from_utf8_lossy(&body);
-        let tokens: u32 = body
-            .split("\"max_tokens\":")
-            .nth(1)
-            .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(16);
-        out.write_all(
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
-        )?;
-        let chunk = |out: &mut TcpStream, data: &str| -> std::io::Result<()> {
-            let ev = format!("data: {data}\n\n");
-            write!(out, "{:x}\r\n{ev}\r\n", ev.len())
-        };
-        for i in 0..tokens {
-            chunk(
-                &mut out,
-                &format!(
-                    r#"{{"id":"c","object":"text_completion","model":"flood","choices":[{{"index":0,"text":" t{i}","finish_reason":null}}]}}"#
-                ),
-            )?;
-        }
-        chunk(
-            &mut out,
-            &format!(
-                r#"{{"id":"c","choices":[{{"index":0,"text":"","finish_reason":"length"}}],"usage":{{"prompt_tokens":8,"completion_tokens":{tokens}}}}}"#
-            ),
-        )?;
-        chunk(&mut out, "[DONE]")?;
-        out.write_all(b"0\r\n\r\n")?;
-    }
-}
-
+/// The server process: the workspace's scripted server (crates/inferscope-testkit) in
+/// [`Mode::Flood`], on CPU 0; its port goes to `port_file`.
 fn serve(port_file: &str) -> std::io::Result<()> {
     pin(0);
-    let l = TcpListener::bind("127.0.0.1:0")?;
-    std::fs::write(port_file, l.local_addr()?.port().to_string())?;
-    for s in l.incoming() {
-        let s = s?;
-        std::thread::spawn(move || {
-            let _ = serve_conn(s);
-        });
+    let server = Script::new(Mode::Flood).model("flood").start_in_thread();
+    std::fs::write(port_file, server.addr.port().to_string())?;
+    loop {
+        std::thread::park();
     }
-    Ok(())
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

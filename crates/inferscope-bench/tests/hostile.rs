@@ -83,7 +83,12 @@ fn non_utf8_stream_is_invalid_sse() {
 #[test]
 fn never_ending_stream_times_out_and_the_run_ends_on_time() {
     let t = Instant::now();
-    let out = run_against(Mode::NeverEnds, 3, 3, Duration::from_secs(1));
+    let out = run_against(
+        Mode::NeverEnds(Duration::from_millis(20)),
+        3,
+        3,
+        Duration::from_secs(1),
+    );
     assert_eq!(classes(&out), vec![ErrorClass::Timeout]);
     assert_eq!(out.records.len(), 3);
     // Tokens were seen before the timeout, and the run ended about one timeout later.

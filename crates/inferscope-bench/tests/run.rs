@@ -135,19 +135,8 @@ fn unreachable_server_is_an_input_error() {
 /// "lists no model"; the error now says what failed.
 #[test]
 fn a_failing_models_endpoint_is_named_not_called_empty() {
-    use std::io::{Read, Write};
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            let mut b = [0u8; 4096];
-            let _ = s.read(&mut b);
-            let _ = s.write_all(
-                b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
-            );
-        }
-    });
+    let server = start_in_thread(Mode::NotFound);
+    let addr = server.addr;
     let err = execute(&plan(format!("http://{addr}")), None, None).unwrap_err();
     assert!(matches!(err, BenchError::ModelsFailed { .. }), "{err}");
     assert_eq!(
@@ -162,46 +151,11 @@ fn a_failing_models_endpoint_is_named_not_called_empty() {
 /// 302 to another listener gets `http_status` errors, and the other listener no request.
 #[test]
 fn redirects_are_errors_and_never_followed() {
-    use std::io::{Read, Write};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    let elsewhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let target = format!("http://{}/v1/completions", elsewhere.local_addr().unwrap());
-    let reached = std::sync::Arc::new(AtomicU64::new(0));
-    let r = reached.clone();
-    std::thread::spawn(move || {
-        for s in elsewhere.incoming() {
-            drop(s);
-            r.fetch_add(1, Ordering::SeqCst);
-        }
-    });
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            let target = target.clone();
-            std::thread::spawn(move || {
-                let mut b = [0u8; 8192];
-                let n = s.read(&mut b).unwrap_or(0);
-                let head = String::from_utf8_lossy(&b[..n]).to_string();
-                let answer = if head.starts_with("GET /v1/models") {
-                    let body = r#"{"data":[{"id":"m"}]}"#;
-                    format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    )
-                } else if head.starts_with("GET") {
-                    "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-                        .to_string()
-                } else {
-                    format!(
-                        "HTTP/1.1 302 Found\r\nlocation: {target}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-                    )
-                };
-                let _ = s.write_all(answer.as_bytes());
-            });
-        }
-    });
+    use std::sync::atomic::Ordering;
+    let elsewhere = start_in_thread(Mode::Silent);
+    let target = format!("{}/v1/completions", elsewhere.url());
+    let server = start_in_thread(Mode::Redirect(target));
+    let addr = server.addr;
     let mut p = plan(format!("http://{addr}"));
     p.limits = Limits {
         requests: Some(20),
@@ -215,5 +169,9 @@ fn redirects_are_errors_and_never_followed() {
         "{errors:?}"
     );
     assert_eq!(out.result.stats.requests.completed, 0);
-    assert_eq!(reached.load(Ordering::SeqCst), 0, "a redirect was followed");
+    assert_eq!(
+        elsewhere.truth.connections.load(Ordering::SeqCst),
+        0,
+        "a redirect was followed"
+    );
 }

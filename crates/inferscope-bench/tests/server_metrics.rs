@@ -1,19 +1,17 @@
 //! Engine metrics during a bench (issue 27 item 3): a scripted completions server plus a
-//! scripted `/metrics` serving the real llama-server exposition (fixtures/server-metrics), and
+//! scripted `/metrics` on the same server serving the real llama-server exposition (fixtures/server-metrics), and
 //! an unreachable metrics URL that leaves the run valid with "unknown".
 
 mod common;
 
-use common::{Mode, start_in_thread};
+use common::{Mode, Script, start_in_thread};
 use inferscope_bench::client::{Api, RequestSettings};
 use inferscope_bench::dataset::DatasetSpec;
 use inferscope_bench::run::{MetricsScrape, Plan, execute};
 use inferscope_bench::schedule::{Limits, Schedule, Warmup};
 use inferscope_bench::stats::Slo;
-use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 fn plan(url: String, metrics: Option<MetricsScrape>) -> Plan {
@@ -57,59 +55,40 @@ fn plan(url: String, metrics: Option<MetricsScrape>) -> Plan {
     }
 }
 
-fn completions() -> common::TestServer {
-    start_in_thread(Mode::Stream {
+fn stream() -> Mode {
+    Mode::Stream {
         ttft: Duration::from_millis(5),
         itl: Duration::from_millis(2),
         tokens: 4,
         stagger: false,
-    })
+    }
 }
 
-/// A `/metrics` endpoint answering the real llama-server exposition, with
+fn completions() -> common::TestServer {
+    start_in_thread(stream())
+}
+
+/// The scripted completions server with a `/metrics` answering the real llama-server exposition,
 /// `llamacpp:requests_processing` set to the scrape's number (0, 1, 2, ...) so the series is
-/// known; every other line is the captured text, verbatim.
-fn metrics_server() -> (String, Arc<AtomicU64>) {
-    let real = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../fixtures/server-metrics/llama-server.metrics"
-    ))
-    .unwrap();
+/// known; every other line is the captured text, verbatim. Returns the server and its metrics URL.
+fn with_metrics() -> (common::TestServer, String) {
+    let real = inferscope_testkit::metrics_fixture("llama-server");
     assert!(real.contains("\nllamacpp:requests_processing 0\n"));
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/metrics", listener.local_addr().unwrap());
-    let n = Arc::new(AtomicU64::new(0));
-    let count = n.clone();
-    std::thread::spawn(move || {
-        for sock in listener.incoming() {
-            let Ok(mut sock) = sock else { continue };
-            let mut buf = Vec::new();
-            let mut tmp = [0u8; 1024];
-            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                match sock.read(&mut tmp) {
-                    Ok(0) | Err(_) => break,
-                    Ok(k) => buf.extend_from_slice(&tmp[..k]),
-                }
-            }
-            let k = count.fetch_add(1, Ordering::SeqCst);
-            let body = real.replace(
+    let server = Script::new(stream())
+        .metrics(move |k| {
+            real.replace(
                 "\nllamacpp:requests_processing 0\n",
                 &format!("\nllamacpp:requests_processing {k}\n"),
-            );
-            let _ = write!(
-                sock,
-                "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    (url, n)
+            )
+        })
+        .start_in_thread();
+    let url = format!("{}/metrics", server.url());
+    (server, url)
 }
 
 #[test]
 fn a_bench_records_the_servers_metrics_as_series_and_summary() {
-    let server = completions();
-    let (url, scrapes) = metrics_server();
+    let (server, url) = with_metrics();
     let interval = Duration::from_millis(200);
     let out = execute(
         &plan(
@@ -126,7 +105,7 @@ fn a_bench_records_the_servers_metrics_as_series_and_summary() {
     let r = &out.result;
     assert!(r.valid, "{:?}", r.invalid_reasons);
     let m = r.server_metrics.as_ref().expect("server_metrics recorded");
-    let served = scrapes.load(Ordering::SeqCst);
+    let served = server.truth.scrapes.load(Ordering::SeqCst);
     assert_eq!(m.status, "ok");
     assert_eq!(m.reason, None);
     assert_eq!(m.source, url);

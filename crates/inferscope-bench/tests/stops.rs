@@ -66,7 +66,7 @@ fn open_loop_stops_as_saturated_when_the_server_cannot_keep_up() {
         max_error_rate: 1.0,
     };
     let t = Instant::now();
-    let out = run_with(Mode::NeverEnds, cfg, None);
+    let out = run_with(Mode::NeverEnds(Duration::from_millis(20)), cfg, None);
     let took = t.elapsed();
     let StopReason::Saturated(why) = &out.stop else {
         panic!("stop {:?}", out.stop);
@@ -106,7 +106,11 @@ fn an_interrupt_stops_sending_and_cancels_requests_in_flight() {
         max_error_rate: 1.0,
     };
     let t = Instant::now();
-    let out = run_with(Mode::NeverEnds, cfg, Some(Duration::from_millis(300)));
+    let out = run_with(
+        Mode::NeverEnds(Duration::from_millis(20)),
+        cfg,
+        Some(Duration::from_millis(300)),
+    );
     let took = t.elapsed();
     assert_eq!(out.stop, StopReason::Interrupted);
     assert!(took < Duration::from_secs(3), "took {took:?}");

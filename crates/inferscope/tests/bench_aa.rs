@@ -20,11 +20,10 @@ use inferscope_bench::record::RequestRecord;
 use inferscope_bench::result::{BenchResult, ClientUsage, SCHEMA_VERSION, Settings};
 use inferscope_bench::schedule::{Limits, Schedule, Warmup};
 use inferscope_bench::stats::{Slo, compute};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use inferscope_testkit::{Mode, Script};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SIGMA: f64 = 0.35;
 const TOKENS: u64 = 32;
@@ -236,107 +235,30 @@ fn synthesised_pairs_aa_slowdown_and_tails() {
     println!("synthesised p99 thresholds at 96 requests: inconclusive in 20/20 pairs");
 }
 
-/// A streaming server of the model: one thread per connection, keep-alive, absolute token
-/// schedule from the request's arrival.
-fn serve(stream: TcpStream, rng: Arc<Mutex<Rng>>, m: Model) {
-    let _ = stream.set_nodelay(true);
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut out = stream;
-    loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
-            return;
-        }
-        let arrived = Instant::now();
-        let mut len = 0usize;
-        loop {
-            let mut h = String::new();
-            if reader.read_line(&mut h).unwrap_or(0) == 0 {
-                return;
-            }
-            if h == "\r\n" {
-                break;
-            }
-            if let Some((k, v)) = h.split_once(':')
-                && k.eq_ignore_ascii_case("content-length")
-            {
-                len = v.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0u8; len];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
-        if request_line.starts_with("GET /v1/models") {
-            let b = r#"{"object":"list","data":[{"id":"noisy","object":"model"}]}"#;
-            let r = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{b}",
-                b.len()
-            );
-            if out.write_all(r.as_bytes()).is_err() {
-                return;
-            }
-            continue;
-        }
-        if request_line.starts_with("GET") {
-            if out
-                .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
-                .is_err()
-            {
-                return;
-            }
-            continue;
-        }
-        let (f, jitter): (f64, Vec<f64>) = {
-            let mut g = rng.lock().unwrap();
-            let f = g.speed();
-            (f, (0..TOKENS).map(|_| 1.0 + 0.05 * g.normal()).collect())
-        };
-        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
-        if out.write_all(head.as_bytes()).is_err() {
-            return;
-        }
-        let mut at = m.ttft_ms * f;
-        for (i, j) in jitter.iter().enumerate() {
-            if i > 0 {
-                at += m.itl_ms * f * m.itl_slowdown * j.max(0.5);
-            }
-            let due = arrived + Duration::from_secs_f64(at / 1000.0);
-            if let Some(d) = due.checked_duration_since(Instant::now()) {
-                std::thread::sleep(d);
-            }
-            let data = "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"text\":\" t\",\"finish_reason\":null}]}\n\n";
-            if out
-                .write_all(format!("{:x}\r\n{data}\r\n", data.len()).as_bytes())
-                .is_err()
-            {
-                return;
-            }
-        }
-        let usage = format!(
-            "data: {{\"id\":\"x\",\"choices\":[{{\"index\":0,\"text\":\"\",\"finish_reason\":\"length\"}}],\"usage\":{{\"prompt_tokens\":8,\"completion_tokens\":{TOKENS},\"total_tokens\":{}}}}}\n\ndata: [DONE]\n\n",
-            TOKENS + 8
-        );
-        if out
-            .write_all(format!("{:x}\r\n{usage}\r\n0\r\n\r\n", usage.len()).as_bytes())
-            .is_err()
-        {
-            return;
-        }
-    }
-}
-
+/// A scripted streaming server of the model (crates/inferscope-testkit, `Mode::Paced`): each
+/// request's token offsets from its arrival are drawn from the model.
 fn start_server(seed: u64, m: Model) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let rng = Arc::new(Mutex::new(Rng(seed)));
-    std::thread::spawn(move || {
-        for s in listener.incoming().flatten() {
-            let rng = rng.clone();
-            std::thread::spawn(move || serve(s, rng, m));
-        }
-    });
-    url
+    let rng = Mutex::new(Rng(seed));
+    let pace = move || {
+        let mut g = rng.lock().unwrap_or_else(|e| e.into_inner());
+        let f = g.speed();
+        let jitter: Vec<f64> = (0..TOKENS).map(|_| 1.0 + 0.05 * g.normal()).collect();
+        let mut at = m.ttft_ms * f;
+        jitter
+            .iter()
+            .enumerate()
+            .map(|(i, j)| {
+                if i > 0 {
+                    at += m.itl_ms * f * m.itl_slowdown * j.max(0.5);
+                }
+                Duration::from_secs_f64(at / 1000.0)
+            })
+            .collect()
+    };
+    Script::new(Mode::Paced(Arc::new(pace)))
+        .model("noisy")
+        .start_in_thread()
+        .url()
 }
 
 fn bench(url: &str, dir: &std::path::Path, name: &str, requests: u64) -> String {

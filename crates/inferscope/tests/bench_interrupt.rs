@@ -1,71 +1,10 @@
 //! Ctrl-C or SIGTERM during `inferscope bench`: sending stops, requests in flight are cancelled,
 //! and the result is still written, marked interrupted, with exit code 1 (docs/bench.md).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use inferscope_testkit::{Mode, Script};
+use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// One connection of a server that lists one model and streams a token every 20 ms forever.
-fn serve(stream: TcpStream) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut out = stream;
-    loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
-            return;
-        }
-        let mut len = 0usize;
-        loop {
-            let mut h = String::new();
-            if reader.read_line(&mut h).unwrap_or(0) == 0 {
-                return;
-            }
-            if h == "\r\n" {
-                break;
-            }
-            if let Some((k, v)) = h.split_once(':')
-                && k.eq_ignore_ascii_case("content-length")
-            {
-                len = v.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0u8; len];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
-        if request_line.starts_with("GET /v1/models") {
-            let b = r#"{"object":"list","data":[{"id":"endless","object":"model"}]}"#;
-            let r = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{b}",
-                b.len()
-            );
-            if out.write_all(r.as_bytes()).is_err() {
-                return;
-            }
-        } else if request_line.starts_with("GET") {
-            if out
-                .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
-                .is_err()
-            {
-                return;
-            }
-        } else {
-            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
-            if out.write_all(head.as_bytes()).is_err() {
-                return;
-            }
-            loop {
-                let data = "data: {\"id\":\"x\",\"choices\":[{\"text\":\" t\"}]}\n\n";
-                let c = format!("{:x}\r\n{data}\r\n", data.len());
-                if out.write_all(c.as_bytes()).is_err() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-    }
-}
 
 #[test]
 fn ctrl_c_writes_an_interrupted_result_and_exits_1() {
@@ -79,13 +18,11 @@ fn sigterm_writes_an_interrupted_result_and_exits_1() {
 }
 
 fn interrupted_by(signal: libc::c_int, name: &str) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for s in listener.incoming().flatten() {
-            std::thread::spawn(move || serve(s));
-        }
-    });
+    // Lists one model and streams a token every 20 ms forever.
+    let url = Script::new(Mode::NeverEnds(Duration::from_millis(20)))
+        .model("endless")
+        .start_in_thread()
+        .url();
     let dir = tempfile::tempdir().unwrap();
     let out_file = dir.path().join("r.json");
     let mut child = Command::new(env!("CARGO_BIN_EXE_inferscope"))

@@ -4,7 +4,8 @@
 mod common;
 
 use common::{inferscope, repo};
-use std::net::TcpListener;
+use inferscope_testkit::{Mode, TestServer, start_in_thread};
+use std::sync::atomic::Ordering;
 
 /// Rows of the EXPECTED.md table, the message without its backticks.
 fn expected_rows() -> Vec<(String, String)> {
@@ -20,19 +21,16 @@ fn expected_rows() -> Vec<(String, String)> {
         .collect()
 }
 
-/// A listener the bench would send to; nothing may connect.
-fn quiet_server() -> (TcpListener, String) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.set_nonblocking(true).unwrap();
-    let url = format!("http://{}", l.local_addr().unwrap());
-    (l, url)
+/// A scripted server the bench would send to; nothing may connect.
+fn quiet_server() -> (TestServer, String) {
+    let server = start_in_thread(Mode::Silent);
+    let url = server.url();
+    (server, url)
 }
 
-fn assert_nothing_sent(l: &TcpListener) {
-    match l.accept() {
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-        other => panic!("the bench connected to the server: {other:?}"),
-    }
+fn assert_nothing_sent(server: &TestServer) {
+    let n = server.truth.connections.load(Ordering::SeqCst);
+    assert_eq!(n, 0, "the bench connected to the server");
 }
 
 #[test]

@@ -174,6 +174,22 @@ pub fn set_up_paths(
     (a, b)
 }
 
+/// Say that the calling test cannot run its check here, and why (docs/testing.md, "Skipped
+/// tests"). Rust's harness has no runtime skip, so the test then returns and is counted as
+/// passed; this line is what tells them apart: `SKIPPED: <test>: <why>`, written straight to the
+/// process's stderr, past the harness's output capture, so `cargo test` shows it even for a
+/// passing test. Under `CI` it fails instead: nothing skips there.
+pub fn skip(why: &str) {
+    use std::io::Write;
+    let name = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false");
+    assert!(!in_ci, "{name} cannot run here and CI skips nothing: {why}");
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {name}: {why}");
+}
+
 /// (`INFERSCOPE_SKIP_E2E=1`, under CI). The skip switch is refused under CI: nothing can silently
 /// skip an end-to-end test there.
 pub fn e2e_switches() -> (bool, bool) {
@@ -202,7 +218,16 @@ pub fn llama_server() -> Option<(PathBuf, PathBuf)> {
     match (server, gguf) {
         (Some(s), Some(g)) if s.is_file() && g.is_file() => Some((s, g)),
         _ if skip => {
-            eprintln!("INFERSCOPE_SKIP_E2E=1: skipping a llama-server end-to-end test");
+            // Not `skip`: the switch is already refused under CI (e2e_switches).
+            use std::io::Write;
+            let name = std::thread::current()
+                .name()
+                .unwrap_or("a test")
+                .to_string();
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: {name}: INFERSCOPE_SKIP_E2E=1 (a llama-server end-to-end test)"
+            );
             None
         }
         (s, g) => panic!(

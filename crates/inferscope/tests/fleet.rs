@@ -351,27 +351,14 @@ fn diff_of_urls_needs_two_answers() {
     );
 }
 
-/// A fake node answering every connection with the bytes of `file`, then closing.
+/// A fake node answering every connection with the bytes of `file`, then closing (the scripted
+/// server of crates/inferscope-testkit in `Mode::Raw`).
 fn fake_node(file: std::path::PathBuf) -> String {
-    use std::io::{Read, Write};
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
     let answer = std::fs::read(file).unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            let mut head = Vec::new();
-            let mut b = [0u8; 1024];
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
-                match s.read(&mut b) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => head.extend_from_slice(&b[..n]),
-                }
-            }
-            let _ = s.write_all(&answer);
-        }
-    });
-    addr
+    let server = inferscope_testkit::start_in_thread(inferscope_testkit::Mode::Raw(
+        std::sync::Arc::new(answer),
+    ));
+    server.addr.to_string()
 }
 
 /// Every answer in fixtures/bad/exporter-answers makes `diff` report that node with the message

@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -105,50 +105,33 @@ enum Node {
     Oversized,
 }
 
+/// A fake exporter of this kind: the scripted server (crates/inferscope-testkit) in
+/// `Mode::Endless`.
 fn fake_node(kind: Node) -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            std::thread::spawn(move || {
-                let mut b = [0u8; 4096];
-                let _ = s.read(&mut b);
-                let spaces = vec![b' '; 64 << 10];
-                let _ = match kind {
-                    Node::Endless => s.write_all(
-                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n1\r\n{\r\n",
-                    ),
-                    Node::Declared => s.write_all(
-                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 107374182400\r\n\r\n{",
-                    ),
-                    Node::Oversized => s.write_all(
-                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{",
-                    ),
-                };
-                let chunk = [
-                    format!("{:x}\r\n", spaces.len()).as_bytes(),
-                    &spaces,
-                    b"\r\n",
-                ]
-                .concat();
-                let mut sent = 0usize;
-                loop {
-                    let r = match kind {
-                        Node::Endless => s.write_all(&chunk),
-                        Node::Declared => s.write_all(&spaces),
-                        Node::Oversized if sent < (9 << 20) => s.write_all(&spaces),
-                        Node::Oversized => return,
-                    };
-                    if r.is_err() {
-                        return;
-                    }
-                    sent += spaces.len();
-                }
-            });
-        }
-    });
-    addr
+    let spaces = vec![b' '; 64 << 10];
+    let (head, piece, limit): (&[u8], Vec<u8>, Option<usize>) = match kind {
+        Node::Endless => (
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n1\r\n{\r\n",
+            [format!("{:x}\r\n", spaces.len()).as_bytes(), &spaces, b"\r\n"].concat(),
+            None,
+        ),
+        Node::Declared => (
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 107374182400\r\n\r\n{",
+            spaces,
+            None,
+        ),
+        Node::Oversized => (
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{",
+            spaces,
+            Some(9 << 20),
+        ),
+    };
+    let mode = inferscope_testkit::Mode::Endless {
+        head: std::sync::Arc::new(head.to_vec()),
+        piece: std::sync::Arc::new(piece),
+        limit,
+    };
+    inferscope_testkit::start_in_thread(mode).addr.to_string()
 }
 
 /// Item 1: 64 nodes sending endless, oversized or over-declared bodies. Before: up to 64 MiB

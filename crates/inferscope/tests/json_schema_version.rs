@@ -4,14 +4,14 @@
 //! The commands are not listed by hand: the binary's own `--help` tree is walked, and every
 //! command (or subcommand) whose help offers `--json` must have an invocation below, so a new
 //! command with `--json` fails this test until it is added here. Inputs are the repository's
-//! fixtures; `bench`, `tune` and `compare` run against the scripted server
-//! (tests/scripts/scripted_server.py).
+//! fixtures; `bench` and `compare` run against the scripted server (crates/inferscope-testkit),
+//! `tune` starts tests/scripts/scripted_server.py as its server command.
 
 mod common;
 
 use std::collections::BTreeSet;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_inferscope"));
@@ -60,39 +60,14 @@ fn commands_with_json() -> BTreeSet<String> {
     found
 }
 
-struct Server(Child, u16);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn scripted_server() -> Server {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("python3")
-        .arg(common::repo().join("crates/inferscope/tests/scripts/scripted_server.py"))
-        .args(["--port", &port.to_string(), "--slots", "4"])
-        .args(["--service-ms", "5", "--tokens", "2"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = Server(child, port);
-    let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "scripted server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    server
+/// The scripted server (crates/inferscope-testkit): 2 tokens, 5 ms to the first.
+fn scripted_server() -> inferscope_testkit::TestServer {
+    inferscope_testkit::start_in_thread(inferscope_testkit::Mode::Stream {
+        ttft: Duration::from_millis(5),
+        itl: Duration::from_millis(1),
+        tokens: 2,
+        stagger: false,
+    })
 }
 
 /// The first key of each JSON document in `out` (one, or one per line for JSON lines) is
@@ -128,7 +103,7 @@ fn every_json_output_starts_with_schema_version() {
     let dir = tempfile::tempdir().unwrap();
     let d = |name: &str| dir.path().join(name).display().to_string();
     let server = scripted_server();
-    let url = format!("http://127.0.0.1:{}", server.1);
+    let url = server.url();
     let scripted = common::repo()
         .join("crates/inferscope/tests/scripts/scripted_server.py")
         .display()

@@ -362,43 +362,6 @@ fn tune_reports_failures_and_leaves_no_process() {
     assert!(r["verdict"].as_str().unwrap().contains("was not measured"));
 }
 
-/// Start the scripted server; killed on drop.
-struct Scripted(std::process::Child);
-impl Drop for Scripted {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_scripted(slots: u32, service_ms: u32) -> (Scripted, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("python3")
-        .arg(scripted())
-        .args(["--port", &port.to_string()])
-        .args(["--slots", &slots.to_string()])
-        .args(["--service-ms", &service_ms.to_string()])
-        .args(["--tokens", "2"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let guard = Scripted(child);
-    let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "scripted server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (guard, port)
-}
-
 /// Issue 20, third done-when: capacity search against a server of known service time.
 ///
 /// N = 16 slots served first come, first served; each request holds one for S = 200 ms: the
@@ -416,13 +379,19 @@ fn start_scripted(slots: u32, service_ms: u32) -> (Scripted, u16) {
 /// drain; the search then found 0.89 μ.)
 #[test]
 fn capacity_search_finds_the_analytic_rate() {
-    let (_server, port) = start_scripted(16, 200);
+    // In process (crates/inferscope-testkit): the same queue as tests/scripts/scripted_server.py.
+    let server = inferscope_testkit::Script::new(inferscope_testkit::Mode::slots(
+        16,
+        Duration::from_millis(200),
+        2,
+    ))
+    .start_in_thread();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("cap.json");
     let args = strings(&[
         "bench",
         "--url",
-        &format!("http://127.0.0.1:{port}"),
+        &server.url(),
         "--find-capacity",
         "--slo",
         "ttft=600ms",

@@ -80,9 +80,9 @@ pub fn vllm() -> Option<Vllm> {
              model: {m:?}); scripts/test sets them up (scripts/setup_vllm_cpu.sh)"
         ),
         _ => {
-            eprintln!(
-                "skipping a vLLM end-to-end test: no vLLM set up (run scripts/test, or \
-                 scripts/setup_vllm_cpu.sh and export the lines it prints)"
+            super::skip(
+                "no vLLM set up for this end-to-end test (run scripts/test, or \
+                 scripts/setup_vllm_cpu.sh and export the lines it prints)",
             );
             None
         }
