@@ -128,7 +128,7 @@ pub fn choose(
     let cmd = &plan.command;
     let first = cmd.first().map(String::as_str).unwrap_or("");
     let rest: Vec<String> = cmd.iter().skip(1).cloned().collect();
-    if plan.engine == Engine::Unknown && is_image_reference(first) {
+    if plan.engine.is_none() && is_image_reference(first) {
         if let Some(i) = image {
             return Err(LaunchError::Usage(format!(
                 "--image {i:?} and an image as the command's first word ({first:?}): give the image once"
@@ -171,19 +171,19 @@ pub fn choose(
     let (default, entrypoint, args, how): (String, Option<String>, Vec<String>, &str) = match plan
         .engine
     {
-        Engine::Vllm if python => (
+        Some(Engine::Vllm) if python => (
             format!("vllm/vllm-openai:{}", tag("v")),
             Some("python3".into()),
             rest,
             "--entrypoint python3 with the module and its arguments",
         ),
-        Engine::Vllm => (
+        Some(Engine::Vllm) => (
             format!("vllm/vllm-openai:{}", tag("v")),
             Some("vllm".into()),
             rest,
             "--entrypoint vllm and `serve ...`: the image's ENTRYPOINT is `vllm serve` today but `python3 -m vllm.entrypoints.openai.api_server` in releases up to at least 0.10.2, and both have the vllm CLI",
         ),
-        Engine::Sglang => {
+        Some(Engine::Sglang) => {
             let mut full = vec!["python3".to_string()];
             full.extend(rest);
             (
@@ -193,13 +193,13 @@ pub fn choose(
                 "the whole command: the image has no server entrypoint (SGLang's docs run python3 -m sglang.launch_server in it); SGLang's release tags carry the CUDA build (v0.5.19-cu129), so pin one with --image",
             )
         }
-        Engine::Tgi => (
+        Some(Engine::Tgi) => (
             format!("ghcr.io/huggingface/text-generation-inference:{}", tag("")),
             None,
             rest,
             "the arguments after text-generation-launcher: the image's ENTRYPOINT (/tgi-entrypoint.sh) execs the launcher with them",
         ),
-        Engine::LlamaCpp => {
+        Some(Engine::LlamaCpp) => {
             let variant = if nvidia {
                 "server-cuda"
             } else if amd {
@@ -219,13 +219,13 @@ pub fn choose(
                 "the arguments after llama-server: the image's ENTRYPOINT is /app/llama-server (the plain `server` tag is the CPU build; GPUs need server-cuda or server-rocm)",
             )
         }
-        Engine::Ollama => (
+        Some(Engine::Ollama) => (
             format!("ollama/ollama:{}", tag("")),
             None,
             rest,
             "the arguments after ollama: the image's ENTRYPOINT is /bin/ollama",
         ),
-        Engine::Unknown => {
+        None | Some(Engine::Trtllm | Engine::Mlc) => {
             let Some(i) = image else {
                 return Err(LaunchError::Usage(format!(
                     "--emit needs --image IMAGE: {:?} is not an engine inferscope knows an official image for (vllm, sglang, text-generation-launcher, llama-server, ollama); or put the image first after --",
@@ -242,7 +242,7 @@ pub fn choose(
             });
         }
     };
-    let engine = plan.engine.rules().name;
+    let engine = crate::engine::rules(plan.engine).name;
     Ok(match image {
         Some(i) => ImagePlan {
             image: i.to_string(),

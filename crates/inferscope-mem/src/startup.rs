@@ -297,7 +297,7 @@ fn resolve_model(name: &str) -> Option<(String, inferscope_plan::ModelArch)> {
 
 /// Analyse a parsed log.
 pub fn analyse(log: &StartupLog, hints: &Hints) -> StartupReport {
-    let engine = log.engine.map_or("unknown", LogEngine::as_str);
+    let engine = log.engine.map_or("unknown", LogEngine::cli_id);
     let m = measured(log);
     let mut notes = Vec::new();
     let tp = arg_u(log, &["tensor_parallel_size", "tp_size", "tp", "num_shard"])
@@ -348,7 +348,7 @@ pub fn analyse(log: &StartupLog, hints: &Hints) -> StartupReport {
         .earlier
         .iter()
         .map(|e| EarlierStartup {
-            engine: e.engine.map_or("unknown", LogEngine::as_str),
+            engine: e.engine.map_or("unknown", LogEngine::cli_id),
             engine_version: e.engine_version.clone(),
             first_line: e.lines.0,
             last_line: e.lines.1,
@@ -541,7 +541,8 @@ fn missing_budget_line(log: &StartupLog, m: &Measured) -> Option<String> {
             "llama.cpp's `KV self size` / `llama_kv_cache` size line or its allocation error \
              (`failed to allocate … buffer`)",
         ),
-        None => return None,
+        // the log parser recognises no other engine's lines
+        Some(LogEngine::Trtllm | LogEngine::Mlc | LogEngine::Ollama) | None => return None,
     }
     Some(format!(
         "no budget line: {} {} not in the excerpt, and no line says the start-up failed; no fix \

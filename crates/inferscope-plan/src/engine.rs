@@ -10,29 +10,16 @@
 pub use crate::llama_cpp::{GpuLayers, LlamaCppSettings};
 use serde::{Deserialize, Serialize};
 
-/// Serving engines the planner knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Engine {
-    /// vLLM.
-    Vllm,
-    /// SGLang.
-    Sglang,
-    /// Hugging Face text-generation-inference.
-    Tgi,
-    /// llama.cpp's `llama-server`.
-    LlamaCpp,
-}
+/// The one engine identity (issue 32); what each engine does is asked of its room.
+pub use inferscope_host::engine::Engine;
 
-impl Engine {
-    /// The engine's name as users write it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Engine::Vllm => "vLLM",
-            Engine::Sglang => "SGLang",
-            Engine::Tgi => "text-generation-launcher (TGI)",
-            Engine::LlamaCpp => "llama-server",
-        }
+/// The engine's server as plan output names it (`text-generation-launcher (TGI)`,
+/// `llama-server`): the words golden outputs have always used.
+pub fn server_name(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Tgi => "text-generation-launcher (TGI)",
+        Engine::LlamaCpp => "llama-server",
+        e => e.name(),
     }
 }
 
@@ -151,16 +138,14 @@ fn err(msg: impl Into<String>) -> EngineError {
 /// `mem startup` share ([`inferscope_host::engine_command`]), so wrappers (`env -u X`, `nohup`,
 /// `numactl ... --`) never change the engine.
 fn detect(args: &[String]) -> Result<(Engine, usize), EngineError> {
-    use inferscope_host::engine_command::{EngineKind, Found, find};
+    use inferscope_host::engine_command::{Found, find};
     const KNOWN: &str = "vllm serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server, text-generation-launcher, llama-server";
     match find(args) {
         Found::Engine { kind, args } => match kind {
-            EngineKind::Vllm => Ok((Engine::Vllm, args)),
-            EngineKind::Sglang => Ok((Engine::Sglang, args)),
-            EngineKind::Tgi => Ok((Engine::Tgi, args)),
-            EngineKind::LlamaCpp => Ok((Engine::LlamaCpp, args)),
-            EngineKind::Ollama => Err(err(format!(
-                "`ollama` is not a serving engine inferscope knows ({KNOWN})"
+            Engine::Vllm | Engine::Sglang | Engine::Tgi | Engine::LlamaCpp => Ok((kind, args)),
+            Engine::Ollama | Engine::Trtllm | Engine::Mlc => Err(err(format!(
+                "`{}` is not a serving engine inferscope knows ({KNOWN})",
+                kind.cli_id()
             ))),
         },
         Found::NoCommand => Err(err(
@@ -333,7 +318,9 @@ fn meaning(engine: Engine, flag: &str) -> Option<Meaning> {
     // vLLM and llama-server read `_` as `-` in `--` names; SGLang's argparse and TGI's clap do not.
     let f = match engine {
         Engine::Vllm | Engine::LlamaCpp => flag.replace('_', "-"),
-        Engine::Sglang | Engine::Tgi => flag.to_string(),
+        Engine::Sglang | Engine::Tgi | Engine::Trtllm | Engine::Mlc | Engine::Ollama => {
+            flag.to_string()
+        }
     };
     Some(match (engine, f.as_str()) {
         (Engine::Vllm, "--tensor-parallel-size" | "-tp") => Tp,
@@ -474,7 +461,7 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
                 crate::flags::FlagCheck::Unknown(near) => {
                     return Err(err(format!(
                         "{flag}: not an option of {} ({}){}",
-                        engine.name(),
+                        server_name(engine),
                         crate::flags::parser_of(engine),
                         near.map_or(String::new(), |n| format!("; did you mean {n}?"))
                     )));

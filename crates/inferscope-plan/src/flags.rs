@@ -44,11 +44,14 @@ fn known(engine: Engine) -> &'static BTreeSet<&'static str> {
     static S: OnceLock<BTreeSet<&str>> = OnceLock::new();
     static T: OnceLock<BTreeSet<&str>> = OnceLock::new();
     static L: OnceLock<BTreeSet<&str>> = OnceLock::new();
+    static NONE: OnceLock<BTreeSet<&str>> = OnceLock::new();
     match engine {
         Engine::Vllm => V.get_or_init(|| list(include_str!("../data/flags/vllm.txt"))),
         Engine::Sglang => S.get_or_init(|| list(include_str!("../data/flags/sglang.txt"))),
         Engine::Tgi => T.get_or_init(|| list(include_str!("../data/flags/tgi.txt"))),
         Engine::LlamaCpp => L.get_or_init(|| list(include_str!("../data/flags/llama_cpp.txt"))),
+        // commands of these engines are not read (parse_command refuses them)
+        Engine::Trtllm | Engine::Mlc | Engine::Ollama => NONE.get_or_init(BTreeSet::new),
     }
 }
 
@@ -63,6 +66,7 @@ pub fn parser_of(engine: Engine) -> &'static str {
         }
         Engine::Tgi => "text-generation-launcher's clap parser refuses unknown arguments",
         Engine::LlamaCpp => "llama-server refuses unknown options (\"error: invalid argument\")",
+        Engine::Trtllm | Engine::Mlc | Engine::Ollama => "its options are not read by inferscope",
     }
 }
 

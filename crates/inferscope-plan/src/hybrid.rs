@@ -196,7 +196,9 @@ pub fn unmodelled(arch: &ModelArch, engine: Engine, version: Option<&str>) -> Op
         ),
         Engine::Sglang => ("SGLang", version.unwrap_or("(any release)").to_string()),
         Engine::Tgi => ("TGI", version.unwrap_or("(any release)").to_string()),
-        Engine::LlamaCpp => ("llama.cpp", version.unwrap_or("(any release)").to_string()),
+        e @ (Engine::LlamaCpp | Engine::Trtllm | Engine::Mlc | Engine::Ollama) => {
+            (e.name(), version.unwrap_or("(any release)").to_string())
+        }
     };
     let say = |t: &str, why: &str| {
         format!("layer type `{t}` of {name} is not modelled for {engine_name} {release}{why}")
@@ -214,6 +216,10 @@ pub fn unmodelled(arch: &ModelArch, engine: Engine, version: Option<&str>) -> Op
     match engine {
         // llama.cpp keeps recurrent cells per slot ([`crate::llama_cpp`])
         Engine::LlamaCpp => None,
+        Engine::Trtllm | Engine::Mlc | Engine::Ollama => Some(say(
+            &first.layer_type,
+            ": no memory accounting for this engine",
+        )),
         Engine::Vllm => {
             let v = version
                 .and_then(EngineVersion::parse)

@@ -4,106 +4,59 @@
 
 use serde::Serialize;
 
-/// An inference engine whose speed is modelled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SpeedEngine {
-    Vllm,
-    Sglang,
-    Tgi,
-    Trtllm,
-    #[serde(rename = "llama.cpp")]
-    LlamaCpp,
-    Mlc,
-}
+pub use inferscope_host::engine::Engine;
 
 /// Names `--engine` takes.
 pub const ENGINE_NAMES: [&str; 6] = ["vllm", "sglang", "tgi", "trtllm", "llama.cpp", "mlc"];
 
-impl SpeedEngine {
-    /// All engines.
-    pub const ALL: [SpeedEngine; 6] = [
-        SpeedEngine::Vllm,
-        SpeedEngine::Sglang,
-        SpeedEngine::Tgi,
-        SpeedEngine::Trtllm,
-        SpeedEngine::LlamaCpp,
-        SpeedEngine::Mlc,
-    ];
+/// The engines whose speed is modelled (fitted on fixtures/speed/cases.jsonl).
+pub const MODELLED: [Engine; 6] = [
+    Engine::Vllm,
+    Engine::Sglang,
+    Engine::Tgi,
+    Engine::Trtllm,
+    Engine::LlamaCpp,
+    Engine::Mlc,
+];
 
-    /// `vllm`, `sglang`, `tgi`, `trtllm` (`tensorrt-llm`), `llama.cpp` (`llamacpp`, `llama-cpp`),
-    /// `mlc` (`mlc-llm`); also the engine names the published benchmarks use (`vLLM (ROCm)`,
-    /// `TensorRT-LLM`, `llama.cpp (CUDA)`, `MLC LLM`).
-    pub fn parse(s: &str) -> Option<SpeedEngine> {
-        let k: String = s
-            .to_ascii_lowercase()
-            .chars()
-            .take_while(|c| *c != '(')
-            .filter(|c| c.is_ascii_alphanumeric())
-            .collect();
-        Some(match k.as_str() {
-            "vllm" => SpeedEngine::Vllm,
-            "sglang" => SpeedEngine::Sglang,
-            "tgi" | "textgenerationinference" => SpeedEngine::Tgi,
-            "trtllm" | "tensorrtllm" => SpeedEngine::Trtllm,
-            "llamacpp" | "llamaserver" => SpeedEngine::LlamaCpp,
-            "mlc" | "mlcllm" => SpeedEngine::Mlc,
-            _ => return None,
-        })
-    }
+/// An engine whose speed is modelled, from any of its spellings ([`Engine::parse`]); `None` for
+/// an unknown name or an engine without a fit.
+pub fn parse(s: &str) -> Option<Engine> {
+    Engine::parse(s).filter(|e| MODELLED.contains(e))
+}
 
-    /// The name `--engine` takes.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SpeedEngine::Vllm => "vllm",
-            SpeedEngine::Sglang => "sglang",
-            SpeedEngine::Tgi => "tgi",
-            SpeedEngine::Trtllm => "trtllm",
-            SpeedEngine::LlamaCpp => "llama.cpp",
-            SpeedEngine::Mlc => "mlc",
-        }
-    }
+/// Splits layers across GPUs instead of tensor parallelism (llama.cpp's `--split-mode layer`).
+pub fn splits_layers(engine: Engine) -> bool {
+    engine == Engine::LlamaCpp
+}
 
-    /// From the serving command's engine.
-    pub fn from_engine(e: crate::engine::Engine) -> SpeedEngine {
-        match e {
-            crate::engine::Engine::Vllm => SpeedEngine::Vllm,
-            crate::engine::Engine::Sglang => SpeedEngine::Sglang,
-            crate::engine::Engine::Tgi => SpeedEngine::Tgi,
-            crate::engine::Engine::LlamaCpp => SpeedEngine::LlamaCpp,
-        }
-    }
-
-    /// Splits layers across GPUs instead of tensor parallelism (llama.cpp's `--split-mode layer`).
-    pub fn splits_layers(self) -> bool {
-        self == SpeedEngine::LlamaCpp
-    }
-
-    /// The fitted efficiency of this engine.
-    pub fn efficiency(self) -> EngineEfficiency {
-        let (m, c, k, q, basis) = match self {
-            SpeedEngine::Vllm => VLLM,
-            SpeedEngine::Sglang => SGLANG,
-            SpeedEngine::Tgi => TGI,
-            SpeedEngine::Trtllm => TRTLLM,
-            SpeedEngine::LlamaCpp => LLAMA_CPP,
-            SpeedEngine::Mlc => MLC,
-        };
-        EngineEfficiency {
-            engine: self,
-            memory_bandwidth: m,
-            compute: c,
-            per_kernel_s: k,
-            per_sequence_step_s: q,
-            basis: basis.to_string(),
-        }
-    }
+/// The fitted efficiency of an engine; `None` where its speed is not modelled.
+pub fn efficiency(engine: Engine) -> Option<EngineEfficiency> {
+    let (m, c, k, q, basis) = match engine {
+        Engine::Vllm => VLLM,
+        Engine::Sglang => SGLANG,
+        Engine::Tgi => TGI,
+        Engine::Trtllm => TRTLLM,
+        Engine::LlamaCpp => LLAMA_CPP,
+        Engine::Mlc => MLC,
+        Engine::Ollama => return None,
+    };
+    Some(EngineEfficiency {
+        engine,
+        memory_bandwidth: m,
+        compute: c,
+        per_kernel_s: k,
+        per_sequence_step_s: q,
+        basis: basis.to_string(),
+    })
 }
 
 /// Share of the roofline an engine reaches.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EngineEfficiency {
-    pub engine: SpeedEngine,
+    /// The engine (JSON: its `--engine` spelling, `llama.cpp`).
+    #[serde(serialize_with = "inferscope_host::engine::cli_id")]
+    pub engine: Engine,
     /// Share of datasheet memory bandwidth decode reaches (weights + KV reads).
     pub memory_bandwidth: f64,
     /// Share of datasheet dense tensor peak prefill (and compute-bound decode) reaches.
