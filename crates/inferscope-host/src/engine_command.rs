@@ -197,6 +197,8 @@ pub fn find<S: AsRef<str>>(command: &[S]) -> Found {
         "ollama" => Engine::Ollama,
         "text-generation-launcher" => Engine::Tgi,
         "llama-server" | "llama-cpp-server" => Engine::LlamaCpp,
+        // TensorRT-LLM's OpenAI server (tensorrt_llm/commands/serve.py, `trtllm-serve MODEL`)
+        "trtllm-serve" => Engine::Trtllm,
         _ => {
             return Found::Other {
                 program: program.to_string(),

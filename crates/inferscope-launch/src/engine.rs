@@ -1,8 +1,9 @@
 //! Which inference engine a command starts, and what that engine accepts in its environment.
 //!
-//! `run` sets as little as it can; this table says where even that little would break an
-//! engine. Each row cites the engine's own source for the release it was read from (see
-//! docs/run.md, "Engine compatibility"). Unknown programs get the CUDA runtime's own rules.
+//! `run` sets as little as it can; each engine's room (`inferscope_plan::engines`) says where
+//! even that little would break it, citing the engine's own source for the release it was read
+//! from (see docs/run.md, "Engine compatibility"). Unknown programs get the CUDA runtime's own
+//! rules.
 
 pub use inferscope_host::engine::Engine;
 
@@ -40,59 +41,35 @@ pub fn detect(command: &[String]) -> Option<Engine> {
     }
 }
 
-/// The compatibility row of an engine; `None` (an unknown program, or an engine without a row)
-/// gets the CUDA runtime's own rules.
+/// The compatibility row of an engine (its room's,
+/// [`inferscope_plan::engines::EngineRoom::environment`]); `None` (an unknown program), or an
+/// engine whose environment is not modelled, gets the CUDA runtime's own rules.
 pub fn rules(engine: Option<Engine>) -> Rules {
-    match engine {
-        Some(Engine::Vllm) => Rules {
-            name: "vLLM",
-            accepts_uuids: false,
-            uuid_source: "vllm/platforms/interface.py Platform.device_id_to_physical_device_id (0.10.2) returns int() of each comma-separated entry",
-            sets_omp_threads: Some(
-                "vllm/executor/multiproc_worker_utils.py set_multiprocessing_worker_envs (0.10.2) sets OMP_NUM_THREADS=1 when it is unset",
-            ),
-            expandable_conflict: Some((
-                "--enable-sleep-mode",
-                "vllm/device_allocator/cumem.py CuMemAllocator.__init__ (0.10.2) asserts expandable_segments:True is not in PYTORCH_CUDA_ALLOC_CONF",
-            )),
+    let room = engine.map(|e| (e, inferscope_plan::engines::room(e).environment()));
+    match room {
+        Some((e, Ok(r))) => Rules {
+            name: e.name(),
+            accepts_uuids: r.accepts_uuids,
+            uuid_source: r.uuid_source,
+            sets_omp_threads: r.sets_omp_threads,
+            expandable_conflict: r.expandable_conflict,
         },
-        Some(Engine::Sglang) => Rules {
-            name: "SGLang",
-            accepts_uuids: false,
-            uuid_source: "sglang/srt/distributed/device_communicators/custom_all_reduce.py CustomAllreduce.__init__ (0.5.2) maps int() over the comma-separated entries",
-            sets_omp_threads: None,
-            expandable_conflict: None,
+        Some((e, Err(_))) => Rules {
+            name: e.name(),
+            ..CUDA_RUNTIME
         },
-        Some(Engine::Tgi) => Rules {
-            name: "TGI",
-            accepts_uuids: true,
-            uuid_source: "launcher/src/main.rs num_cuda_devices (text-generation-inference db931fc) only counts the comma-separated entries",
-            sets_omp_threads: None,
-            expandable_conflict: None,
-        },
-        Some(Engine::LlamaCpp) => Rules {
-            name: "llama.cpp",
-            accepts_uuids: true,
-            uuid_source: "ggml/src/ggml-cuda/ggml-cuda.cu ggml_cuda_init enumerates devices with cudaGetDeviceCount: the CUDA runtime parses the variable (indices, GPU- and MIG- UUIDs)",
-            sets_omp_threads: None,
-            expandable_conflict: None,
-        },
-        Some(Engine::Ollama) => Rules {
-            name: "Ollama",
-            accepts_uuids: true,
-            uuid_source: "docs/gpu.md (ollama) \"GPU Selection\": UUIDs are preferred over numeric IDs",
-            sets_omp_threads: None,
-            expandable_conflict: None,
-        },
-        None | Some(Engine::Trtllm | Engine::Mlc) => Rules {
-            name: "unknown engine",
-            accepts_uuids: true,
-            uuid_source: "the CUDA runtime accepts indices and GPU- UUIDs in CUDA_VISIBLE_DEVICES (CUDA C Programming Guide, CUDA Environment Variables)",
-            sets_omp_threads: None,
-            expandable_conflict: None,
-        },
+        None => CUDA_RUNTIME,
     }
 }
+
+/// What the CUDA runtime itself accepts: the rules of a program inferscope knows nothing of.
+const CUDA_RUNTIME: Rules = Rules {
+    name: "unknown engine",
+    accepts_uuids: true,
+    uuid_source: "the CUDA runtime accepts indices and GPU- UUIDs in CUDA_VISIBLE_DEVICES (CUDA C Programming Guide, CUDA Environment Variables)",
+    sets_omp_threads: None,
+    expandable_conflict: None,
+};
 
 #[cfg(test)]
 mod tests {

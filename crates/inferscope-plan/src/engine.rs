@@ -7,7 +7,8 @@
 //! and every other flag is listed in `ignored` with its value — never silently dropped, so a user
 //! sees when the plan did not take a setting into account.
 
-pub use crate::llama_cpp::{GpuLayers, LlamaCppSettings};
+use crate::engines::CommandOptions;
+pub use crate::engines::llama_cpp::plan::{GpuLayers, LlamaCppSettings};
 use serde::{Deserialize, Serialize};
 
 /// The one engine identity (issue 32); what each engine does is asked of its room.
@@ -16,11 +17,7 @@ pub use inferscope_host::engine::Engine;
 /// The engine's server as plan output names it (`text-generation-launcher (TGI)`,
 /// `llama-server`): the words golden outputs have always used.
 pub fn server_name(engine: Engine) -> &'static str {
-    match engine {
-        Engine::Tgi => "text-generation-launcher (TGI)",
-        Engine::LlamaCpp => "llama-server",
-        e => e.name(),
-    }
+    crate::engines::room(engine).server_name()
 }
 
 /// Settings that change memory or speed, as the user gave them (`None` = engine default).
@@ -137,17 +134,13 @@ fn err(msg: impl Into<String>) -> EngineError {
 /// Which engine a command runs, and where its own arguments start: the detector `run` and
 /// `mem startup` share ([`inferscope_host::engine_command`]), so wrappers (`env -u X`, `nohup`,
 /// `numactl ... --`) never change the engine.
+/// The servers the planner reads.
+const KNOWN: &str = "vllm serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server, text-generation-launcher, llama-server";
+
 fn detect(args: &[String]) -> Result<(Engine, usize), EngineError> {
     use inferscope_host::engine_command::{Found, find};
-    const KNOWN: &str = "vllm serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server, text-generation-launcher, llama-server";
     match find(args) {
-        Found::Engine { kind, args } => match kind {
-            Engine::Vllm | Engine::Sglang | Engine::Tgi | Engine::LlamaCpp => Ok((kind, args)),
-            Engine::Ollama | Engine::Trtllm | Engine::Mlc => Err(err(format!(
-                "`{}` is not a serving engine inferscope knows ({KNOWN})",
-                kind.cli_id()
-            ))),
-        },
+        Found::Engine { kind, args } => Ok((kind, args)),
         Found::NoCommand => Err(err(
             "no command after `--` (expected e.g. `vllm serve MODEL ...`)",
         )),
@@ -278,9 +271,10 @@ pub fn refused_by_release(s: &EngineSettings, version: Option<&str>) -> Option<S
     None
 }
 
-/// What one flag means for one engine.
+/// What one flag means for the plan: the vocabulary the rooms' option tables map onto.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Meaning {
+#[allow(missing_docs)]
+pub enum Meaning {
     Tp,
     Pp,
     MaxLen,
@@ -313,108 +307,13 @@ enum Meaning {
     InertSwitch,
 }
 
-fn meaning(engine: Engine, flag: &str) -> Option<Meaning> {
-    use Meaning::*;
-    // vLLM and llama-server read `_` as `-` in `--` names; SGLang's argparse and TGI's clap do not.
-    let f = match engine {
-        Engine::Vllm | Engine::LlamaCpp => flag.replace('_', "-"),
-        Engine::Sglang | Engine::Tgi | Engine::Trtllm | Engine::Mlc | Engine::Ollama => {
-            flag.to_string()
-        }
+fn meaning(opts: &CommandOptions, flag: &str) -> Option<Meaning> {
+    let f = if opts.underscores_as_dashes {
+        flag.replace('_', "-")
+    } else {
+        flag.to_string()
     };
-    Some(match (engine, f.as_str()) {
-        (Engine::Vllm, "--tensor-parallel-size" | "-tp") => Tp,
-        (Engine::Vllm, "--pipeline-parallel-size" | "-pp") => Pp,
-        (Engine::Vllm, "--max-model-len") => MaxLen,
-        (Engine::Vllm, "--kv-cache-memory-bytes") => KvBytes,
-        (Engine::Vllm, "--mamba-cache-dtype") => MambaConvDtype,
-        (Engine::Vllm, "--mamba-ssm-cache-dtype") => MambaSsmDtype,
-        (Engine::Sglang, "--mamba-ssm-dtype") => MambaSsmDtype,
-        (Engine::Sglang, "--max-mamba-cache-size") => MambaPoolSize,
-        (Engine::Sglang, "--mamba-full-memory-ratio") => MambaRatio,
-        (Engine::Vllm, "--gpu-memory-utilization") => GpuUtil,
-        (Engine::Vllm, "--kv-cache-dtype") => KvDtype,
-        (Engine::Vllm, "--max-num-seqs") => MaxSeqs,
-        (Engine::Vllm, "--max-num-batched-tokens") => BatchedTokens,
-        (Engine::Vllm, "--enforce-eager") => Eager,
-        (Engine::Vllm, "--quantization" | "-q") => Quant,
-        (Engine::Vllm, "--dtype") => Dtype,
-        (Engine::Vllm, "--block-size") => Block,
-        (Engine::Vllm, "--enable-expert-parallel") => ExpertParallel,
-        (Engine::Vllm, "--model") => Model,
-        (
-            Engine::Vllm,
-            "--host"
-            | "--port"
-            | "--api-key"
-            | "--served-model-name"
-            | "--tokenizer"
-            | "--revision"
-            | "--download-dir"
-            | "--uvicorn-log-level"
-            | "--chat-template"
-            | "--tool-call-parser"
-            | "--seed"
-            | "--distributed-executor-backend",
-        ) => Inert,
-        (
-            Engine::Vllm,
-            "--trust-remote-code"
-            | "--enable-prefix-caching"
-            | "--disable-log-requests"
-            | "--disable-log-stats"
-            | "--enable-auto-tool-choice"
-            | "--enable-chunked-prefill",
-        ) => InertSwitch,
-        (Engine::Sglang, "--tp" | "--tp-size" | "--tensor-parallel-size") => Tp,
-        (Engine::Sglang, "--pp" | "--pp-size") => Pp,
-        (Engine::Sglang, "--context-length") => MaxLen,
-        (Engine::Sglang, "--mem-fraction-static") => GpuUtil,
-        (Engine::Sglang, "--kv-cache-dtype") => KvDtype,
-        (Engine::Sglang, "--max-running-requests") => MaxSeqs,
-        (Engine::Sglang, "--chunked-prefill-size") => BatchedTokens,
-        (Engine::Sglang, "--disable-cuda-graph") => Eager,
-        (Engine::Sglang, "--quantization") => Quant,
-        (Engine::Sglang, "--dtype") => Dtype,
-        (Engine::Sglang, "--model-path" | "--model") => Model,
-        (
-            Engine::Sglang,
-            "--host" | "--port" | "--api-key" | "--served-model-name" | "--tokenizer-path",
-        ) => Inert,
-        (Engine::Sglang, "--trust-remote-code" | "--enable-torch-compile") => InertSwitch,
-        (Engine::Tgi, "--num-shard") => Tp,
-        (Engine::Tgi, "--max-total-tokens") => MaxLen,
-        (Engine::Tgi, "--cuda-memory-fraction") => GpuUtil,
-        (Engine::Tgi, "--kv-cache-dtype") => KvDtype,
-        // a router queue limit, not a batch size: no memory effect (launcher/src/main.rs)
-        (Engine::Tgi, "--max-concurrent-requests") => Inert,
-        (Engine::Tgi, "--max-batch-prefill-tokens") => BatchedTokens,
-        (Engine::Tgi, "--quantize") => Quant,
-        (Engine::Tgi, "--dtype") => Dtype,
-        (Engine::Tgi, "--model-id") => Model,
-        (
-            Engine::Tgi,
-            "--hostname" | "--port" | "--max-input-tokens" | "--max-input-length" | "--revision",
-        ) => Inert,
-        (Engine::Tgi, "--trust-remote-code" | "--sharded") => InertSwitch,
-        (Engine::LlamaCpp, "-m" | "--model") => Model,
-        (Engine::LlamaCpp, "-c" | "--ctx-size") => MaxLen,
-        (Engine::LlamaCpp, "-np" | "--parallel") => MaxSeqs,
-        (Engine::LlamaCpp, "-ngl" | "--n-gpu-layers" | "--gpu-layers") => GpuLayers,
-        (Engine::LlamaCpp, "-ctk" | "--cache-type-k") => KvDtype,
-        (Engine::LlamaCpp, "-ctv" | "--cache-type-v") => KvDtypeV,
-        (Engine::LlamaCpp, "-b" | "--batch-size") => BatchedTokens,
-        (Engine::LlamaCpp, "-ub" | "--ubatch-size") => Ubatch,
-        (Engine::LlamaCpp, "-kvu" | "--kv-unified") => KvUnified(true),
-        (Engine::LlamaCpp, "-no-kvu" | "--no-kv-unified") => KvUnified(false),
-        (Engine::LlamaCpp, "--swa-full") => SwaFull,
-        (Engine::LlamaCpp, "-fa" | "--flash-attn") => FlashAttn,
-        (Engine::LlamaCpp, "-ts" | "--tensor-split") => TensorSplit,
-        (Engine::LlamaCpp, "-sm" | "--split-mode") => SplitMode,
-        (Engine::LlamaCpp, "--host" | "--port" | "-t" | "--threads" | "-a" | "--alias") => Inert,
-        (Engine::LlamaCpp, "--cont-batching" | "-cb" | "--metrics" | "--jinja") => InertSwitch,
-        _ => return None,
-    })
+    (opts.meaning)(&f)
 }
 
 /// Parse a serving command (the words after `inferscope plan --`).
@@ -422,10 +321,17 @@ fn meaning(engine: Engine, flag: &str) -> Option<Meaning> {
 /// One piece (~160 lines): a single pass over the words, one arm per flag meaning.
 pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
     let (engine, start) = detect(args)?;
+    let room = crate::engines::room(engine);
+    // an engine the planner cannot size is said as such, not read as another engine
+    let opts = room.memory().and_then(|_| room.options()).map_err(|x| {
+        err(format!(
+            "{x}: not a serving engine the planner reads ({KNOWN})"
+        ))
+    })?;
     let mut s = EngineSettings::new(engine);
     let mut i = start;
     // `vllm serve MODEL` takes the model as the first positional argument.
-    if engine == Engine::Vllm && args.get(i).is_some_and(|a| !a.starts_with('-')) {
+    if opts.model_positional && args.get(i).is_some_and(|a| !a.starts_with('-')) {
         s.model = args.get(i).cloned();
         i += 1;
     }
@@ -450,19 +356,19 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
         let next_value = args.get(i).filter(|a| !looks_like_flag(a));
         // The engine's own parser first: a flag it refuses is an error here too; an
         // abbreviation it accepts means the flag it stands for.
-        let checked = crate::flags::check(engine, &flag);
+        let checked = crate::flags::check_with(opts, &flag);
         let resolved = match &checked {
-            crate::flags::FlagCheck::Known(canon) => meaning(engine, canon),
+            crate::flags::FlagCheck::Known(canon) => meaning(opts, canon),
             _ => None,
         };
-        let m = meaning(engine, &flag).or(resolved);
+        let m = meaning(opts, &flag).or(resolved);
         if m.is_none() {
             match checked {
                 crate::flags::FlagCheck::Unknown(near) => {
                     return Err(err(format!(
                         "{flag}: not an option of {} ({}){}",
                         server_name(engine),
-                        crate::flags::parser_of(engine),
+                        opts.parser,
                         near.map_or(String::new(), |n| format!("; did you mean {n}?"))
                     )));
                 }
@@ -769,7 +675,9 @@ mod tests {
         assert_eq!(s.max_num_seqs, None);
         assert_eq!(
             s.llama_cpp.gpu_layers,
-            Some(GpuLayers::Word(crate::llama_cpp::GpuLayersWord::All))
+            Some(GpuLayers::Word(
+                crate::engines::llama_cpp::plan::GpuLayersWord::All
+            ))
         );
         let l = &s.llama_cpp;
         assert_eq!(l.flash_attn.as_deref(), Some("on"));
@@ -815,7 +723,7 @@ mod tests {
             ("", "no command after `--`"),
             ("vllm bench x", "`vllm` without `serve`"),
             ("python train.py", "without `-m MODULE`"),
-            ("ollama serve", "not a serving engine"),
+            ("ollama serve", "memory not modelled for Ollama"),
             (
                 "vllm serve m --tensor-parallel-size two",
                 "expected a number",

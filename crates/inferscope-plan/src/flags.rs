@@ -17,8 +17,8 @@
 //! flag of any release is known.
 
 use crate::engine::Engine;
+use crate::engines::CommandOptions;
 use std::collections::BTreeSet;
-use std::sync::OnceLock;
 
 /// What an engine's parser makes of one option word (the part before any `=`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,50 +32,28 @@ pub enum FlagCheck {
     Unknown(Option<String>),
 }
 
-fn list(text: &'static str) -> BTreeSet<&'static str> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .collect()
-}
-
-fn known(engine: Engine) -> &'static BTreeSet<&'static str> {
-    static V: OnceLock<BTreeSet<&str>> = OnceLock::new();
-    static S: OnceLock<BTreeSet<&str>> = OnceLock::new();
-    static T: OnceLock<BTreeSet<&str>> = OnceLock::new();
-    static L: OnceLock<BTreeSet<&str>> = OnceLock::new();
-    static NONE: OnceLock<BTreeSet<&str>> = OnceLock::new();
-    match engine {
-        Engine::Vllm => V.get_or_init(|| list(include_str!("../data/flags/vllm.txt"))),
-        Engine::Sglang => S.get_or_init(|| list(include_str!("../data/flags/sglang.txt"))),
-        Engine::Tgi => T.get_or_init(|| list(include_str!("../data/flags/tgi.txt"))),
-        Engine::LlamaCpp => L.get_or_init(|| list(include_str!("../data/flags/llama_cpp.txt"))),
-        // commands of these engines are not read (parse_command refuses them)
-        Engine::Trtllm | Engine::Mlc | Engine::Ollama => NONE.get_or_init(BTreeSet::new),
-    }
-}
-
 /// The engine's parser name and its words for a refused option, for the error.
 pub fn parser_of(engine: Engine) -> &'static str {
-    match engine {
-        Engine::Vllm => {
-            "vLLM's argparse parser refuses unknown options (\"unrecognized arguments\")"
-        }
-        Engine::Sglang => {
-            "SGLang's argparse parser refuses unknown options (\"unrecognized arguments\")"
-        }
-        Engine::Tgi => "text-generation-launcher's clap parser refuses unknown arguments",
-        Engine::LlamaCpp => "llama-server refuses unknown options (\"error: invalid argument\")",
-        Engine::Trtllm | Engine::Mlc | Engine::Ollama => "its options are not read by inferscope",
+    crate::engines::room(engine)
+        .options()
+        .map_or("its options are not read by inferscope", |o| o.parser)
+}
+
+/// Check one option word (no `=value`) against the engine's parser; an engine whose options
+/// are not modelled knows none.
+pub fn check(engine: Engine, word: &str) -> FlagCheck {
+    match crate::engines::room(engine).options() {
+        Ok(o) => check_with(o, word),
+        Err(_) => FlagCheck::Unknown(None),
     }
 }
 
-/// Check one option word (no `=value`) against the engine's parser.
-pub fn check(engine: Engine, word: &str) -> FlagCheck {
-    let set = known(engine);
-    let dashes_for_underscores = matches!(engine, Engine::Vllm | Engine::LlamaCpp);
+/// Check one option word against a parser's [`CommandOptions`].
+pub fn check_with(o: &CommandOptions, word: &str) -> FlagCheck {
+    let set = (o.known)();
+    let dashes_for_underscores = o.underscores_as_dashes;
     let mut flag = word.to_string();
-    if engine == Engine::Vllm {
+    if o.dotted_options {
         // `-O3`, `-O.level=3`: the optimization level; `--json-arg.key`: the JSON argument
         if flag.starts_with("-O") && !flag.starts_with("--") {
             return FlagCheck::Known("-O".into());
@@ -91,14 +69,14 @@ pub fn check(engine: Engine, word: &str) -> FlagCheck {
         return FlagCheck::Known(flag);
     }
     // argparse's BooleanOptionalAction pairs `--x` with `--no-x` (vLLM's bool fields)
-    if engine == Engine::Vllm
+    if o.negations
         && let Some(rest) = flag.strip_prefix("--no-")
         && set.contains(format!("--{rest}").as_str())
     {
         return FlagCheck::Known(flag);
     }
     // argparse: an unambiguous prefix of a long option is that option
-    if matches!(engine, Engine::Vllm | Engine::Sglang) && flag.starts_with("--") && flag.len() > 2 {
+    if o.abbreviations && flag.starts_with("--") && flag.len() > 2 {
         let hits: Vec<String> = set
             .range(flag.as_str()..)
             .take_while(|k| k.starts_with(flag.as_str()))

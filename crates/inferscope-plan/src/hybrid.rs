@@ -214,7 +214,7 @@ pub fn unmodelled(arch: &ModelArch, engine: Engine, version: Option<&str>) -> Op
         ));
     }
     match engine {
-        // llama.cpp keeps recurrent cells per slot ([`crate::llama_cpp`])
+        // llama.cpp keeps recurrent cells per slot ([`crate::engines::llama_cpp`])
         Engine::LlamaCpp => None,
         Engine::Trtllm | Engine::Mlc | Engine::Ollama => Some(say(
             &first.layer_type,
@@ -231,7 +231,7 @@ pub fn unmodelled(arch: &ModelArch, engine: Engine, version: Option<&str>) -> Op
                 )
             })
         }
-        // SGLang's Mamba pool is modelled from 0.5.10 (crate::sglang_mamba) for Mamba-2 and
+        // SGLang's Mamba pool is modelled from 0.5.10 (crate::engines::sglang::mamba) for Mamba-2 and
         // Gated DeltaNet layers
         Engine::Sglang => {
             let v = version.and_then(EngineVersion::parse);

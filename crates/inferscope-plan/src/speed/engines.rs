@@ -30,25 +30,9 @@ pub fn splits_layers(engine: Engine) -> bool {
     engine == Engine::LlamaCpp
 }
 
-/// The fitted efficiency of an engine; `None` where its speed is not modelled.
+/// The fitted efficiency of an engine (its room's); `None` where its speed is not modelled.
 pub fn efficiency(engine: Engine) -> Option<EngineEfficiency> {
-    let (m, c, k, q, basis) = match engine {
-        Engine::Vllm => VLLM,
-        Engine::Sglang => SGLANG,
-        Engine::Tgi => TGI,
-        Engine::Trtllm => TRTLLM,
-        Engine::LlamaCpp => LLAMA_CPP,
-        Engine::Mlc => MLC,
-        Engine::Ollama => return None,
-    };
-    Some(EngineEfficiency {
-        engine,
-        memory_bandwidth: m,
-        compute: c,
-        per_kernel_s: k,
-        per_sequence_step_s: q,
-        basis: basis.to_string(),
-    })
+    crate::engines::room(engine).speed().ok()
 }
 
 /// Share of the roofline an engine reaches.
@@ -69,53 +53,24 @@ pub struct EngineEfficiency {
     pub basis: String,
 }
 
-// (memory bandwidth, compute, s per kernel, s per sequence per step, basis). Fitted by tests/speed_accuracy.rs
-// on the calibration half (FNV-1a of the case id, even) of fixtures/speed/cases.jsonl; a
-// parameter an engine's calibration cases do not determine takes the all-engine fit.
-type Row = (f64, f64, f64, f64, &'static str);
+/// (memory bandwidth, compute, s per kernel, s per sequence per step, basis): one engine's fit,
+/// kept in its room. Fitted by tests/speed_accuracy.rs on the calibration half (FNV-1a of the
+/// case id, even) of fixtures/speed/cases.jsonl; a parameter an engine's calibration cases do not
+/// determine takes the all-engine fit.
+pub type Row = (f64, f64, f64, f64, &'static str);
 const ALL_FIT: (f64, f64, f64, f64) = (0.9, 0.38, 1.20e-05, 0.00e+00);
-const VLLM: Row = (
-    0.98,
-    0.53,
-    1.40e-05,
-    0.00e+00,
-    "calibration half: 4 vllm case(s)",
-);
-const SGLANG: Row = (
-    0.98,
-    0.53,
-    1.30e-05,
-    0.00e+00,
-    "calibration half: 2 sglang case(s)",
-);
-const TGI: Row = (
-    0.74,
-    0.25,
-    1.50e-05,
-    0.00e+00,
-    "calibration half: 1 tgi case(s)",
-);
-const TRTLLM: Row = (
-    1.0,
-    0.6,
-    1.60e-05,
-    0.00e+00,
-    "calibration half: 4 trtllm case(s)",
-);
-const LLAMA_CPP: Row = (
-    0.58,
-    0.26,
-    0.00e+00,
-    0.00e+00,
-    "calibration half: 2 llama.cpp case(s)",
-);
-const MLC: Row = (
-    0.68,
-    0.38,
-    1.00e-05,
-    5.00e-05,
-    "calibration half: 1 mlc case(s)",
-);
+
+/// An engine's efficiency from its room's [`Row`].
+pub fn row(engine: Engine, (m, c, k, q, basis): Row) -> EngineEfficiency {
+    EngineEfficiency {
+        engine,
+        memory_bandwidth: m,
+        compute: c,
+        per_kernel_s: k,
+        per_sequence_step_s: q,
+        basis: basis.to_string(),
+    }
+}
 
 /// The all-engine fit (memory, compute, s per kernel, s per sequence per step), for parameters
 /// an engine's own calibration cases leave open.

@@ -708,11 +708,11 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     }
     apply_flags(&mut req, &flags);
     if settings.is_none() {
-        // --engine without a pasted command: the memory accounting follows it where modelled
-        match speed_engine {
-            Engine::LlamaCpp | Engine::Sglang | Engine::Tgi => req.engine = speed_engine,
-            _ => {}
-        }
+        // --engine without a pasted command: the memory accounting is that engine's, or none
+        req.engine = speed_engine;
+    }
+    if let Err(x) = inferscope_plan::engines::room(req.engine).memory() {
+        bail!("{x}: no plan is made for it (--find ranks on its speed)");
     }
     if gguf.is_some() {
         // the file type already sized the weights (gguf_quant::apply)

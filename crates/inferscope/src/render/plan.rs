@@ -152,7 +152,7 @@ pub fn write_plan(
 /// The memory of a llama-server plan, in llama.cpp's own terms.
 fn write_llama_cpp(
     p: &Plan,
-    l: &inferscope_plan::llama_cpp::LlamaCppPlan,
+    l: &inferscope_plan::engines::llama_cpp::plan::LlamaCppPlan,
     out: &mut dyn Write,
 ) -> io::Result<()> {
     writeln!(

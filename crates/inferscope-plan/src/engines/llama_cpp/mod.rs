@@ -1,0 +1,74 @@
+//! llama.cpp's room: its command line (`llama-server`), its own memory accounting (`plan`:
+//! exactly the cells it allocates, not a share of the GPU) and its fitted speed.
+
+mod flags;
+pub mod plan;
+
+use super::{CommandOptions, EngineRoom, EnvironmentRules, MemoryAccounting, NotModelled};
+use crate::plan::{Plan, PlanRequest};
+use crate::speed::engines::{EngineEfficiency, row};
+use inferscope_host::engine::Engine;
+
+/// The room.
+pub struct LlamaCpp;
+
+static OPTIONS: CommandOptions = CommandOptions {
+    known: flags::known,
+    parser: "llama-server refuses unknown options (\"error: invalid argument\")",
+    underscores_as_dashes: true,
+    abbreviations: false,
+    negations: false,
+    dotted_options: false,
+    model_positional: false,
+    meaning: flags::meaning,
+};
+
+struct Memory;
+
+impl MemoryAccounting for Memory {
+    fn plan(&self, req: &PlanRequest) -> Plan {
+        plan::plan(req)
+    }
+}
+
+impl EngineRoom for LlamaCpp {
+    fn engine(&self) -> Engine {
+        Engine::LlamaCpp
+    }
+
+    fn server_name(&self) -> &'static str {
+        "llama-server"
+    }
+
+    fn options(&self) -> Result<&'static CommandOptions, NotModelled> {
+        Ok(&OPTIONS)
+    }
+
+    fn memory(&self) -> Result<&'static dyn MemoryAccounting, NotModelled> {
+        Ok(&Memory)
+    }
+
+    fn speed(&self) -> Result<EngineEfficiency, NotModelled> {
+        // fitted by tests/speed_accuracy.rs on the calibration half of fixtures/speed/cases.jsonl
+        Ok(row(
+            Engine::LlamaCpp,
+            (
+                0.58,
+                0.26,
+                0.00e+00,
+                0.00e+00,
+                "calibration half: 2 llama.cpp case(s)",
+            ),
+        ))
+    }
+
+    fn environment(&self) -> Result<EnvironmentRules, NotModelled> {
+        // `run`'s rules, read from the engine's source (docs/run.md "Engine compatibility")
+        Ok(EnvironmentRules {
+            accepts_uuids: true,
+            uuid_source: "ggml/src/ggml-cuda/ggml-cuda.cu ggml_cuda_init enumerates devices with cudaGetDeviceCount: the CUDA runtime parses the variable (indices, GPU- and MIG- UUIDs)",
+            sets_omp_threads: None,
+            expandable_conflict: None,
+        })
+    }
+}

@@ -1,0 +1,197 @@
+//! Engines are rooms (issue 32): everything inferscope knows of one serving engine — how its
+//! command reads, how it sizes memory, how fast it runs — lives in that engine's module, behind
+//! [`EngineRoom`]. [`room`] is the one place that matches over [`Engine`]; a capability an engine
+//! lacks answers [`NotModelled`] by name, never another engine's answer.
+//!
+//! Shared arithmetic (model shapes `arch`, KV layout `memory`, sharding, GGUF sizing, recurrent
+//! state) stays outside the rooms; a room calls it.
+
+pub mod llama_cpp;
+pub mod mlc;
+pub mod ollama;
+pub mod sglang;
+pub mod tgi;
+pub mod trtllm;
+pub mod vllm;
+
+use crate::engine::Meaning;
+use crate::plan::{Plan, PlanRequest};
+use crate::speed::engines::EngineEfficiency;
+pub use inferscope_host::engine::Engine;
+use std::collections::BTreeSet;
+
+/// A capability an engine's room does not have: "memory not modelled for TensorRT-LLM".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{capability} not modelled for {}", engine.name())]
+pub struct NotModelled {
+    /// The engine asked.
+    pub engine: Engine,
+    /// What was asked (`memory`, `speed`, `command options`).
+    pub capability: &'static str,
+}
+
+impl NotModelled {
+    /// `capability` of `engine` is not modelled.
+    pub fn new(engine: Engine, capability: &'static str) -> NotModelled {
+        NotModelled { engine, capability }
+    }
+}
+
+/// How an engine's own parser reads its command line, and what each option means for memory.
+pub struct CommandOptions {
+    /// Every option the parser accepts (union over releases, data/flags/*.txt).
+    pub known: fn() -> &'static BTreeSet<&'static str>,
+    /// The parser's name and its words for a refused option, for the error.
+    pub parser: &'static str,
+    /// The parser reads `_` as `-` in `--` names.
+    pub underscores_as_dashes: bool,
+    /// argparse's `allow_abbrev`: an unambiguous prefix of a long option is that option.
+    pub abbreviations: bool,
+    /// argparse's `BooleanOptionalAction`: `--no-x` for each boolean `--x`.
+    pub negations: bool,
+    /// `-O3` / `-O.level=3` and `--json-arg.key value` forms.
+    pub dotted_options: bool,
+    /// The model is the first positional word (`vllm serve MODEL`).
+    pub model_positional: bool,
+    /// What one (normalised) option means for the plan; `None`: not modelled, listed as ignored.
+    pub meaning: fn(&str) -> Option<Meaning>,
+}
+
+/// How an engine sizes memory: the plan of one request, in the engine's own accounting.
+pub trait MemoryAccounting: Sync {
+    /// The plan, as this engine would size it.
+    fn plan(&self, req: &PlanRequest) -> Plan;
+}
+
+/// What an engine accepts in its environment and does to it (`run`'s rules), with sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnvironmentRules {
+    /// Whether `CUDA_VISIBLE_DEVICES` may hold `GPU-...` UUIDs.
+    pub accepts_uuids: bool,
+    /// Why (source file and function, release).
+    pub uuid_source: &'static str,
+    /// Set when the engine sets `OMP_NUM_THREADS` itself when it is unset: the source.
+    pub sets_omp_threads: Option<&'static str>,
+    /// Set when `expandable_segments:True` conflicts with this engine flag: (flag, source).
+    pub expandable_conflict: Option<(&'static str, &'static str)>,
+}
+
+/// What the commands ask of one engine. Each method answers or says [`NotModelled`].
+pub trait EngineRoom: Sync {
+    /// Which engine this room is.
+    fn engine(&self) -> Engine;
+    /// The server as plan output names it (`vLLM`, `text-generation-launcher (TGI)`).
+    fn server_name(&self) -> &'static str {
+        self.engine().name()
+    }
+    /// How its command line reads.
+    fn options(&self) -> Result<&'static CommandOptions, NotModelled> {
+        Err(NotModelled::new(self.engine(), "command options"))
+    }
+    /// Its memory accounting.
+    fn memory(&self) -> Result<&'static dyn MemoryAccounting, NotModelled> {
+        Err(NotModelled::new(self.engine(), "memory"))
+    }
+    /// What it accepts in its environment (`run`).
+    fn environment(&self) -> Result<EnvironmentRules, NotModelled> {
+        Err(NotModelled::new(self.engine(), "environment"))
+    }
+    /// Its fitted speed efficiency (docs/speed.md).
+    fn speed(&self) -> Result<EngineEfficiency, NotModelled> {
+        Err(NotModelled::new(self.engine(), "speed"))
+    }
+}
+
+/// The room of an engine: the registration, and the only match over engines.
+pub fn room(engine: Engine) -> &'static dyn EngineRoom {
+    match engine {
+        Engine::Vllm => &vllm::Vllm,
+        Engine::Sglang => &sglang::Sglang,
+        Engine::Tgi => &tgi::Tgi,
+        Engine::LlamaCpp => &llama_cpp::LlamaCpp,
+        Engine::Ollama => &ollama::Ollama,
+        Engine::Trtllm => &trtllm::Trtllm,
+        Engine::Mlc => &mlc::Mlc,
+    }
+}
+
+/// Reads a flag list (data/flags/*.txt): one option a line, `#` comments.
+pub(crate) fn flag_list(text: &'static str) -> BTreeSet<&'static str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every engine's room answers every capability, or says which is not modelled, by name.
+    #[test]
+    fn every_room_answers_or_says_not_modelled() {
+        let table: [(Engine, bool, bool, bool, bool); 7] = [
+            // (engine, command options, memory, speed, environment)
+            (Engine::Vllm, true, true, true, true),
+            (Engine::Sglang, true, true, true, true),
+            (Engine::Tgi, true, true, true, true),
+            (Engine::LlamaCpp, true, true, true, true),
+            (Engine::Ollama, false, false, false, true),
+            (Engine::Trtllm, false, false, true, false),
+            (Engine::Mlc, false, false, true, false),
+        ];
+        assert_eq!(table.len(), Engine::ALL.len());
+        for (e, options, memory, speed, environment) in table {
+            let r = room(e);
+            assert_eq!(r.engine(), e);
+            let said = |x: NotModelled, what: &str| {
+                assert_eq!(x.engine, e);
+                assert_eq!(
+                    x.to_string(),
+                    format!("{what} not modelled for {}", e.name())
+                );
+            };
+            match r.options() {
+                Ok(o) => {
+                    assert!(options, "{e:?} options");
+                    assert!(!(o.known)().is_empty());
+                }
+                Err(x) => {
+                    assert!(!options, "{e:?} options");
+                    said(x, "command options");
+                }
+            }
+            match r.memory() {
+                Ok(_) => assert!(memory, "{e:?} memory"),
+                Err(x) => {
+                    assert!(!memory, "{e:?} memory");
+                    said(x, "memory");
+                }
+            }
+            match r.environment() {
+                Ok(env) => {
+                    assert!(environment, "{e:?} environment");
+                    assert!(!env.uuid_source.is_empty());
+                }
+                Err(x) => {
+                    assert!(!environment, "{e:?} environment");
+                    said(x, "environment");
+                }
+            }
+            match r.speed() {
+                Ok(eff) => {
+                    assert!(speed, "{e:?} speed");
+                    assert_eq!(eff.engine, e);
+                }
+                Err(x) => {
+                    assert!(!speed, "{e:?} speed");
+                    said(x, "speed");
+                }
+            }
+        }
+        assert_eq!(
+            room(Engine::Trtllm).memory().err().map(|x| x.to_string()),
+            Some("memory not modelled for TensorRT-LLM".into())
+        );
+    }
+}

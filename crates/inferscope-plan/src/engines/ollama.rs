@@ -1,0 +1,24 @@
+//! Ollama (`ollama serve`): recognised from its command; its environment rules (`run`),
+//! no memory, speed or command options modelled.
+
+use super::{EngineRoom, EnvironmentRules, NotModelled};
+use inferscope_host::engine::Engine;
+
+/// The room.
+pub struct Ollama;
+
+impl EngineRoom for Ollama {
+    fn engine(&self) -> Engine {
+        Engine::Ollama
+    }
+
+    fn environment(&self) -> Result<EnvironmentRules, NotModelled> {
+        // `run`'s rules, read from the engine's source (docs/run.md "Engine compatibility")
+        Ok(EnvironmentRules {
+            accepts_uuids: true,
+            uuid_source: "docs/gpu.md (ollama) \"GPU Selection\": UUIDs are preferred over numeric IDs",
+            sets_omp_threads: None,
+            expandable_conflict: None,
+        })
+    }
+}

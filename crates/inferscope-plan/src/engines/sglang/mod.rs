@@ -1,0 +1,80 @@
+//! SGLang's room: its command line (`python -m sglang.launch_server`), its memory accounting
+//! (`kv`: the token pool per release; `mamba`: the hybrid state pool; `sizing`: both inside the
+//! planner's pipeline) and its fitted speed.
+
+mod flags;
+pub mod kv;
+pub mod mamba;
+pub mod sizing;
+
+use super::{CommandOptions, EngineRoom, EnvironmentRules, MemoryAccounting, NotModelled};
+use crate::plan::{Plan, PlanRequest};
+use crate::speed::engines::{EngineEfficiency, row};
+use inferscope_host::engine::Engine;
+
+/// The room.
+pub struct Sglang;
+
+static OPTIONS: CommandOptions = CommandOptions {
+    known: flags::known,
+    parser: "SGLang's argparse parser refuses unknown options (\"unrecognized arguments\")",
+    underscores_as_dashes: false,
+    abbreviations: true,
+    negations: false,
+    dotted_options: false,
+    model_positional: false,
+    meaning: flags::meaning,
+};
+
+struct Memory;
+
+impl MemoryAccounting for Memory {
+    fn plan(&self, req: &PlanRequest) -> Plan {
+        crate::plan::pipeline(
+            req,
+            Some(&crate::plan::OwnSizer {
+                size: sizing::size,
+                // activations and CUDA graphs use the 1 − mem_fraction_static share
+                graphs_outside_budget: true,
+            }),
+        )
+    }
+}
+
+impl EngineRoom for Sglang {
+    fn engine(&self) -> Engine {
+        Engine::Sglang
+    }
+
+    fn options(&self) -> Result<&'static CommandOptions, NotModelled> {
+        Ok(&OPTIONS)
+    }
+
+    fn memory(&self) -> Result<&'static dyn MemoryAccounting, NotModelled> {
+        Ok(&Memory)
+    }
+
+    fn speed(&self) -> Result<EngineEfficiency, NotModelled> {
+        // fitted by tests/speed_accuracy.rs on the calibration half of fixtures/speed/cases.jsonl
+        Ok(row(
+            Engine::Sglang,
+            (
+                0.98,
+                0.53,
+                1.30e-05,
+                0.00e+00,
+                "calibration half: 2 sglang case(s)",
+            ),
+        ))
+    }
+
+    fn environment(&self) -> Result<EnvironmentRules, NotModelled> {
+        // `run`'s rules, read from the engine's source (docs/run.md "Engine compatibility")
+        Ok(EnvironmentRules {
+            accepts_uuids: false,
+            uuid_source: "sglang/srt/distributed/device_communicators/custom_all_reduce.py CustomAllreduce.__init__ (0.5.2) maps int() over the comma-separated entries",
+            sets_omp_threads: None,
+            expandable_conflict: None,
+        })
+    }
+}

@@ -1,0 +1,82 @@
+//! TGI's room: its command line (`text-generation-launcher`), its memory accounting (`kv`:
+//! warm-up then free memory, per release; `sizing`: inside the planner's pipeline) and its
+//! fitted speed.
+
+mod flags;
+pub mod kv;
+pub mod sizing;
+
+use super::{CommandOptions, EngineRoom, EnvironmentRules, MemoryAccounting, NotModelled};
+use crate::plan::{Plan, PlanRequest};
+use crate::speed::engines::{EngineEfficiency, row};
+use inferscope_host::engine::Engine;
+
+/// The room.
+pub struct Tgi;
+
+static OPTIONS: CommandOptions = CommandOptions {
+    known: flags::known,
+    parser: "text-generation-launcher's clap parser refuses unknown arguments",
+    underscores_as_dashes: false,
+    abbreviations: false,
+    negations: false,
+    dotted_options: false,
+    model_positional: false,
+    meaning: flags::meaning,
+};
+
+struct Memory;
+
+impl MemoryAccounting for Memory {
+    fn plan(&self, req: &PlanRequest) -> Plan {
+        crate::plan::pipeline(
+            req,
+            Some(&crate::plan::OwnSizer {
+                size: sizing::size,
+                graphs_outside_budget: false,
+            }),
+        )
+    }
+}
+
+impl EngineRoom for Tgi {
+    fn engine(&self) -> Engine {
+        Engine::Tgi
+    }
+
+    fn server_name(&self) -> &'static str {
+        "text-generation-launcher (TGI)"
+    }
+
+    fn options(&self) -> Result<&'static CommandOptions, NotModelled> {
+        Ok(&OPTIONS)
+    }
+
+    fn memory(&self) -> Result<&'static dyn MemoryAccounting, NotModelled> {
+        Ok(&Memory)
+    }
+
+    fn speed(&self) -> Result<EngineEfficiency, NotModelled> {
+        // fitted by tests/speed_accuracy.rs on the calibration half of fixtures/speed/cases.jsonl
+        Ok(row(
+            Engine::Tgi,
+            (
+                0.74,
+                0.25,
+                1.50e-05,
+                0.00e+00,
+                "calibration half: 1 tgi case(s)",
+            ),
+        ))
+    }
+
+    fn environment(&self) -> Result<EnvironmentRules, NotModelled> {
+        // `run`'s rules, read from the engine's source (docs/run.md "Engine compatibility")
+        Ok(EnvironmentRules {
+            accepts_uuids: true,
+            uuid_source: "launcher/src/main.rs num_cuda_devices (text-generation-inference db931fc) only counts the comma-separated entries",
+            sets_omp_threads: None,
+            expandable_conflict: None,
+        })
+    }
+}

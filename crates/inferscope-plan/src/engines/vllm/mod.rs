@@ -1,0 +1,75 @@
+//! vLLM's room: its command line (`vllm serve MODEL`, `python -m vllm.entrypoints...`), its
+//! memory accounting (the planner's profiled pipeline with the release rules of
+//! `crate::rules`), and its fitted speed.
+
+mod flags;
+
+use super::{CommandOptions, EngineRoom, EnvironmentRules, MemoryAccounting, NotModelled};
+use crate::plan::{Plan, PlanRequest};
+use crate::speed::engines::{EngineEfficiency, row};
+use inferscope_host::engine::Engine;
+
+/// The room.
+pub struct Vllm;
+
+static OPTIONS: CommandOptions = CommandOptions {
+    known: flags::known,
+    parser: "vLLM's argparse parser refuses unknown options (\"unrecognized arguments\")",
+    underscores_as_dashes: true,
+    abbreviations: true,
+    negations: true,
+    dotted_options: true,
+    model_positional: true,
+    meaning: flags::meaning,
+};
+
+struct Memory;
+
+impl MemoryAccounting for Memory {
+    fn plan(&self, req: &PlanRequest) -> Plan {
+        crate::plan::pipeline(req, None)
+    }
+}
+
+impl EngineRoom for Vllm {
+    fn engine(&self) -> Engine {
+        Engine::Vllm
+    }
+
+    fn options(&self) -> Result<&'static CommandOptions, NotModelled> {
+        Ok(&OPTIONS)
+    }
+
+    fn memory(&self) -> Result<&'static dyn MemoryAccounting, NotModelled> {
+        Ok(&Memory)
+    }
+
+    fn speed(&self) -> Result<EngineEfficiency, NotModelled> {
+        // fitted by tests/speed_accuracy.rs on the calibration half of fixtures/speed/cases.jsonl
+        Ok(row(
+            Engine::Vllm,
+            (
+                0.98,
+                0.53,
+                1.40e-05,
+                0.00e+00,
+                "calibration half: 4 vllm case(s)",
+            ),
+        ))
+    }
+
+    fn environment(&self) -> Result<EnvironmentRules, NotModelled> {
+        // `run`'s rules, read from the engine's source (docs/run.md "Engine compatibility")
+        Ok(EnvironmentRules {
+            accepts_uuids: false,
+            uuid_source: "vllm/platforms/interface.py Platform.device_id_to_physical_device_id (0.10.2) returns int() of each comma-separated entry",
+            sets_omp_threads: Some(
+                "vllm/executor/multiproc_worker_utils.py set_multiprocessing_worker_envs (0.10.2) sets OMP_NUM_THREADS=1 when it is unset",
+            ),
+            expandable_conflict: Some((
+                "--enable-sleep-mode",
+                "vllm/device_allocator/cumem.py CuMemAllocator.__init__ (0.10.2) asserts expandable_segments:True is not in PYTORCH_CUDA_ALLOC_CONF",
+            )),
+        })
+    }
+}
