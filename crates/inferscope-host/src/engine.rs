@@ -41,7 +41,7 @@ impl Engine {
     ];
 
     /// The JSON id (`vllm`, `sglang`, `tgi`, `trtllm`, `llama_cpp`, `mlc`, `ollama`).
-    pub fn id(self) -> &'static str {
+    pub const fn id(self) -> &'static str {
         match self {
             Engine::Vllm => "vllm",
             Engine::Sglang => "sglang",
@@ -55,7 +55,7 @@ impl Engine {
 
     /// The id `--engine` takes and the speed tables and start-up logs print: as [`Engine::id`]
     /// but `llama.cpp`.
-    pub fn cli_id(self) -> &'static str {
+    pub const fn cli_id(self) -> &'static str {
         match self {
             Engine::LlamaCpp => "llama.cpp",
             e => e.id(),

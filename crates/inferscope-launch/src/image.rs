@@ -28,7 +28,6 @@
 //! (`registry/name:tag`) and not a program `run` recognises, it is the image and the rest are
 //! its arguments, as before.
 
-use crate::engine::Engine;
 use crate::error::LaunchError;
 use crate::plan::LaunchPlan;
 
@@ -156,91 +155,43 @@ pub fn choose(
         )));
     }
     let version = engine_version.map(release).transpose()?;
-    let tag = |prefix: &str| match &version {
-        Some(v) => format!("{prefix}{v}"),
-        None => "latest".to_string(),
-    };
     let release_said = match (&version, engine_version) {
         (Some(_), Some(given)) => format!("--engine-version {given}"),
         _ => "no --engine-version, so its newest release".to_string(),
     };
     let program = first.rsplit('/').next().unwrap_or(first);
-    let python = program.starts_with("python");
-    let nvidia = plan.gpus.iter().any(|g| g.nvidia);
-    let amd = plan.gpus.iter().any(|g| !g.nvidia);
-    let (default, entrypoint, args, how): (String, Option<String>, Vec<String>, &str) = match plan
+    let shape = inferscope_plan::engines::ImageShape {
+        version,
+        python: program.starts_with("python"),
+        nvidia: plan.gpus.iter().any(|g| g.nvidia),
+        amd: plan.gpus.iter().any(|g| !g.nvidia),
+        rest,
+    };
+    let official = plan
         .engine
-    {
-        Some(Engine::Vllm) if python => (
-            format!("vllm/vllm-openai:{}", tag("v")),
-            Some("python3".into()),
-            rest,
-            "--entrypoint python3 with the module and its arguments",
-        ),
-        Some(Engine::Vllm) => (
-            format!("vllm/vllm-openai:{}", tag("v")),
-            Some("vllm".into()),
-            rest,
-            "--entrypoint vllm and `serve ...`: the image's ENTRYPOINT is `vllm serve` today but `python3 -m vllm.entrypoints.openai.api_server` in releases up to at least 0.10.2, and both have the vllm CLI",
-        ),
-        Some(Engine::Sglang) => {
-            let mut full = vec!["python3".to_string()];
-            full.extend(rest);
-            (
-                "lmsysorg/sglang:latest".to_string(),
-                None,
-                full,
-                "the whole command: the image has no server entrypoint (SGLang's docs run python3 -m sglang.launch_server in it); SGLang's release tags carry the CUDA build (v0.5.19-cu129), so pin one with --image",
-            )
-        }
-        Some(Engine::Tgi) => (
-            format!("ghcr.io/huggingface/text-generation-inference:{}", tag("")),
-            None,
-            rest,
-            "the arguments after text-generation-launcher: the image's ENTRYPOINT (/tgi-entrypoint.sh) execs the launcher with them",
-        ),
-        Some(Engine::LlamaCpp) => {
-            let variant = if nvidia {
-                "server-cuda"
-            } else if amd {
-                "server-rocm"
-            } else {
-                "server"
-            };
-            let t = match &version {
-                Some(v) if v.starts_with('b') => format!("{variant}-{v}"),
-                Some(v) => format!("{variant}-b{v}"),
-                None => variant.to_string(),
-            };
-            (
-                format!("ghcr.io/ggml-org/llama.cpp:{t}"),
-                None,
-                rest,
-                "the arguments after llama-server: the image's ENTRYPOINT is /app/llama-server (the plain `server` tag is the CPU build; GPUs need server-cuda or server-rocm)",
-            )
-        }
-        Some(Engine::Ollama) => (
-            format!("ollama/ollama:{}", tag("")),
-            None,
-            rest,
-            "the arguments after ollama: the image's ENTRYPOINT is /bin/ollama",
-        ),
-        None | Some(Engine::Trtllm | Engine::Mlc) => {
-            let Some(i) = image else {
-                return Err(LaunchError::Usage(format!(
-                    "--emit needs --image IMAGE: {:?} is not an engine inferscope knows an official image for (vllm, sglang, text-generation-launcher, llama-server, ollama); or put the image first after --",
-                    program.chars().take(80).collect::<String>()
-                )));
-            };
-            return Ok(ImagePlan {
-                image: i.to_string(),
-                entrypoint: None,
-                args: cmd.clone(),
-                why: format!(
-                    "{i} from --image; the whole command is its arguments (inferscope does not know this image's entrypoint)"
-                ),
-            });
-        }
+        .map(|e| inferscope_plan::engines::room(e).official_image(&shape));
+    let Some(Ok(inferscope_plan::engines::OfficialImage {
+        image: default,
+        entrypoint,
+        args,
+        how,
+    })) = official
+    else {
+        // no engine, or one without an official image: the image must be given
+        let Some(i) = image else {
+            return Err(LaunchError::Usage(format!(
+                "--emit needs --image IMAGE: {:?} is not an engine inferscope knows an official image for (vllm, sglang, text-generation-launcher, llama-server, ollama); or put the image first after --",
+                program.chars().take(80).collect::<String>()
+            )));
+        };
+        return Ok(ImagePlan {
+            image: i.to_string(),
+            entrypoint: None,
+            args: cmd.clone(),
+            why: format!(
+                "{i} from --image; the whole command is its arguments (inferscope does not know this image's entrypoint)"
+            ),
+        });
     };
     let engine = crate::engine::rules(plan.engine).name;
     Ok(match image {

@@ -218,52 +218,15 @@ fn command_for(
     let note = int4.then(|| {
         format!("4-bit: pick an AWQ or GPTQ checkpoint of {model}; the engine reads its quantization from it")
     });
-    let fp8_weights = weights == "fp8";
-    let cmd = match engine {
-        Engine::Vllm => {
-            let mut c = format!("vllm serve {model_word} --max-model-len {max_len}");
-            if count > 1 {
-                c.push_str(&format!(" --tensor-parallel-size {count}"));
-            }
-            if fp8_weights {
-                c.push_str(" --quantization fp8");
-            }
-            if kv == "fp8" {
-                c.push_str(" --kv-cache-dtype fp8");
-            }
-            c
-        }
-        Engine::Sglang => {
-            let mut c = format!(
-                "python -m sglang.launch_server --model-path {model_word} --context-length {max_len}"
-            );
-            if count > 1 {
-                c.push_str(&format!(" --tp {count}"));
-            }
-            if fp8_weights {
-                c.push_str(" --quantization fp8");
-            }
-            if kv == "fp8" {
-                c.push_str(" --kv-cache-dtype fp8_e5m2");
-            }
-            c
-        }
-        Engine::Tgi => {
-            let mut c = format!(
-                "text-generation-launcher --model-id {model_word} --max-total-tokens {max_len}"
-            );
-            if count > 1 {
-                c.push_str(&format!(" --num-shard {count}"));
-            }
-            if fp8_weights {
-                c.push_str(" --quantize fp8");
-            }
-            if kv == "fp8" {
-                c.push_str(" --kv-cache-dtype fp8_e5m2");
-            }
-            c
-        }
-        _ => return (None, None),
+    let shape = crate::engines::ServeShape {
+        model: &model_word,
+        gpus: count,
+        fp8_weights: weights == "fp8",
+        kv_fp8: kv == "fp8",
+        max_len,
+    };
+    let Some(cmd) = crate::engines::room(engine).serve_command(&shape) else {
+        return (None, None);
     };
     (Some(cmd), note)
 }

@@ -76,6 +76,56 @@ pub struct EnvironmentRules {
     pub expandable_conflict: Option<(&'static str, &'static str)>,
 }
 
+/// What `run --emit` knows when it picks an engine's official container image.
+pub struct ImageShape {
+    /// The release asked for (`0.10.2`, `b4500`), checked by the caller; `None`: the newest.
+    pub version: Option<String>,
+    /// The command starts with a Python interpreter (`python3 -m ...`).
+    pub python: bool,
+    /// NVIDIA GPUs in the plan.
+    pub nvidia: bool,
+    /// AMD GPUs in the plan.
+    pub amd: bool,
+    /// The command's words after its program.
+    pub rest: Vec<String>,
+}
+
+impl ImageShape {
+    /// The image tag: `PREFIX` + the release, else `latest`.
+    pub fn tag(&self, prefix: &str) -> String {
+        match &self.version {
+            Some(v) => format!("{prefix}{v}"),
+            None => "latest".to_string(),
+        }
+    }
+}
+
+/// An engine's official image and how the command maps onto it.
+pub struct OfficialImage {
+    /// Image reference.
+    pub image: String,
+    /// `--entrypoint` to set, if the image's own does not start the server.
+    pub entrypoint: Option<String>,
+    /// The container's arguments.
+    pub args: Vec<String>,
+    /// How the command becomes them, for the output's reason.
+    pub how: &'static str,
+}
+
+/// One `plan --find` row to serve: what its command must say.
+pub struct ServeShape<'a> {
+    /// The model as the command names it.
+    pub model: &'a str,
+    /// GPUs (tensor parallel).
+    pub gpus: u32,
+    /// FP8 weights by on-the-fly quantization.
+    pub fp8_weights: bool,
+    /// FP8 KV cache.
+    pub kv_fp8: bool,
+    /// Context length.
+    pub max_len: u64,
+}
+
 /// What the commands ask of one engine. Each method answers or says [`NotModelled`].
 pub trait EngineRoom: Sync {
     /// Which engine this room is.
@@ -95,6 +145,18 @@ pub trait EngineRoom: Sync {
     /// What it accepts in its environment (`run`).
     fn environment(&self) -> Result<EnvironmentRules, NotModelled> {
         Err(NotModelled::new(self.engine(), "environment"))
+    }
+    /// Its official container image (`run --emit docker|k8s`).
+    fn official_image(&self, _shape: &ImageShape) -> Result<OfficialImage, NotModelled> {
+        Err(NotModelled::new(self.engine(), "official image"))
+    }
+    /// The serving command for a `plan --find` row; `None` where inferscope writes none.
+    fn serve_command(&self, _shape: &ServeShape<'_>) -> Option<String> {
+        None
+    }
+    /// Splits layers across GPUs instead of tensor parallelism (the speed model's split).
+    fn splits_layers(&self) -> bool {
+        false
     }
     /// Its fitted speed efficiency (docs/speed.md).
     fn speed(&self) -> Result<EngineEfficiency, NotModelled> {
@@ -178,6 +240,21 @@ mod tests {
                     said(x, "environment");
                 }
             }
+            let shape = ImageShape {
+                version: None,
+                python: false,
+                nvidia: true,
+                amd: false,
+                rest: Vec::new(),
+            };
+            match r.official_image(&shape) {
+                // the engines with a room for `run`'s environment are those with an image
+                Ok(i) => assert!(environment && !i.image.is_empty(), "{e:?} image"),
+                Err(x) => {
+                    assert!(!environment, "{e:?} image");
+                    said(x, "official image");
+                }
+            }
             match r.speed() {
                 Ok(eff) => {
                     assert!(speed, "{e:?} speed");
@@ -189,6 +266,11 @@ mod tests {
                 }
             }
         }
+        let with_speed: Vec<Engine> = Engine::ALL
+            .into_iter()
+            .filter(|e| room(*e).speed().is_ok())
+            .collect();
+        assert_eq!(with_speed, crate::speed::engines::MODELLED);
         assert_eq!(
             room(Engine::Trtllm).memory().err().map(|x| x.to_string()),
             Some("memory not modelled for TensorRT-LLM".into())

@@ -1,7 +1,7 @@
 //! Ollama (`ollama serve`): recognised from its command; its environment rules (`run`),
 //! no memory, speed or command options modelled.
 
-use super::{EngineRoom, EnvironmentRules, NotModelled};
+use super::{EngineRoom, EnvironmentRules, ImageShape, NotModelled, OfficialImage};
 use inferscope_host::engine::Engine;
 
 /// The room.
@@ -19,6 +19,15 @@ impl EngineRoom for Ollama {
             uuid_source: "docs/gpu.md (ollama) \"GPU Selection\": UUIDs are preferred over numeric IDs",
             sets_omp_threads: None,
             expandable_conflict: None,
+        })
+    }
+
+    fn official_image(&self, s: &ImageShape) -> Result<OfficialImage, NotModelled> {
+        Ok(OfficialImage {
+            image: format!("ollama/ollama:{}", s.tag("")),
+            entrypoint: None,
+            args: s.rest.clone(),
+            how: "the arguments after ollama: the image's ENTRYPOINT is /bin/ollama",
         })
     }
 }

@@ -6,10 +6,19 @@ use serde::Serialize;
 
 pub use inferscope_host::engine::Engine;
 
-/// Names `--engine` takes.
-pub const ENGINE_NAMES: [&str; 6] = ["vllm", "sglang", "tgi", "trtllm", "llama.cpp", "mlc"];
+/// Names `--engine` takes: the engines whose speed is modelled, in [`Engine::ALL`]'s order.
+pub const ENGINE_NAMES: [&str; 6] = {
+    let mut names = [""; 6];
+    let mut i = 0;
+    while i < MODELLED.len() {
+        names[i] = MODELLED[i].cli_id();
+        i += 1;
+    }
+    names
+};
 
-/// The engines whose speed is modelled (fitted on fixtures/speed/cases.jsonl).
+/// The engines whose speed is modelled (their rooms answer `speed()`; checked by the rooms'
+/// table test).
 pub const MODELLED: [Engine; 6] = [
     Engine::Vllm,
     Engine::Sglang,
@@ -25,9 +34,9 @@ pub fn parse(s: &str) -> Option<Engine> {
     Engine::parse(s).filter(|e| MODELLED.contains(e))
 }
 
-/// Splits layers across GPUs instead of tensor parallelism (llama.cpp's `--split-mode layer`).
+/// Splits layers across GPUs instead of tensor parallelism (its room says).
 pub fn splits_layers(engine: Engine) -> bool {
-    engine == Engine::LlamaCpp
+    crate::engines::room(engine).splits_layers()
 }
 
 /// The fitted efficiency of an engine (its room's); `None` where its speed is not modelled.

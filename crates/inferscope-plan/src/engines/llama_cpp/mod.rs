@@ -4,7 +4,10 @@
 mod flags;
 pub mod plan;
 
-use super::{CommandOptions, EngineRoom, EnvironmentRules, MemoryAccounting, NotModelled};
+use super::{
+    CommandOptions, EngineRoom, EnvironmentRules, ImageShape, MemoryAccounting, NotModelled,
+    OfficialImage,
+};
 use crate::plan::{Plan, PlanRequest};
 use crate::speed::engines::{EngineEfficiency, row};
 use inferscope_host::engine::Engine;
@@ -69,6 +72,32 @@ impl EngineRoom for LlamaCpp {
             uuid_source: "ggml/src/ggml-cuda/ggml-cuda.cu ggml_cuda_init enumerates devices with cudaGetDeviceCount: the CUDA runtime parses the variable (indices, GPU- and MIG- UUIDs)",
             sets_omp_threads: None,
             expandable_conflict: None,
+        })
+    }
+
+    fn splits_layers(&self) -> bool {
+        // `--split-mode layer` (its default) across GPUs, not tensor parallelism
+        true
+    }
+
+    fn official_image(&self, s: &ImageShape) -> Result<OfficialImage, NotModelled> {
+        let variant = if s.nvidia {
+            "server-cuda"
+        } else if s.amd {
+            "server-rocm"
+        } else {
+            "server"
+        };
+        let t = match &s.version {
+            Some(v) if v.starts_with('b') => format!("{variant}-{v}"),
+            Some(v) => format!("{variant}-b{v}"),
+            None => variant.to_string(),
+        };
+        Ok(OfficialImage {
+            image: format!("ghcr.io/ggml-org/llama.cpp:{t}"),
+            entrypoint: None,
+            args: s.rest.clone(),
+            how: "the arguments after llama-server: the image's ENTRYPOINT is /app/llama-server (the plain `server` tag is the CPU build; GPUs need server-cuda or server-rocm)",
         })
     }
 }

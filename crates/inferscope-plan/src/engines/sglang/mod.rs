@@ -7,7 +7,10 @@ pub mod kv;
 pub mod mamba;
 pub mod sizing;
 
-use super::{CommandOptions, EngineRoom, EnvironmentRules, MemoryAccounting, NotModelled};
+use super::{
+    CommandOptions, EngineRoom, EnvironmentRules, ImageShape, MemoryAccounting, NotModelled,
+    OfficialImage, ServeShape,
+};
 use crate::plan::{Plan, PlanRequest};
 use crate::speed::engines::{EngineEfficiency, row};
 use inferscope_host::engine::Engine;
@@ -75,6 +78,34 @@ impl EngineRoom for Sglang {
             uuid_source: "sglang/srt/distributed/device_communicators/custom_all_reduce.py CustomAllreduce.__init__ (0.5.2) maps int() over the comma-separated entries",
             sets_omp_threads: None,
             expandable_conflict: None,
+        })
+    }
+
+    fn serve_command(&self, s: &ServeShape<'_>) -> Option<String> {
+        let mut c = format!(
+            "python -m sglang.launch_server --model-path {} --context-length {}",
+            s.model, s.max_len
+        );
+        if s.gpus > 1 {
+            c.push_str(&format!(" --tp {}", s.gpus));
+        }
+        if s.fp8_weights {
+            c.push_str(" --quantization fp8");
+        }
+        if s.kv_fp8 {
+            c.push_str(" --kv-cache-dtype fp8_e5m2");
+        }
+        Some(c)
+    }
+
+    fn official_image(&self, s: &ImageShape) -> Result<OfficialImage, NotModelled> {
+        let mut full = vec!["python3".to_string()];
+        full.extend(s.rest.iter().cloned());
+        Ok(OfficialImage {
+            image: "lmsysorg/sglang:latest".to_string(),
+            entrypoint: None,
+            args: full,
+            how: "the whole command: the image has no server entrypoint (SGLang's docs run python3 -m sglang.launch_server in it); SGLang's release tags carry the CUDA build (v0.5.19-cu129), so pin one with --image",
         })
     }
 }

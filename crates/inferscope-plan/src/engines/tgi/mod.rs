@@ -6,7 +6,10 @@ mod flags;
 pub mod kv;
 pub mod sizing;
 
-use super::{CommandOptions, EngineRoom, EnvironmentRules, MemoryAccounting, NotModelled};
+use super::{
+    CommandOptions, EngineRoom, EnvironmentRules, ImageShape, MemoryAccounting, NotModelled,
+    OfficialImage, ServeShape,
+};
 use crate::plan::{Plan, PlanRequest};
 use crate::speed::engines::{EngineEfficiency, row};
 use inferscope_host::engine::Engine;
@@ -77,6 +80,35 @@ impl EngineRoom for Tgi {
             uuid_source: "launcher/src/main.rs num_cuda_devices (text-generation-inference db931fc) only counts the comma-separated entries",
             sets_omp_threads: None,
             expandable_conflict: None,
+        })
+    }
+
+    fn serve_command(&self, s: &ServeShape<'_>) -> Option<String> {
+        let mut c = format!(
+            "text-generation-launcher --model-id {} --max-total-tokens {}",
+            s.model, s.max_len
+        );
+        if s.gpus > 1 {
+            c.push_str(&format!(" --num-shard {}", s.gpus));
+        }
+        if s.fp8_weights {
+            c.push_str(" --quantize fp8");
+        }
+        if s.kv_fp8 {
+            c.push_str(" --kv-cache-dtype fp8_e5m2");
+        }
+        Some(c)
+    }
+
+    fn official_image(&self, s: &ImageShape) -> Result<OfficialImage, NotModelled> {
+        Ok(OfficialImage {
+            image: format!(
+                "ghcr.io/huggingface/text-generation-inference:{}",
+                s.tag("")
+            ),
+            entrypoint: None,
+            args: s.rest.clone(),
+            how: "the arguments after text-generation-launcher: the image's ENTRYPOINT (/tgi-entrypoint.sh) execs the launcher with them",
         })
     }
 }

@@ -4,7 +4,10 @@
 
 mod flags;
 
-use super::{CommandOptions, EngineRoom, EnvironmentRules, MemoryAccounting, NotModelled};
+use super::{
+    CommandOptions, EngineRoom, EnvironmentRules, ImageShape, MemoryAccounting, NotModelled,
+    OfficialImage, ServeShape,
+};
 use crate::plan::{Plan, PlanRequest};
 use crate::speed::engines::{EngineEfficiency, row};
 use inferscope_host::engine::Engine;
@@ -70,6 +73,39 @@ impl EngineRoom for Vllm {
                 "--enable-sleep-mode",
                 "vllm/device_allocator/cumem.py CuMemAllocator.__init__ (0.10.2) asserts expandable_segments:True is not in PYTORCH_CUDA_ALLOC_CONF",
             )),
+        })
+    }
+
+    fn serve_command(&self, s: &ServeShape<'_>) -> Option<String> {
+        let mut c = format!("vllm serve {} --max-model-len {}", s.model, s.max_len);
+        if s.gpus > 1 {
+            c.push_str(&format!(" --tensor-parallel-size {}", s.gpus));
+        }
+        if s.fp8_weights {
+            c.push_str(" --quantization fp8");
+        }
+        if s.kv_fp8 {
+            c.push_str(" --kv-cache-dtype fp8");
+        }
+        Some(c)
+    }
+
+    fn official_image(&self, s: &ImageShape) -> Result<OfficialImage, NotModelled> {
+        let image = format!("vllm/vllm-openai:{}", s.tag("v"));
+        Ok(if s.python {
+            OfficialImage {
+                image,
+                entrypoint: Some("python3".into()),
+                args: s.rest.clone(),
+                how: "--entrypoint python3 with the module and its arguments",
+            }
+        } else {
+            OfficialImage {
+                image,
+                entrypoint: Some("vllm".into()),
+                args: s.rest.clone(),
+                how: "--entrypoint vllm and `serve ...`: the image's ENTRYPOINT is `vllm serve` today but `python3 -m vllm.entrypoints.openai.api_server` in releases up to at least 0.10.2, and both have the vllm CLI",
+            }
         })
     }
 }
