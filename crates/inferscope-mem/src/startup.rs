@@ -794,10 +794,10 @@ fn diagnose(log: &StartupLog, m: &Measured) -> String {
 }
 
 /// vLLM's default `--gpu-memory-utilization` for the log's release, as the planner uses it
-/// (`rules::default_gpu_memory_utilization`), and where it comes from.
+/// (`engines::vllm::rules::default_gpu_memory_utilization`), and where it comes from.
 fn vllm_default_utilization(version: Option<&str>) -> (f64, String) {
-    let (release, note, _) = inferscope_plan::rules::resolve_release(version);
-    let d = inferscope_plan::rules::default_gpu_memory_utilization(release);
+    let (release, note, _) = inferscope_plan::engines::vllm::rules::resolve_release(version);
+    let d = inferscope_plan::engines::vllm::rules::default_gpu_memory_utilization(release);
     let mut src = format!("vLLM {release}'s default ({})", d.source);
     if let Some(n) = note {
         src.push_str(&format!("; {n}"));

@@ -714,18 +714,18 @@ pub(crate) struct OwnSizer {
     pub(crate) graphs_outside_budget: bool,
 }
 
-/// Phase 2: vLLM's rules for the release asked for ([`crate::rules::vllm`]).
+/// Phase 2: vLLM's rules for the release asked for ([`crate::engines::vllm::rules::vllm`]).
 fn release_rules(
     req: &PlanRequest,
     arch: &ModelArch,
     total: u64,
     max_len: u64,
-) -> crate::rules::VllmRules {
+) -> crate::engines::vllm::rules::VllmRules {
     let kv_fp8 = req
         .kv_cache_dtype
         .as_deref()
         .is_some_and(|k| k.starts_with("fp8"));
-    crate::rules::vllm(&crate::rules::VllmContext {
+    crate::engines::vllm::rules::vllm(&crate::engines::vllm::rules::VllmContext {
         version: req.engine_version.as_deref(),
         gpu_total_bytes: total,
         gpu_name: &req.gpu.name,
@@ -928,7 +928,7 @@ pub(crate) fn pipeline(req: &PlanRequest, own: Option<&OwnSizer>) -> Plan {
         push_rules(&mut assumptions, &engine_rules, &format!("vLLM {version}"));
     }
     let util = rules.utilization;
-    let profiled = rules.non_torch == crate::rules::NonTorch::Increase;
+    let profiled = rules.non_torch == crate::engines::vllm::rules::NonTorch::Increase;
     let gpus_used = shape_notes(
         req,
         arch,

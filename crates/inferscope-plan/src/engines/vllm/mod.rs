@@ -3,6 +3,7 @@
 //! `crate::rules`), and its fitted speed.
 
 mod flags;
+pub mod rules;
 
 use super::{
     CommandOptions, EngineRoom, EnvironmentRules, ImageShape, MemoryAccounting, NotModelled,
