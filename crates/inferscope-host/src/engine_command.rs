@@ -50,6 +50,17 @@ fn base(s: &str) -> &str {
     s.rsplit('/').next().unwrap_or(s)
 }
 
+/// The engine whose package a Python module belongs to (`vllm.entrypoints.cli.main` → vLLM,
+/// `sglang.bench_serving` → SGLang): importing it imports the engine, even when the module is
+/// not a server.
+pub fn module_engine(module: &str) -> Option<Engine> {
+    match module.split('.').next() {
+        Some("vllm") => Some(Engine::Vllm),
+        Some("sglang") => Some(Engine::Sglang),
+        _ => None,
+    }
+}
+
 /// `NAME=value`: an environment assignment before a command.
 pub fn is_assignment(w: &str) -> bool {
     w.split_once('=').is_some_and(|(k, _)| {

@@ -29,14 +29,12 @@ pub fn detect(command: &[String]) -> Option<Engine> {
     use inferscope_host::engine_command::{Found, find};
     match find(command) {
         Found::Engine { kind, .. } => Some(kind),
-        // Any `vllm` subcommand or `vllm.*`/`sglang.*` module imports the engine, so its
-        // environment rules apply even where `plan` would not call it a server.
+        // Any `vllm` subcommand or engine module imports the engine, so its environment rules
+        // apply even where `plan` would not call it a server.
         Found::VllmNotServe { .. } => Some(Engine::Vllm),
-        Found::PythonModule { module, .. } => match module.split('.').next() {
-            Some("vllm") => Some(Engine::Vllm),
-            Some("sglang") => Some(Engine::Sglang),
-            _ => None,
-        },
+        Found::PythonModule { module, .. } => {
+            inferscope_host::engine_command::module_engine(&module)
+        }
         Found::NoCommand | Found::PythonScript { .. } | Found::Other { .. } => None,
     }
 }

@@ -76,8 +76,8 @@ pub struct LaunchPlan {
     pub gpu_selection: BTreeMap<String, String>,
     /// The server command.
     pub command: Vec<String>,
-    /// The engine detected from the command (`vllm`, `sglang`, `tgi`, `llama_cpp`, `ollama`,
-    /// `unknown`), whose compatibility row shaped `env`.
+    /// The engine detected from the command (its JSON id, `Engine::id`, or `unknown`), whose
+    /// compatibility row shaped `env`.
     #[serde(default, with = "engine_or_unknown")]
     pub engine: Option<Engine>,
     /// What `run` recommends but does not set, each with its reason.

@@ -240,35 +240,9 @@ fn human_readable_int(flag: &str, v: &str) -> Result<u64, EngineError> {
 }
 
 /// A flag the pasted command uses that the `--engine-version` release does not have: that
-/// release's own error (vLLM's argparse, or what it would do with the value). `None`: accepted.
+/// release's own error (its room's answer). `None`: accepted.
 pub fn refused_by_release(s: &EngineSettings, version: Option<&str>) -> Option<String> {
-    if s.engine != Engine::Vllm {
-        return None;
-    }
-    let v = crate::memory::EngineVersion::parse(version?)?;
-    let at = |mi: u32, pa: u32| {
-        v >= crate::memory::EngineVersion {
-            major: 0,
-            minor: mi,
-            patch: pa,
-        }
-    };
-    if s.kv_cache_memory_bytes.is_some() && !at(10, 2) {
-        return Some(format!(
-            "--kv-cache-memory-bytes: vLLM {v} has no such option (vllm serve: error: \
-             unrecognized arguments: --kv-cache-memory-bytes); it appeared in 0.10.2 \
-             (vllm/engine/arg_utils.py EngineArgs.add_cli_args)"
-        ));
-    }
-    if s.max_model_len_auto && !at(14, 0) {
-        return Some(format!(
-            "--max-model-len auto/-1: vLLM {v} has no automatic length (vllm serve: error: \
-             argument --max-model-len: invalid human_readable_int value: 'auto'; `-1` is taken \
-             as a length); it appeared in 0.14.0 (vllm/engine/arg_utils.py \
-             human_readable_int_or_auto, vllm/v1/core/kv_cache_utils.py _auto_fit_max_model_len)"
-        ));
-    }
-    None
+    crate::engines::room(s.engine).refused_by_release(s, version?)
 }
 
 /// What one flag means for the plan: the vocabulary the rooms' option tables map onto.

@@ -14,7 +14,8 @@ pub mod tgi;
 pub mod trtllm;
 pub mod vllm;
 
-use crate::engine::Meaning;
+use crate::arch::ModelArch;
+use crate::engine::{EngineSettings, Meaning};
 use crate::plan::{Plan, PlanRequest};
 use crate::speed::engines::EngineEfficiency;
 pub use inferscope_host::engine::Engine;
@@ -138,6 +139,10 @@ pub trait EngineRoom: Sync {
     fn options(&self) -> Result<&'static CommandOptions, NotModelled> {
         Err(NotModelled::new(self.engine(), "command options"))
     }
+    /// A flag of `settings` that release `version` does not have: that release's own error.
+    fn refused_by_release(&self, _settings: &EngineSettings, _version: &str) -> Option<String> {
+        None
+    }
     /// Its memory accounting.
     fn memory(&self) -> Result<&'static dyn MemoryAccounting, NotModelled> {
         Err(NotModelled::new(self.engine(), "memory"))
@@ -145,6 +150,25 @@ pub trait EngineRoom: Sync {
     /// What it accepts in its environment (`run`).
     fn environment(&self) -> Result<EnvironmentRules, NotModelled> {
         Err(NotModelled::new(self.engine(), "environment"))
+    }
+    /// The release as its messages name it (`(any release)` when not given).
+    fn release_label(&self, version: Option<&str>) -> String {
+        version.unwrap_or("(any release)").to_string()
+    }
+    /// Whether its memory accounting covers the model's recurrent-state (Mamba, linear
+    /// attention) layers: `Err((layer type, why))` when not.
+    fn state_layers(
+        &self,
+        arch: &ModelArch,
+        _version: Option<&str>,
+    ) -> Result<(), (String, &'static str)> {
+        match arch.state_layers.first() {
+            Some(s) => Err((
+                s.layer_type.clone(),
+                ": no memory accounting for this engine",
+            )),
+            None => Ok(()),
+        }
     }
     /// Its official container image (`run --emit docker|k8s`).
     fn official_image(&self, _shape: &ImageShape) -> Result<OfficialImage, NotModelled> {

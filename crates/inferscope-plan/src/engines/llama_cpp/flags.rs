@@ -1,5 +1,7 @@
-//! The options LlamaCpp's parser accepts (data/flags/llama_cpp.txt, the union over releases, the file
-//! saying which) and what each one means for the plan.
+//! llama-server's options: `common_params_parse` (common/arg.cpp) throws `error: invalid
+//! argument: X` for an option not in its table; it turns `_` into `-` in `--` names; no
+//! prefixes. The list is data/flags/llama_cpp.txt (the union over releases, the file saying
+//! which).
 
 use crate::engine::Meaning;
 use std::collections::BTreeSet;

@@ -8,6 +8,7 @@ use super::{
     CommandOptions, EngineRoom, EnvironmentRules, ImageShape, MemoryAccounting, NotModelled,
     OfficialImage,
 };
+use crate::arch::ModelArch;
 use crate::plan::{Plan, PlanRequest};
 use crate::speed::engines::{EngineEfficiency, row};
 use inferscope_host::engine::Engine;
@@ -99,5 +100,14 @@ impl EngineRoom for LlamaCpp {
             args: s.rest.clone(),
             how: "the arguments after llama-server: the image's ENTRYPOINT is /app/llama-server (the plain `server` tag is the CPU build; GPUs need server-cuda or server-rocm)",
         })
+    }
+
+    fn state_layers(
+        &self,
+        _arch: &ModelArch,
+        _version: Option<&str>,
+    ) -> Result<(), (String, &'static str)> {
+        // llama.cpp keeps recurrent cells per slot (`plan`)
+        Ok(())
     }
 }

@@ -1,5 +1,7 @@
-//! The options Sglang's parser accepts (data/flags/sglang.txt, the union over releases, the file
-//! saying which) and what each one means for the plan.
+//! SGLang's options: `prepare_server_args` (sglang/srt/server_args.py) is a plain
+//! `argparse.ArgumentParser` with `parse_args`: unknown options rejected, prefixes allowed, no
+//! `_` to `-` rewriting. The list is data/flags/sglang.txt (the union over releases, the file
+//! saying which).
 
 use crate::engine::Meaning;
 use std::collections::BTreeSet;

@@ -11,8 +11,11 @@ use super::{
     CommandOptions, EngineRoom, EnvironmentRules, ImageShape, MemoryAccounting, NotModelled,
     OfficialImage, ServeShape,
 };
+use crate::arch::ModelArch;
+use crate::memory::EngineVersion;
 use crate::plan::{Plan, PlanRequest};
 use crate::speed::engines::{EngineEfficiency, row};
+use crate::state::StateKind;
 use inferscope_host::engine::Engine;
 
 /// The room.
@@ -107,5 +110,35 @@ impl EngineRoom for Sglang {
             args: full,
             how: "the whole command: the image has no server entrypoint (SGLang's docs run python3 -m sglang.launch_server in it); SGLang's release tags carry the CUDA build (v0.5.19-cu129), so pin one with --image",
         })
+    }
+
+    fn state_layers(
+        &self,
+        arch: &ModelArch,
+        version: Option<&str>,
+    ) -> Result<(), (String, &'static str)> {
+        // the Mamba pool is modelled from 0.5.10 (`mamba`) for Mamba-2 and Gated DeltaNet layers
+        let Some(first) = arch.state_layers.first() else {
+            return Ok(());
+        };
+        let v = version.and_then(EngineVersion::parse);
+        let old = v.is_some_and(|v| (v.major, v.minor, v.patch) < (0, 5, 10));
+        if let Some(s) = arch
+            .state_layers
+            .iter()
+            .find(|s| matches!(s.state, StateKind::Mamba1 { .. }))
+        {
+            return Err((
+                s.layer_type.clone(),
+                " (Mamba-1 state has no SGLang formula here)",
+            ));
+        }
+        if old {
+            return Err((
+                first.layer_type.clone(),
+                " (SGLang's Mamba pool is modelled from 0.5.10's rules)",
+            ));
+        }
+        Ok(())
     }
 }

@@ -1,5 +1,6 @@
-//! The options Tgi's parser accepts (data/flags/tgi.txt, the union over releases, the file
-//! saying which) and what each one means for the plan.
+//! TGI's options: `text-generation-launcher` is a clap derive `Parser` (launcher/src/main.rs):
+//! unknown arguments rejected, no prefixes. The list is data/flags/tgi.txt (the union over
+//! releases, the file saying which).
 
 use crate::engine::Meaning;
 use std::collections::BTreeSet;

@@ -10,6 +10,7 @@ use super::{
     CommandOptions, EngineRoom, EnvironmentRules, ImageShape, MemoryAccounting, NotModelled,
     OfficialImage, ServeShape,
 };
+use crate::arch::ModelArch;
 use crate::plan::{Plan, PlanRequest};
 use crate::speed::engines::{EngineEfficiency, row};
 use inferscope_host::engine::Engine;
@@ -110,5 +111,19 @@ impl EngineRoom for Tgi {
             args: s.rest.clone(),
             how: "the arguments after text-generation-launcher: the image's ENTRYPOINT (/tgi-entrypoint.sh) execs the launcher with them",
         })
+    }
+
+    fn state_layers(
+        &self,
+        arch: &ModelArch,
+        _version: Option<&str>,
+    ) -> Result<(), (String, &'static str)> {
+        match arch.state_layers.first() {
+            Some(s) => Err((
+                s.layer_type.clone(),
+                " (its recurrent-state pool is not modelled: plan it for vLLM ≥ 0.11 or SGLang ≥ 0.5.10)",
+            )),
+            None => Ok(()),
+        }
     }
 }

@@ -9,6 +9,9 @@ use super::{
     CommandOptions, EngineRoom, EnvironmentRules, ImageShape, MemoryAccounting, NotModelled,
     OfficialImage, ServeShape,
 };
+use crate::arch::ModelArch;
+use crate::engine::EngineSettings;
+use crate::memory::EngineVersion;
 use crate::plan::{Plan, PlanRequest};
 use crate::speed::engines::{EngineEfficiency, row};
 use inferscope_host::engine::Engine;
@@ -108,5 +111,34 @@ impl EngineRoom for Vllm {
                 how: "--entrypoint vllm and `serve ...`: the image's ENTRYPOINT is `vllm serve` today but `python3 -m vllm.entrypoints.openai.api_server` in releases up to at least 0.10.2, and both have the vllm CLI",
             }
         })
+    }
+
+    fn release_label(&self, version: Option<&str>) -> String {
+        // the release whose rules apply
+        version
+            .and_then(EngineVersion::parse)
+            .unwrap_or(EngineVersion::LATEST)
+            .to_string()
+    }
+
+    fn state_layers(
+        &self,
+        arch: &ModelArch,
+        version: Option<&str>,
+    ) -> Result<(), (String, &'static str)> {
+        let v = version
+            .and_then(EngineVersion::parse)
+            .unwrap_or(EngineVersion::LATEST);
+        match arch.state_layers.first() {
+            Some(s) if v < crate::hybrid::VLLM_FIRST => Err((
+                s.layer_type.clone(),
+                " (hybrid state is modelled for vLLM ≥ 0.11.0's hybrid KV-cache manager)",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn refused_by_release(&self, s: &EngineSettings, version: &str) -> Option<String> {
+        flags::refused_by_release(s, version)
     }
 }
