@@ -571,7 +571,7 @@ fn speed_truth_over_every_published_case() {
             all_engine_fit()
         ));
     }
-    for engine in engines::MODELLED {
+    for engine in engines::modelled() {
         let mine: Vec<&Case> = calib
             .iter()
             .copied()

@@ -6,32 +6,24 @@ use serde::Serialize;
 
 pub use inferscope_host::engine::Engine;
 
-/// Names `--engine` takes: the engines whose speed is modelled, in [`Engine::ALL`]'s order.
-pub const ENGINE_NAMES: [&str; 6] = {
-    let mut names = [""; 6];
-    let mut i = 0;
-    while i < MODELLED.len() {
-        names[i] = MODELLED[i].cli_id();
-        i += 1;
-    }
-    names
-};
+/// The engines whose speed is modelled (their rooms answer `speed()`), in [`Engine::ALL`]'s
+/// order.
+pub fn modelled() -> Vec<Engine> {
+    Engine::ALL
+        .into_iter()
+        .filter(|e| crate::engines::room(*e).speed().is_ok())
+        .collect()
+}
 
-/// The engines whose speed is modelled (their rooms answer `speed()`; checked by the rooms'
-/// table test).
-pub const MODELLED: [Engine; 6] = [
-    Engine::Vllm,
-    Engine::Sglang,
-    Engine::Tgi,
-    Engine::Trtllm,
-    Engine::LlamaCpp,
-    Engine::Mlc,
-];
+/// Names `--engine` takes: the modelled engines' `--engine` spellings.
+pub fn engine_names() -> Vec<&'static str> {
+    modelled().into_iter().map(Engine::cli_id).collect()
+}
 
 /// An engine whose speed is modelled, from any of its spellings ([`Engine::parse`]); `None` for
 /// an unknown name or an engine without a fit.
 pub fn parse(s: &str) -> Option<Engine> {
-    Engine::parse(s).filter(|e| MODELLED.contains(e))
+    Engine::parse(s).filter(|e| crate::engines::room(*e).speed().is_ok())
 }
 
 /// Splits layers across GPUs instead of tensor parallelism (its room says).

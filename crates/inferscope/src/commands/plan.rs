@@ -17,7 +17,7 @@ use inferscope_plan::find::{self, Workload};
 use inferscope_plan::gguf_quant::GgufFileType;
 use inferscope_plan::gpus;
 use inferscope_plan::memory::GIB;
-use inferscope_plan::speed::engines::{self as speed_engines, ENGINE_NAMES};
+use inferscope_plan::speed::engines as speed_engines;
 use inferscope_plan::suggest;
 use inferscope_plan::{ModelArch, PlanRequest};
 use serde::Serialize;
@@ -786,7 +786,7 @@ fn speed_engine_of(args: &PlanArgs, settings: Option<&EngineSettings>) -> anyhow
         (Some(e), _) => speed_engines::parse(e).ok_or_else(|| {
             anyhow::anyhow!(
                 "--engine {e}: unknown engine (one of {})",
-                ENGINE_NAMES.join(", ")
+                speed_engines::engine_names().join(", ")
             )
         })?,
         (None, Some(s)) => s.engine,
