@@ -185,8 +185,8 @@ fn parse_len(flag: &str, v: &str) -> Result<u64, EngineError> {
         .ok_or_else(|| err(format!("{flag} {v:?}: too large")))
 }
 
-/// vLLM's `human_readable_int` (0.10.2+ `vllm/engine/arg_utils.py`): `k`/`m`/`g` are powers of
-/// 1000 (decimals allowed), `K`/`M`/`G` powers of 1024 (no decimals), else a plain integer.
+/// `human_readable_int`: `k`/`m`/`g` are powers of 1000 (decimals allowed), `K`/`M`/`G` powers
+/// of 1024 (no decimals), else a plain integer ([`CommandOptions::human_readable_ints`]).
 fn human_readable_int(flag: &str, v: &str) -> Result<u64, EngineError> {
     let v = v.trim();
     let bad = || {
@@ -392,18 +392,12 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
         match m {
             Meaning::Tp => s.tensor_parallel_size = Some(parse_num(&flag, &v)?),
             Meaning::Pp => s.pipeline_parallel_size = Some(parse_num(&flag, &v)?),
-            // llama.cpp: `-c 0` is the model's own context.
-            Meaning::MaxLen if engine == Engine::LlamaCpp && v == "0" => s.max_model_len = None,
-            // vLLM 0.14+ `human_readable_int_or_auto`: `-1` or `auto` is the largest that fits.
-            Meaning::MaxLen
-                if engine == Engine::Vllm && (v == "-1" || v.eq_ignore_ascii_case("auto")) =>
-            {
+            Meaning::MaxLen if opts.zero_len_is_model_default && v == "0" => s.max_model_len = None,
+            Meaning::MaxLen if opts.auto_len && (v == "-1" || v.eq_ignore_ascii_case("auto")) => {
                 s.max_model_len = None;
                 s.max_model_len_auto = true;
             }
-            // vLLM types `--max-model-len` and `--max-num-batched-tokens` as `human_readable_int`
-            // (vllm/engine/arg_utils.py `_compute_kwargs`, 0.10.1.1 and later): `32k` is 32,000.
-            Meaning::MaxLen if engine == Engine::Vllm => {
+            Meaning::MaxLen if opts.human_readable_ints => {
                 s.max_model_len = Some(human_readable_int(&flag, &v)?)
             }
             Meaning::MaxLen => s.max_model_len = Some(parse_len(&flag, &v)?),
@@ -437,10 +431,9 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
                 }
                 s.hybrid.mamba_full_memory_ratio = Some(r);
             }
-            // llama.cpp: `-np -1` is auto.
-            Meaning::MaxSeqs if engine == Engine::LlamaCpp && v == "-1" => s.max_num_seqs = None,
+            Meaning::MaxSeqs if opts.minus_one_seqs_is_auto && v == "-1" => s.max_num_seqs = None,
             Meaning::MaxSeqs => s.max_num_seqs = Some(parse_num(&flag, &v)?),
-            Meaning::BatchedTokens if engine == Engine::Vllm => {
+            Meaning::BatchedTokens if opts.human_readable_ints => {
                 s.max_num_batched_tokens = Some(human_readable_int(&flag, &v)?)
             }
             Meaning::BatchedTokens => s.max_num_batched_tokens = Some(parse_len(&flag, &v)?),

@@ -54,6 +54,14 @@ pub struct CommandOptions {
     pub dotted_options: bool,
     /// The model is the first positional word (`vllm serve MODEL`).
     pub model_positional: bool,
+    /// A context length of `0` is the model's own.
+    pub zero_len_is_model_default: bool,
+    /// `-1` concurrent sequences is the engine's automatic choice.
+    pub minus_one_seqs_is_auto: bool,
+    /// A context length of `auto` or `-1` is the largest that fits.
+    pub auto_len: bool,
+    /// Lengths and token budgets read as `human_readable_int` (`32k` = 32,000, `32K` = 32,768).
+    pub human_readable_ints: bool,
     /// What one (normalised) option means for the plan; `None`: not modelled, listed as ignored.
     pub meaning: fn(&str) -> Option<Meaning>,
 }

@@ -24,6 +24,11 @@ static OPTIONS: CommandOptions = CommandOptions {
     negations: false,
     dotted_options: false,
     model_positional: false,
+    // `-c 0`: the model's own context; `-np -1`: auto
+    zero_len_is_model_default: true,
+    minus_one_seqs_is_auto: true,
+    auto_len: false,
+    human_readable_ints: false,
     meaning: flags::meaning,
 };
 

@@ -26,6 +26,10 @@ static OPTIONS: CommandOptions = CommandOptions {
     negations: false,
     dotted_options: false,
     model_positional: false,
+    zero_len_is_model_default: false,
+    minus_one_seqs_is_auto: false,
+    auto_len: false,
+    human_readable_ints: false,
     meaning: flags::meaning,
 };
 

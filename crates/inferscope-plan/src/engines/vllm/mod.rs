@@ -27,6 +27,13 @@ static OPTIONS: CommandOptions = CommandOptions {
     negations: true,
     dotted_options: true,
     model_positional: true,
+    // vLLM 0.14+ `human_readable_int_or_auto`: `-1` or `auto` is the largest that fits
+    zero_len_is_model_default: false,
+    minus_one_seqs_is_auto: false,
+    auto_len: true,
+    // `--max-model-len`, `--max-num-batched-tokens` are `human_readable_int`
+    // (vllm/engine/arg_utils.py `_compute_kwargs`, 0.10.1.1 and later)
+    human_readable_ints: true,
     meaning: flags::meaning,
 };
 
