@@ -384,7 +384,7 @@ fn shape_notes(
     req: &PlanRequest,
     arch: &ModelArch,
     (tp, pp, max_len): (u32, u32, u64),
-    (profiled, graphs_in_table): (bool, bool),
+    (profiled, in_table): (bool, bool),
     assumptions: &mut Vec<String>,
     problems: &mut Vec<String>,
 ) -> u32 {
@@ -427,13 +427,15 @@ fn shape_notes(
             req.gpu.count
         ));
     }
-    // an engine whose graphs live outside its budget shows none in its table: no estimate here
-    if !req.enforce_eager && graphs_in_table {
+    // an engine whose graphs and non-torch memory live outside its budget shows none of them in
+    // its table: no estimate of them here
+    if !req.enforce_eager && in_table {
         assumptions.push(
             "CUDA-graph memory estimate 0.5 GiB + 13 MiB per layer (rough fit to H100 logs)".into(),
         );
     }
-    assumptions.push(format!(
+    if in_table {
+        assumptions.push(format!(
         "non-torch memory {:.2} GiB per GPU (fitted on the calibration half: H100, NVLink, custom all-reduce{}{})",
         non_torch_bytes(tp, pp, profiled, req.tp_link) as f64 / GIB,
         match (tp > 1, req.tp_link) {
@@ -450,6 +452,7 @@ fn shape_notes(
             "; vLLM ≤ 0.6.4 counts everything since the worker started"
         }
     ));
+    }
     if arch.vision_params > 0 {
         assumptions.push(
             "multimodal: vision tower loaded in the model dtype and profiled (≈0.25 GiB)".into(),
@@ -710,8 +713,9 @@ pub(crate) struct SizingInput<'a> {
 pub(crate) struct OwnSizer {
     /// Sizes the KV cache; may rewrite the first stage's figures.
     pub(crate) size: fn(&SizingInput<'_>, &mut Stage, &mut Vec<String>) -> OwnSizing,
-    /// CUDA graphs live outside the engine's budget (the shared estimate is not shown).
-    pub(crate) graphs_outside_budget: bool,
+    /// CUDA graphs, activations and non-torch memory live outside the engine's budget (the
+    /// shared estimates of them are not shown).
+    pub(crate) outside_budget: bool,
 }
 
 /// Phase 2: vLLM's rules for the release asked for ([`crate::engines::vllm::rules::vllm`]).
@@ -933,7 +937,7 @@ pub(crate) fn pipeline(req: &PlanRequest, own: Option<&OwnSizer>) -> Plan {
         req,
         arch,
         (tp, pp, max_len),
-        (profiled, own.is_none_or(|o| !o.graphs_outside_budget)),
+        (profiled, own.is_none_or(|o| !o.outside_budget)),
         &mut assumptions,
         &mut problems,
     );

@@ -1,6 +1,6 @@
 //! Each engine answers from its own room (issue 32): an engine without memory accounting says so
 //! (exit 2) instead of printing vLLM's plan under its name, and an SGLang plan shows SGLang's own
-//! CUDA-graph figure, not vLLM's estimate beside a table that says 0.00.
+//! CUDA-graph and non-torch figures, not vLLM's estimates beside a table that says 0.00.
 
 mod common;
 
@@ -63,15 +63,16 @@ fn plan_json(command: &[&str]) -> Value {
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
-fn graph_estimate_said(v: &Value) -> bool {
+fn said(v: &Value, words: &str) -> bool {
     v["assumptions"]
         .as_array()
         .unwrap_or_else(|| panic!("no assumptions: {v}"))
         .iter()
-        .any(|a| {
-            a.as_str()
-                .is_some_and(|a| a.contains("CUDA-graph memory estimate"))
-        })
+        .any(|a| a.as_str().is_some_and(|a| a.contains(words)))
+}
+
+fn graph_estimate_said(v: &Value) -> bool {
+    said(v, "CUDA-graph memory estimate")
 }
 
 #[test]
@@ -96,8 +97,17 @@ fn sglang_plan_says_its_own_cuda_graph_figure() {
         "SGLang's own rule for graphs: {:#}",
         sglang["engine_rules"]
     );
-    // vLLM counts its graphs and says how it estimated them
+    // the same for non-torch memory: none in SGLang's table, so no vLLM-fitted figure beside it
+    assert_eq!(sglang["per_gpu"]["non_torch_gib"].as_f64(), Some(0.0));
+    assert!(
+        !said(&sglang, "non-torch memory"),
+        "{:#}",
+        sglang["assumptions"]
+    );
+    // vLLM counts its graphs and non-torch memory and says how it estimated them
     let vllm = plan_json(&["vllm", "serve", MODEL, "--max-model-len", "8192"]);
     assert!(vllm["per_gpu"]["cuda_graph_gib"].as_f64().unwrap_or(0.0) > 0.0);
+    assert!(vllm["per_gpu"]["non_torch_gib"].as_f64().unwrap_or(0.0) > 0.0);
     assert!(graph_estimate_said(&vllm), "{:#}", vllm["assumptions"]);
+    assert!(said(&vllm, "non-torch memory"), "{:#}", vllm["assumptions"]);
 }

@@ -44,8 +44,9 @@ impl MemoryAccounting for Memory {
             req,
             Some(&crate::plan::OwnSizer {
                 size: sizing::size,
-                // activations and CUDA graphs use the 1 − mem_fraction_static share
-                graphs_outside_budget: true,
+                // activations, non-torch memory and CUDA graphs use the 1 −
+                // mem_fraction_static share
+                outside_budget: true,
             }),
         )
     }

@@ -41,7 +41,7 @@ impl MemoryAccounting for Memory {
             req,
             Some(&crate::plan::OwnSizer {
                 size: sizing::size,
-                graphs_outside_budget: false,
+                outside_budget: false,
             }),
         )
     }
