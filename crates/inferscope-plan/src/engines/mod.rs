@@ -5,6 +5,13 @@
 //!
 //! Shared arithmetic (model shapes `arch`, KV layout `memory`, sharding, GGUF sizing, recurrent
 //! state) stays outside the rooms; a room calls it.
+//!
+//! A new engine: its variant in `inferscope_host::engine::Engine` (with `id`, `name`, `parse`
+//! spellings and, if it has a server command, the detector `engine_command`), one module here
+//! implementing [`EngineRoom`] for what is modelled (see `sglang/`: `mod.rs` the answers,
+//! `flags.rs` its parser, `kv.rs` its accounting, `sizing.rs` its hook into the planner's
+//! pipeline), and one line in [`room`]. The table test below fails until the new room answers
+//! every capability or says which is not modelled.
 
 pub mod llama_cpp;
 pub mod mlc;
