@@ -3,26 +3,8 @@
 //!
 //! Each engine's official image starts the server itself (its ENTRYPOINT), so the command after
 //! `--` is turned into what that image expects, never passed whole as if its first word were
-//! the image. What each image's entrypoint is, as its own Dockerfile says:
-//!
-//! * vLLM, `vllm/vllm-openai`: `ENTRYPOINT ["vllm", "serve"]` in current images
-//!   (vllm-project/vllm docker/Dockerfile, target `vllm-openai`), but
-//!   `["python3", "-m", "vllm.entrypoints.openai.api_server"]` up to at least 0.10.2
-//!   (vllm-project/vllm PR #25309, 2025-09-20, describes "the Dockerfile's entrypoint
-//!   (`python -m vllm.entrypoints.openai.api_server`)"), which takes `--model M`, not a
-//!   positional model. The emitted command therefore names the entrypoint itself,
-//!   `--entrypoint vllm` + `serve M ...`, which both kinds of image run the same way.
-//! * SGLang, `lmsysorg/sglang`: no server entrypoint; its docs and docker/compose.yaml run
-//!   `python3 -m sglang.launch_server ...` as the command, so the whole command is passed.
-//! * TGI, `ghcr.io/huggingface/text-generation-inference`: `ENTRYPOINT ["/tgi-entrypoint.sh"]`
-//!   (Dockerfile, final stage), which execs `text-generation-launcher "$@"`; older images had
-//!   `ENTRYPOINT ["text-generation-launcher"]`. Either way: the arguments after the launcher.
-//! * llama.cpp, `ghcr.io/ggml-org/llama.cpp:server*`: `ENTRYPOINT [ "/app/llama-server" ]`
-//!   (.devops/*.Dockerfile, stage `server`): the arguments after `llama-server`. The plain
-//!   `server` tag is the CPU build; `server-cuda` / `server-rocm` carry the GPU backends
-//!   (docs/docker.md), so a plan with GPUs gets the matching one.
-//! * Ollama, `ollama/ollama`: `ENTRYPOINT ["/bin/ollama"]`, `CMD ["serve"]`: the arguments
-//!   after `ollama`.
+//! the image. What each image's entrypoint is, as its own Dockerfile says, is its engine's room's
+//! answer (`inferscope_plan::engines::EngineRoom::official_image`).
 //!
 //! "CMD is the image" keeps working: when the first word after `--` is an image reference
 //! (`registry/name:tag`) and not a program `run` recognises, it is the image and the rest are
@@ -117,6 +99,26 @@ fn release(v: &str) -> Result<String, LaunchError> {
     Ok(r.to_string())
 }
 
+/// The engines whose room knows an official image, by their `--engine` spelling.
+fn with_image() -> Vec<&'static str> {
+    let any = inferscope_plan::engines::ImageShape {
+        version: None,
+        python: false,
+        nvidia: false,
+        amd: false,
+        rest: Vec::new(),
+    };
+    inferscope_host::engine::Engine::ALL
+        .into_iter()
+        .filter(|e| {
+            inferscope_plan::engines::room(*e)
+                .official_image(&any)
+                .is_ok()
+        })
+        .map(inferscope_host::engine::Engine::cli_id)
+        .collect()
+}
+
 /// Choose the image for `plan`: `--image` when given, else the engine's official image for
 /// `engine_version` (or its newest release, `latest`).
 pub fn choose(
@@ -180,8 +182,9 @@ pub fn choose(
         // no engine, or one without an official image: the image must be given
         let Some(i) = image else {
             return Err(LaunchError::Usage(format!(
-                "--emit needs --image IMAGE: {:?} is not an engine inferscope knows an official image for (vllm, sglang, text-generation-launcher, llama-server, ollama); or put the image first after --",
-                program.chars().take(80).collect::<String>()
+                "--emit needs --image IMAGE: {:?} is not an engine inferscope knows an official image for ({}); or put the image first after --",
+                program.chars().take(80).collect::<String>(),
+                with_image().join(", ")
             )));
         };
         return Ok(ImagePlan {

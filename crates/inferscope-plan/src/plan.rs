@@ -56,7 +56,7 @@ pub struct PlanRequest {
     pub max_model_len_auto: bool,
     /// vLLM `--kv-cache-memory-bytes`: the KV cache per GPU, bytes (utilisation ignored).
     pub kv_cache_memory_bytes: Option<u64>,
-    /// Hybrid models' state flags (vLLM Mamba cache dtypes, SGLang's Mamba pool).
+    /// Hybrid models' state flags (state dtypes, a state pool's size; see each room's options).
     pub hybrid: crate::engine::HybridSettings,
     /// `--gpu-memory-utilization` (vLLM default 0.9).
     pub gpu_memory_utilization: Option<f64>,
@@ -91,8 +91,8 @@ pub struct PlanRequest {
     pub llama_cpp: LlamaCppSettings,
     /// CUDA compute capability of the GPUs, when known (vLLM 0.8–0.9 fall back to V0 below 8.0).
     pub compute_capability: Option<(u32, u32)>,
-    /// Free memory per GPU when the engine starts, bytes (SGLang sizes from it; default: the
-    /// torch-visible total less the CUDA context).
+    /// Free memory per GPU when the engine starts, bytes, for a room that sizes from it
+    /// (default: the torch-visible total less the CUDA context).
     pub free_bytes_at_start: Option<u64>,
     /// Exact tensor bytes of a local checkpoint (from its safetensors headers): per-GPU
     /// weights are sharded from these instead of the architecture formula.
@@ -842,7 +842,8 @@ fn vllm_problems(
     }
 }
 
-/// Phase 8: SGLang's and TGI's verdicts, in place of vLLM's (which are not computed for them):
+/// Phase 8: a room's own verdicts after its own sizing, in place of the default ones (which are
+/// not computed then):
 /// no KV budget, or less than one max-length request (an engine may start anyway).
 fn own_problems(
     req: &PlanRequest,

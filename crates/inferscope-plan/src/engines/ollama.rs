@@ -22,6 +22,9 @@ impl EngineRoom for Ollama {
         })
     }
 
+    /// The image and its entrypoint, as its own Dockerfile says:
+    /// `ollama/ollama`: `ENTRYPOINT ["/bin/ollama"]`, `CMD ["serve"]`: the arguments
+    /// after `ollama`.
     fn official_image(&self, s: &ImageShape) -> Result<OfficialImage, NotModelled> {
         Ok(OfficialImage {
             image: format!("ollama/ollama:{}", s.tag("")),

@@ -86,6 +86,11 @@ impl EngineRoom for LlamaCpp {
         true
     }
 
+    /// The image and its entrypoint, as its own Dockerfile says:
+    /// `ghcr.io/ggml-org/llama.cpp:server*`: `ENTRYPOINT [ "/app/llama-server" ]`
+    /// (.devops/*.Dockerfile, stage `server`): the arguments after `llama-server`. The plain
+    /// `server` tag is the CPU build; `server-cuda` / `server-rocm` carry the GPU backends
+    /// (docs/docker.md), so a plan with GPUs gets the matching one.
     fn official_image(&self, s: &ImageShape) -> Result<OfficialImage, NotModelled> {
         let variant = if s.nvidia {
             "server-cuda"

@@ -106,6 +106,9 @@ impl EngineRoom for Sglang {
         Some(c)
     }
 
+    /// The image and its entrypoint, as its own Dockerfile says:
+    /// `lmsysorg/sglang`: no server entrypoint; its docs and docker/compose.yaml run
+    /// `python3 -m sglang.launch_server ...` as the command, so the whole command is passed.
     fn official_image(&self, s: &ImageShape) -> Result<OfficialImage, NotModelled> {
         let mut full = vec!["python3".to_string()];
         full.extend(s.rest.iter().cloned());

@@ -105,6 +105,10 @@ impl EngineRoom for Tgi {
         Some(c)
     }
 
+    /// The image and its entrypoint, as its own Dockerfile says:
+    /// `ghcr.io/huggingface/text-generation-inference`: `ENTRYPOINT ["/tgi-entrypoint.sh"]`
+    /// (Dockerfile, final stage), which execs `text-generation-launcher "$@"`; older images had
+    /// `ENTRYPOINT ["text-generation-launcher"]`. Either way: the arguments after the launcher.
     fn official_image(&self, s: &ImageShape) -> Result<OfficialImage, NotModelled> {
         Ok(OfficialImage {
             image: format!(

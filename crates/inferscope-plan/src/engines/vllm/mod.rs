@@ -101,6 +101,14 @@ impl EngineRoom for Vllm {
         Some(c)
     }
 
+    /// The image and its entrypoint, as its own Dockerfile says:
+    /// `vllm/vllm-openai`: `ENTRYPOINT ["vllm", "serve"]` in current images
+    /// (vllm-project/vllm docker/Dockerfile, target `vllm-openai`), but
+    /// `["python3", "-m", "vllm.entrypoints.openai.api_server"]` up to at least 0.10.2
+    /// (vllm-project/vllm PR #25309, 2025-09-20, describes "the Dockerfile's entrypoint
+    /// (`python -m vllm.entrypoints.openai.api_server`)"), which takes `--model M`, not a
+    /// positional model. The emitted command therefore names the entrypoint itself,
+    /// `--entrypoint vllm` + `serve M ...`, which both kinds of image run the same way.
     fn official_image(&self, s: &ImageShape) -> Result<OfficialImage, NotModelled> {
         let image = format!("vllm/vllm-openai:{}", s.tag("v"));
         Ok(if s.python {
