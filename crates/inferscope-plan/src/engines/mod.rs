@@ -162,6 +162,10 @@ pub trait EngineRoom: Sync {
     fn memory(&self) -> Result<&'static dyn MemoryAccounting, NotModelled> {
         Err(NotModelled::new(self.engine(), "memory"))
     }
+    /// Prefixes of the environment variables it reads (kept by the probe's environment capture).
+    fn env_prefixes(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// What it accepts in its environment (`run`).
     fn environment(&self) -> Result<EnvironmentRules, NotModelled> {
         Err(NotModelled::new(self.engine(), "environment"))

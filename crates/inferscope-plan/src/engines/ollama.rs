@@ -33,4 +33,8 @@ impl EngineRoom for Ollama {
             how: "the arguments after ollama: the image's ENTRYPOINT is /bin/ollama",
         })
     }
+
+    fn env_prefixes(&self) -> &'static [&'static str] {
+        &["OLLAMA_"]
+    }
 }

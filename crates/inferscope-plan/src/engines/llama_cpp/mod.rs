@@ -120,4 +120,8 @@ impl EngineRoom for LlamaCpp {
         // llama.cpp keeps recurrent cells per slot (`plan`)
         Ok(())
     }
+
+    fn env_prefixes(&self) -> &'static [&'static str] {
+        &["LLAMA_"]
+    }
 }

@@ -149,4 +149,8 @@ impl EngineRoom for Sglang {
         }
         Ok(())
     }
+
+    fn env_prefixes(&self) -> &'static [&'static str] {
+        &["SGLANG_"]
+    }
 }

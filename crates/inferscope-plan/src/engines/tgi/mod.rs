@@ -134,4 +134,8 @@ impl EngineRoom for Tgi {
             None => Ok(()),
         }
     }
+
+    fn env_prefixes(&self) -> &'static [&'static str] {
+        &["TGI_"]
+    }
 }

@@ -156,4 +156,8 @@ impl EngineRoom for Vllm {
     fn refused_by_release(&self, s: &EngineSettings, version: &str) -> Option<String> {
         flags::refused_by_release(s, version)
     }
+
+    fn env_prefixes(&self) -> &'static [&'static str] {
+        &["VLLM_"]
+    }
 }
