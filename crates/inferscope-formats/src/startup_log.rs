@@ -51,30 +51,8 @@ pub const MAX_LINE_BYTES: usize = 64 * 1024;
 /// Most engine arguments kept from `non-default args`, `ServerArgs(...)`, `Args { ... }`.
 pub const MAX_ARGS: usize = 256;
 
-/// The serving engine that wrote the log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Engine {
-    /// vLLM.
-    Vllm,
-    /// SGLang.
-    Sglang,
-    /// Hugging Face text-generation-inference.
-    Tgi,
-    /// llama.cpp's llama-server.
-    LlamaCpp,
-}
-
-impl Engine {
-    /// Stable name (`vllm`, `sglang`, `tgi`, `llama.cpp`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Engine::Vllm => "vllm",
-            Engine::Sglang => "sglang",
-            Engine::Tgi => "tgi",
-            Engine::LlamaCpp => "llama.cpp",
-        }
-    }
-}
+/// The serving engine that wrote the log (the one identity, [`inferscope_host::engine`]).
+pub use inferscope_host::engine::Engine;
 
 /// One figure as the engine printed it.
 #[derive(Debug, Clone, PartialEq)]
@@ -1464,16 +1442,15 @@ fn push_arg(log: &mut StartupLog, k: String, v: &str) {
 
 /// The engine a command line starts, through its wrappers (`env X=1`, `nohup`, `python -m`).
 pub fn command_engine(cmd: &str) -> Option<Engine> {
-    use inferscope_host::engine_command::{EngineKind, Found, find};
+    use inferscope_host::engine_command::{Found, find};
     let words: Vec<&str> = cmd.split_whitespace().collect();
     match find(&words) {
-        Found::Engine { kind, .. } => match kind {
-            EngineKind::Vllm => Some(Engine::Vllm),
-            EngineKind::Sglang => Some(Engine::Sglang),
-            EngineKind::Tgi => Some(Engine::Tgi),
-            EngineKind::LlamaCpp => Some(Engine::LlamaCpp),
-            EngineKind::Ollama => None,
-        },
+        // Ollama writes no start-up log this parser reads.
+        Found::Engine {
+            kind: Engine::Ollama,
+            ..
+        } => None,
+        Found::Engine { kind, .. } => Some(kind),
         _ => None,
     }
 }

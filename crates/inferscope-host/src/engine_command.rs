@@ -8,20 +8,7 @@
 //! interpreter switches before `-m`. Containers (`docker run IMAGE ...`) are not looked into:
 //! the image decides what runs.
 
-/// A serving engine recognised from its command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EngineKind {
-    /// `vllm serve`, `python -m vllm.entrypoints...`.
-    Vllm,
-    /// `python -m sglang.launch_server`.
-    Sglang,
-    /// `text-generation-launcher`.
-    Tgi,
-    /// `llama-server`.
-    LlamaCpp,
-    /// `ollama serve`.
-    Ollama,
-}
+pub use crate::engine::Engine;
 
 /// What a command line runs, after its wrappers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,7 +16,7 @@ pub enum Found {
     /// A server of a known engine; its own arguments start at index `args` of the command.
     Engine {
         /// Which engine.
-        kind: EngineKind,
+        kind: Engine,
         /// Index of the first word after the program (and its `serve` / `-m MODULE`).
         args: usize,
     },
@@ -61,6 +48,17 @@ pub enum Found {
 
 fn base(s: &str) -> &str {
     s.rsplit('/').next().unwrap_or(s)
+}
+
+/// The engine whose package a Python module belongs to (`vllm.entrypoints.cli.main` → vLLM,
+/// `sglang.bench_serving` → SGLang): importing it imports the engine, even when the module is
+/// not a server.
+pub fn module_engine(module: &str) -> Option<Engine> {
+    match module.split('.').next() {
+        Some("vllm") => Some(Engine::Vllm),
+        Some("sglang") => Some(Engine::Sglang),
+        _ => None,
+    }
 }
 
 /// `NAME=value`: an environment assignment before a command.
@@ -173,11 +171,11 @@ pub fn find<S: AsRef<str>>(command: &[S]) -> Found {
             if let Some((m, args)) = module {
                 return match m {
                     m if m.starts_with("vllm.entrypoints") => Found::Engine {
-                        kind: EngineKind::Vllm,
+                        kind: Engine::Vllm,
                         args,
                     },
                     "sglang.launch_server" => Found::Engine {
-                        kind: EngineKind::Sglang,
+                        kind: Engine::Sglang,
                         args,
                     },
                     _ => Found::PythonModule {
@@ -200,16 +198,18 @@ pub fn find<S: AsRef<str>>(command: &[S]) -> Found {
         "vllm" => {
             return if word(i + 1) == Some("serve") {
                 Found::Engine {
-                    kind: EngineKind::Vllm,
+                    kind: Engine::Vllm,
                     args: i + 2,
                 }
             } else {
                 Found::VllmNotServe { args: i + 1 }
             };
         }
-        "ollama" => EngineKind::Ollama,
-        "text-generation-launcher" => EngineKind::Tgi,
-        "llama-server" | "llama-cpp-server" => EngineKind::LlamaCpp,
+        "ollama" => Engine::Ollama,
+        "text-generation-launcher" => Engine::Tgi,
+        "llama-server" | "llama-cpp-server" => Engine::LlamaCpp,
+        // TensorRT-LLM's OpenAI server (tensorrt_llm/commands/serve.py, `trtllm-serve MODEL`)
+        "trtllm-serve" => Engine::Trtllm,
         _ => {
             return Found::Other {
                 program: program.to_string(),
@@ -223,7 +223,7 @@ pub fn find<S: AsRef<str>>(command: &[S]) -> Found {
 mod tests {
     use super::*;
 
-    fn kind(c: &str) -> Option<EngineKind> {
+    fn kind(c: &str) -> Option<Engine> {
         let words: Vec<&str> = c.split(' ').collect();
         match find(&words) {
             Found::Engine { kind, .. } => Some(kind),
@@ -233,7 +233,7 @@ mod tests {
 
     #[test]
     fn wrappers_are_looked_through() {
-        use EngineKind::*;
+        use Engine::*;
         for (c, e) in [
             ("env X=1 vllm serve m", Some(Vllm)),
             ("env -i PATH=/bin vllm serve m", Some(Vllm)),
@@ -272,7 +272,7 @@ mod tests {
         assert_eq!(
             find(&w),
             Found::Engine {
-                kind: EngineKind::Vllm,
+                kind: Engine::Vllm,
                 args: 6
             }
         );

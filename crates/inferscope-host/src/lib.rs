@@ -41,6 +41,7 @@ macro_rules! serde_as_string {
 pub mod cpuset;
 pub mod cuda;
 pub mod driver;
+pub mod engine;
 pub mod engine_command;
 pub mod facts;
 pub mod ids;

@@ -1,28 +1,11 @@
 //! Which inference engine a command starts, and what that engine accepts in its environment.
 //!
-//! `run` sets as little as it can; this table says where even that little would break an
-//! engine. Each row cites the engine's own source for the release it was read from (see
-//! docs/run.md, "Engine compatibility"). Unknown programs get the CUDA runtime's own rules.
+//! `run` sets as little as it can; each engine's room (`inferscope_plan::engines`) says where
+//! even that little would break it, citing the engine's own source for the release it was read
+//! from (see docs/run.md, "Engine compatibility"). Unknown programs get the CUDA runtime's own
+//! rules.
 
-use serde::{Deserialize, Serialize};
-
-/// An engine `run` recognises from its command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Engine {
-    /// `vllm serve`, `python -m vllm.entrypoints...`.
-    Vllm,
-    /// `python -m sglang.launch_server`.
-    Sglang,
-    /// `text-generation-launcher` (TGI).
-    Tgi,
-    /// `llama-server` (llama.cpp).
-    LlamaCpp,
-    /// `ollama serve`.
-    Ollama,
-    /// Anything else.
-    Unknown,
-}
+pub use inferscope_host::engine::Engine;
 
 /// What one engine accepts and does to its environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,85 +22,52 @@ pub struct Rules {
     pub expandable_conflict: Option<(&'static str, &'static str)>,
 }
 
-impl Engine {
-    /// Detect the engine from the server command, through wrappers (`env X=1`, `nohup`,
-    /// `numactl ... --`, `python -m MODULE`): the detector `plan` and `mem startup` share
-    /// ([`inferscope_host::engine_command`]).
-    pub fn detect(command: &[String]) -> Engine {
-        use inferscope_host::engine_command::{EngineKind, Found, find};
-        match find(command) {
-            Found::Engine { kind, .. } => match kind {
-                EngineKind::Vllm => Engine::Vllm,
-                EngineKind::Sglang => Engine::Sglang,
-                EngineKind::Tgi => Engine::Tgi,
-                EngineKind::LlamaCpp => Engine::LlamaCpp,
-                EngineKind::Ollama => Engine::Ollama,
-            },
-            // Any `vllm` subcommand or `vllm.*`/`sglang.*` module imports the engine, so its
-            // environment rules apply even where `plan` would not call it a server.
-            Found::VllmNotServe { .. } => Engine::Vllm,
-            Found::PythonModule { module, .. } => match module.split('.').next() {
-                Some("vllm") => Engine::Vllm,
-                Some("sglang") => Engine::Sglang,
-                _ => Engine::Unknown,
-            },
-            Found::NoCommand | Found::PythonScript { .. } | Found::Other { .. } => Engine::Unknown,
+/// Detect the engine from the server command, through wrappers (`env X=1`, `nohup`,
+/// `numactl ... --`, `python -m MODULE`): the detector `plan` and `mem startup` share
+/// ([`inferscope_host::engine_command`]). `None`: a program that is no engine inferscope knows.
+pub fn detect(command: &[String]) -> Option<Engine> {
+    use inferscope_host::engine_command::{Found, find};
+    match find(command) {
+        Found::Engine { kind, .. } => Some(kind),
+        // Any `vllm` subcommand or engine module imports the engine, so its environment rules
+        // apply even where `plan` would not call it a server.
+        Found::VllmNotServe { .. } => Some(Engine::Vllm),
+        Found::PythonModule { module, .. } => {
+            inferscope_host::engine_command::module_engine(&module)
         }
-    }
-
-    /// The compatibility row of this engine.
-    pub fn rules(self) -> Rules {
-        match self {
-            Engine::Vllm => Rules {
-                name: "vLLM",
-                accepts_uuids: false,
-                uuid_source: "vllm/platforms/interface.py Platform.device_id_to_physical_device_id (0.10.2) returns int() of each comma-separated entry",
-                sets_omp_threads: Some(
-                    "vllm/executor/multiproc_worker_utils.py set_multiprocessing_worker_envs (0.10.2) sets OMP_NUM_THREADS=1 when it is unset",
-                ),
-                expandable_conflict: Some((
-                    "--enable-sleep-mode",
-                    "vllm/device_allocator/cumem.py CuMemAllocator.__init__ (0.10.2) asserts expandable_segments:True is not in PYTORCH_CUDA_ALLOC_CONF",
-                )),
-            },
-            Engine::Sglang => Rules {
-                name: "SGLang",
-                accepts_uuids: false,
-                uuid_source: "sglang/srt/distributed/device_communicators/custom_all_reduce.py CustomAllreduce.__init__ (0.5.2) maps int() over the comma-separated entries",
-                sets_omp_threads: None,
-                expandable_conflict: None,
-            },
-            Engine::Tgi => Rules {
-                name: "TGI",
-                accepts_uuids: true,
-                uuid_source: "launcher/src/main.rs num_cuda_devices (text-generation-inference db931fc) only counts the comma-separated entries",
-                sets_omp_threads: None,
-                expandable_conflict: None,
-            },
-            Engine::LlamaCpp => Rules {
-                name: "llama.cpp",
-                accepts_uuids: true,
-                uuid_source: "ggml/src/ggml-cuda/ggml-cuda.cu ggml_cuda_init enumerates devices with cudaGetDeviceCount: the CUDA runtime parses the variable (indices, GPU- and MIG- UUIDs)",
-                sets_omp_threads: None,
-                expandable_conflict: None,
-            },
-            Engine::Ollama => Rules {
-                name: "Ollama",
-                accepts_uuids: true,
-                uuid_source: "docs/gpu.md (ollama) \"GPU Selection\": UUIDs are preferred over numeric IDs",
-                sets_omp_threads: None,
-                expandable_conflict: None,
-            },
-            Engine::Unknown => Rules {
-                name: "unknown engine",
-                accepts_uuids: true,
-                uuid_source: "the CUDA runtime accepts indices and GPU- UUIDs in CUDA_VISIBLE_DEVICES (CUDA C Programming Guide, CUDA Environment Variables)",
-                sets_omp_threads: None,
-                expandable_conflict: None,
-            },
-        }
+        Found::NoCommand | Found::PythonScript { .. } | Found::Other { .. } => None,
     }
 }
+
+/// The compatibility row of an engine (its room's,
+/// [`inferscope_plan::engines::EngineRoom::environment`]); `None` (an unknown program), or an
+/// engine whose environment is not modelled, gets the CUDA runtime's own rules.
+pub fn rules(engine: Option<Engine>) -> Rules {
+    let room = engine.map(|e| (e, inferscope_plan::engines::room(e).environment()));
+    match room {
+        Some((e, Ok(r))) => Rules {
+            name: e.name(),
+            accepts_uuids: r.accepts_uuids,
+            uuid_source: r.uuid_source,
+            sets_omp_threads: r.sets_omp_threads,
+            expandable_conflict: r.expandable_conflict,
+        },
+        Some((e, Err(_))) => Rules {
+            name: e.name(),
+            ..CUDA_RUNTIME
+        },
+        None => CUDA_RUNTIME,
+    }
+}
+
+/// What the CUDA runtime itself accepts: the rules of a program inferscope knows nothing of.
+const CUDA_RUNTIME: Rules = Rules {
+    name: "unknown engine",
+    accepts_uuids: true,
+    uuid_source: "the CUDA runtime accepts indices and GPU- UUIDs in CUDA_VISIBLE_DEVICES (CUDA C Programming Guide, CUDA Environment Variables)",
+    sets_omp_threads: None,
+    expandable_conflict: None,
+};
 
 #[cfg(test)]
 mod tests {
@@ -130,33 +80,36 @@ mod tests {
     #[test]
     fn detects_each_engine_from_its_command() {
         for (c, e) in [
-            ("vllm serve m --tensor-parallel-size 2", Engine::Vllm),
-            ("/opt/venv/bin/vllm serve m", Engine::Vllm),
+            ("vllm serve m --tensor-parallel-size 2", Some(Engine::Vllm)),
+            ("/opt/venv/bin/vllm serve m", Some(Engine::Vllm)),
             (
                 "python -m vllm.entrypoints.openai.api_server --model m",
-                Engine::Vllm,
+                Some(Engine::Vllm),
             ),
             (
                 "python3.11 -u -m sglang.launch_server --model-path m",
-                Engine::Sglang,
+                Some(Engine::Sglang),
             ),
-            ("text-generation-launcher --model-id m", Engine::Tgi),
-            ("llama-server -m m.gguf", Engine::LlamaCpp),
-            ("ollama serve", Engine::Ollama),
-            ("python serve.py -m vllm", Engine::Unknown),
-            ("python -mtorch.distributed.run x", Engine::Unknown),
-            ("sh -c env", Engine::Unknown),
-            ("env X=1 vllm serve m --enable-sleep-mode", Engine::Vllm),
-            ("env -i PATH=/usr/bin vllm serve m", Engine::Vllm),
-            ("env -u HF_TOKEN vllm serve m", Engine::Vllm),
-            ("VLLM_USE_V1=1 vllm serve m", Engine::Vllm),
+            ("text-generation-launcher --model-id m", Some(Engine::Tgi)),
+            ("llama-server -m m.gguf", Some(Engine::LlamaCpp)),
+            ("ollama serve", Some(Engine::Ollama)),
+            ("python serve.py -m vllm", None),
+            ("python -mtorch.distributed.run x", None),
+            ("sh -c env", None),
+            (
+                "env X=1 vllm serve m --enable-sleep-mode",
+                Some(Engine::Vllm),
+            ),
+            ("env -i PATH=/usr/bin vllm serve m", Some(Engine::Vllm)),
+            ("env -u HF_TOKEN vllm serve m", Some(Engine::Vllm)),
+            ("VLLM_USE_V1=1 vllm serve m", Some(Engine::Vllm)),
             (
                 "nohup python3 -m sglang.launch_server --model-path m",
-                Engine::Sglang,
+                Some(Engine::Sglang),
             ),
         ] {
-            assert_eq!(Engine::detect(&cmd(c)), e, "{c}");
+            assert_eq!(detect(&cmd(c)), e, "{c}");
         }
-        assert_eq!(Engine::detect(&[]), Engine::Unknown);
+        assert_eq!(detect(&[]), None);
     }
 }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 pub(crate) struct EnvCtx<'a> {
     pub s: &'a Snapshot,
     pub req: &'a RunRequest,
-    pub engine: Engine,
+    pub engine: Option<Engine>,
     pub env: &'a mut BTreeMap<String, String>,
     /// The visibility variables as planned, inherited or not (what `--emit` sets).
     pub selection: &'a mut BTreeMap<String, String>,
@@ -50,7 +50,7 @@ impl EnvCtx<'_> {
     /// `CUDA_VISIBLE_DEVICES` (+ `CUDA_DEVICE_ORDER`) for NVIDIA GPUs, `HIP_VISIBLE_DEVICES`
     /// for AMD GPUs.
     pub fn visibility(&mut self, gpus: &[PlannedGpu]) -> Result<(), LaunchError> {
-        let rules = self.engine.rules();
+        let rules = crate::engine::rules(self.engine);
         let nvidia = gpus.iter().filter(|g| g.nvidia).count();
         if nvidia > 0 && nvidia < gpus.len() {
             self.warnings.push(
@@ -145,14 +145,14 @@ fn indices(gpus: &[PlannedGpu], order: &[PciBusId]) -> Vec<String> {
 /// refused where it breaks a flag of the engine.
 pub(crate) fn alloc_conf(
     req: &RunRequest,
-    engine: Engine,
+    engine: Option<Engine>,
     gpus: bool,
     env: &mut BTreeMap<String, String>,
     reasons: &mut Vec<String>,
     warnings: &mut Vec<String>,
     advice: &mut Vec<String>,
 ) -> Result<(), LaunchError> {
-    let rules = engine.rules();
+    let rules = crate::engine::rules(engine);
     let conflict = rules
         .expandable_conflict
         .filter(|(flag, _)| req.command.iter().any(|w| w == flag));
@@ -199,7 +199,7 @@ pub(crate) fn alloc_conf(
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn omp_threads(
     req: &RunRequest,
-    engine: Engine,
+    engine: Option<Engine>,
     cpus: &CpuSet,
     gpus: usize,
     env: &mut BTreeMap<String, String>,
@@ -237,10 +237,10 @@ pub(crate) fn omp_threads(
             ));
             env.insert("OMP_NUM_THREADS".into(), share.to_string());
         }
-        None => match engine.rules().sets_omp_threads {
+        None => match crate::engine::rules(engine).sets_omp_threads {
             Some(src) => advice.push(format!(
                 "OMP_NUM_THREADS is not set: {} sets it itself when unset ({src}); --omp-threads N overrides",
-                engine.rules().name
+                crate::engine::rules(engine).name
             )),
             None if gpus > 1 => advice.push(format!(
                 "OMP_NUM_THREADS is not set: each of the server's processes may start one OpenMP thread per CPU it may use ({}); --omp-threads auto sets one worker's share ({share})",

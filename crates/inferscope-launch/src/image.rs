@@ -3,32 +3,13 @@
 //!
 //! Each engine's official image starts the server itself (its ENTRYPOINT), so the command after
 //! `--` is turned into what that image expects, never passed whole as if its first word were
-//! the image. What each image's entrypoint is, as its own Dockerfile says:
-//!
-//! * vLLM, `vllm/vllm-openai`: `ENTRYPOINT ["vllm", "serve"]` in current images
-//!   (vllm-project/vllm docker/Dockerfile, target `vllm-openai`), but
-//!   `["python3", "-m", "vllm.entrypoints.openai.api_server"]` up to at least 0.10.2
-//!   (vllm-project/vllm PR #25309, 2025-09-20, describes "the Dockerfile's entrypoint
-//!   (`python -m vllm.entrypoints.openai.api_server`)"), which takes `--model M`, not a
-//!   positional model. The emitted command therefore names the entrypoint itself,
-//!   `--entrypoint vllm` + `serve M ...`, which both kinds of image run the same way.
-//! * SGLang, `lmsysorg/sglang`: no server entrypoint; its docs and docker/compose.yaml run
-//!   `python3 -m sglang.launch_server ...` as the command, so the whole command is passed.
-//! * TGI, `ghcr.io/huggingface/text-generation-inference`: `ENTRYPOINT ["/tgi-entrypoint.sh"]`
-//!   (Dockerfile, final stage), which execs `text-generation-launcher "$@"`; older images had
-//!   `ENTRYPOINT ["text-generation-launcher"]`. Either way: the arguments after the launcher.
-//! * llama.cpp, `ghcr.io/ggml-org/llama.cpp:server*`: `ENTRYPOINT [ "/app/llama-server" ]`
-//!   (.devops/*.Dockerfile, stage `server`): the arguments after `llama-server`. The plain
-//!   `server` tag is the CPU build; `server-cuda` / `server-rocm` carry the GPU backends
-//!   (docs/docker.md), so a plan with GPUs gets the matching one.
-//! * Ollama, `ollama/ollama`: `ENTRYPOINT ["/bin/ollama"]`, `CMD ["serve"]`: the arguments
-//!   after `ollama`.
+//! the image. What each image's entrypoint is, as its own Dockerfile says, is its engine's room's
+//! answer (`inferscope_plan::engines::EngineRoom::official_image`).
 //!
 //! "CMD is the image" keeps working: when the first word after `--` is an image reference
 //! (`registry/name:tag`) and not a program `run` recognises, it is the image and the rest are
 //! its arguments, as before.
 
-use crate::engine::Engine;
 use crate::error::LaunchError;
 use crate::plan::LaunchPlan;
 
@@ -118,6 +99,26 @@ fn release(v: &str) -> Result<String, LaunchError> {
     Ok(r.to_string())
 }
 
+/// The engines whose room knows an official image, by their `--engine` spelling.
+fn with_image() -> Vec<&'static str> {
+    let any = inferscope_plan::engines::ImageShape {
+        version: None,
+        python: false,
+        nvidia: false,
+        amd: false,
+        rest: Vec::new(),
+    };
+    inferscope_host::engine::Engine::ALL
+        .into_iter()
+        .filter(|e| {
+            inferscope_plan::engines::room(*e)
+                .official_image(&any)
+                .is_ok()
+        })
+        .map(inferscope_host::engine::Engine::cli_id)
+        .collect()
+}
+
 /// Choose the image for `plan`: `--image` when given, else the engine's official image for
 /// `engine_version` (or its newest release, `latest`).
 pub fn choose(
@@ -128,7 +129,7 @@ pub fn choose(
     let cmd = &plan.command;
     let first = cmd.first().map(String::as_str).unwrap_or("");
     let rest: Vec<String> = cmd.iter().skip(1).cloned().collect();
-    if plan.engine == Engine::Unknown && is_image_reference(first) {
+    if plan.engine.is_none() && is_image_reference(first) {
         if let Some(i) = image {
             return Err(LaunchError::Usage(format!(
                 "--image {i:?} and an image as the command's first word ({first:?}): give the image once"
@@ -156,93 +157,46 @@ pub fn choose(
         )));
     }
     let version = engine_version.map(release).transpose()?;
-    let tag = |prefix: &str| match &version {
-        Some(v) => format!("{prefix}{v}"),
-        None => "latest".to_string(),
-    };
     let release_said = match (&version, engine_version) {
         (Some(_), Some(given)) => format!("--engine-version {given}"),
         _ => "no --engine-version, so its newest release".to_string(),
     };
     let program = first.rsplit('/').next().unwrap_or(first);
-    let python = program.starts_with("python");
-    let nvidia = plan.gpus.iter().any(|g| g.nvidia);
-    let amd = plan.gpus.iter().any(|g| !g.nvidia);
-    let (default, entrypoint, args, how): (String, Option<String>, Vec<String>, &str) = match plan
-        .engine
-    {
-        Engine::Vllm if python => (
-            format!("vllm/vllm-openai:{}", tag("v")),
-            Some("python3".into()),
-            rest,
-            "--entrypoint python3 with the module and its arguments",
-        ),
-        Engine::Vllm => (
-            format!("vllm/vllm-openai:{}", tag("v")),
-            Some("vllm".into()),
-            rest,
-            "--entrypoint vllm and `serve ...`: the image's ENTRYPOINT is `vllm serve` today but `python3 -m vllm.entrypoints.openai.api_server` in releases up to at least 0.10.2, and both have the vllm CLI",
-        ),
-        Engine::Sglang => {
-            let mut full = vec!["python3".to_string()];
-            full.extend(rest);
-            (
-                "lmsysorg/sglang:latest".to_string(),
-                None,
-                full,
-                "the whole command: the image has no server entrypoint (SGLang's docs run python3 -m sglang.launch_server in it); SGLang's release tags carry the CUDA build (v0.5.19-cu129), so pin one with --image",
-            )
-        }
-        Engine::Tgi => (
-            format!("ghcr.io/huggingface/text-generation-inference:{}", tag("")),
-            None,
-            rest,
-            "the arguments after text-generation-launcher: the image's ENTRYPOINT (/tgi-entrypoint.sh) execs the launcher with them",
-        ),
-        Engine::LlamaCpp => {
-            let variant = if nvidia {
-                "server-cuda"
-            } else if amd {
-                "server-rocm"
-            } else {
-                "server"
-            };
-            let t = match &version {
-                Some(v) if v.starts_with('b') => format!("{variant}-{v}"),
-                Some(v) => format!("{variant}-b{v}"),
-                None => variant.to_string(),
-            };
-            (
-                format!("ghcr.io/ggml-org/llama.cpp:{t}"),
-                None,
-                rest,
-                "the arguments after llama-server: the image's ENTRYPOINT is /app/llama-server (the plain `server` tag is the CPU build; GPUs need server-cuda or server-rocm)",
-            )
-        }
-        Engine::Ollama => (
-            format!("ollama/ollama:{}", tag("")),
-            None,
-            rest,
-            "the arguments after ollama: the image's ENTRYPOINT is /bin/ollama",
-        ),
-        Engine::Unknown => {
-            let Some(i) = image else {
-                return Err(LaunchError::Usage(format!(
-                    "--emit needs --image IMAGE: {:?} is not an engine inferscope knows an official image for (vllm, sglang, text-generation-launcher, llama-server, ollama); or put the image first after --",
-                    program.chars().take(80).collect::<String>()
-                )));
-            };
-            return Ok(ImagePlan {
-                image: i.to_string(),
-                entrypoint: None,
-                args: cmd.clone(),
-                why: format!(
-                    "{i} from --image; the whole command is its arguments (inferscope does not know this image's entrypoint)"
-                ),
-            });
-        }
+    let shape = inferscope_plan::engines::ImageShape {
+        version,
+        python: program.starts_with("python"),
+        nvidia: plan.gpus.iter().any(|g| g.nvidia),
+        amd: plan.gpus.iter().any(|g| !g.nvidia),
+        rest,
     };
-    let engine = plan.engine.rules().name;
+    let official = plan
+        .engine
+        .map(|e| inferscope_plan::engines::room(e).official_image(&shape));
+    let Some(Ok(inferscope_plan::engines::OfficialImage {
+        image: default,
+        entrypoint,
+        args,
+        how,
+    })) = official
+    else {
+        // no engine, or one without an official image: the image must be given
+        let Some(i) = image else {
+            return Err(LaunchError::Usage(format!(
+                "--emit needs --image IMAGE: {:?} is not an engine inferscope knows an official image for ({}); or put the image first after --",
+                program.chars().take(80).collect::<String>(),
+                with_image().join(", ")
+            )));
+        };
+        return Ok(ImagePlan {
+            image: i.to_string(),
+            entrypoint: None,
+            args: cmd.clone(),
+            why: format!(
+                "{i} from --image; the whole command is its arguments (inferscope does not know this image's entrypoint)"
+            ),
+        });
+    };
+    let engine = crate::engine::rules(plan.engine).name;
     Ok(match image {
         Some(i) => ImagePlan {
             image: i.to_string(),

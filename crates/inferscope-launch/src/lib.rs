@@ -31,7 +31,7 @@
 //!   (every real host), greedy above that. See [`auto`] for the order of criteria.
 //! * **Environment: set nothing that can hurt** (issue 13). The engine is detected from the
 //!   command ([`engine`]). GPUs are selected by CUDA index with `CUDA_DEVICE_ORDER=PCI_BUS_ID`
-//!   (every engine parses indices; vLLM and SGLang die on UUIDs); UUIDs only with
+//!   (every engine parses indices; some die on UUIDs, their rooms say which); UUIDs only with
 //!   `DeviceIds::Uuid`, refused for engines that reject them. AMD GPUs get `HIP_VISIBLE_DEVICES`.
 //!   `OMP_NUM_THREADS` and `PYTORCH_CUDA_ALLOC_CONF` are set only when asked. A variable the
 //!   inherited environment already has is never changed: when it disagrees with `--gpus` on the

@@ -76,10 +76,10 @@ pub struct LaunchPlan {
     pub gpu_selection: BTreeMap<String, String>,
     /// The server command.
     pub command: Vec<String>,
-    /// The engine detected from the command (`vllm`, `sglang`, `tgi`, `llama_cpp`, `ollama`,
-    /// `unknown`), whose compatibility row shaped `env`.
-    #[serde(default = "unknown_engine")]
-    pub engine: Engine,
+    /// The engine detected from the command (its JSON id, `Engine::id`, or `unknown`), whose
+    /// compatibility row shaped `env`.
+    #[serde(default, with = "engine_or_unknown")]
+    pub engine: Option<Engine>,
     /// What `run` recommends but does not set, each with its reason.
     #[serde(default)]
     pub advice: Vec<String>,
@@ -90,8 +90,20 @@ pub struct LaunchPlan {
     pub warnings: Vec<String>,
 }
 
-fn unknown_engine() -> Engine {
-    Engine::Unknown
+/// `engine` in JSON: the engine's id, or `"unknown"` for a program no engine inferscope knows
+/// (the spelling `run --dry-run --json` has always had).
+mod engine_or_unknown {
+    use super::Engine;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(e: &Option<Engine>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(e.map_or("unknown", Engine::id))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Engine>, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(Engine::ALL.into_iter().find(|e| e.id() == s))
+    }
 }
 
 impl LaunchPlan {

@@ -650,7 +650,7 @@ impl CpuCtx<'_> {
 
 /// The engine recognised, the variables set, the GPU selection as planned and the advice given.
 type Environment = (
-    Engine,
+    Option<Engine>,
     BTreeMap<String, String>,
     BTreeMap<String, String>,
     Vec<String>,
@@ -664,7 +664,7 @@ fn environment(
     cpus: &CpuSet,
     n: &mut Notes,
 ) -> Result<Environment, LaunchError> {
-    let engine = Engine::detect(&req.command);
+    let engine = crate::engine::detect(&req.command);
     let mut env: BTreeMap<String, String> = BTreeMap::new();
     let mut selection: BTreeMap<String, String> = BTreeMap::new();
     let mut advice: Vec<String> = Vec::new();

@@ -6,7 +6,7 @@
 //! `measured.kv_cache_gib`, `measured.kv_cache_tokens` and `fixes` (`[{change, fits}]`) are a
 //! contract (issue 17); `measured` has the record shape of `fixtures/tools/vllm-logs/cases.jsonl`.
 
-use inferscope_formats::startup_log::{Engine as LogEngine, Split, StartupLog};
+use inferscope_formats::startup_log::{Split, StartupLog};
 use inferscope_plan::engine::Engine;
 use inferscope_plan::memory::GIB;
 use inferscope_plan::{GpuSpec, Plan, PlanRequest, catalog, gpus, plan};
@@ -245,7 +245,7 @@ fn measured(log: &StartupLog) -> Measured {
         (Some(k), Some(v)) => Some(r2(k + v)),
         _ => None,
     });
-    let kv_tokens = count(log, "kv_cache_tokens").or(if log.engine == Some(LogEngine::LlamaCpp) {
+    let kv_tokens = count(log, "kv_cache_tokens").or(if log.engine == Some(Engine::LlamaCpp) {
         count(log, "n_ctx")
     } else {
         None
@@ -297,7 +297,7 @@ fn resolve_model(name: &str) -> Option<(String, inferscope_plan::ModelArch)> {
 
 /// Analyse a parsed log.
 pub fn analyse(log: &StartupLog, hints: &Hints) -> StartupReport {
-    let engine = log.engine.map_or("unknown", LogEngine::as_str);
+    let engine = log.engine.map_or("unknown", Engine::cli_id);
     let m = measured(log);
     let mut notes = Vec::new();
     let tp = arg_u(log, &["tensor_parallel_size", "tp_size", "tp", "num_shard"])
@@ -348,7 +348,7 @@ pub fn analyse(log: &StartupLog, hints: &Hints) -> StartupReport {
         .earlier
         .iter()
         .map(|e| EarlierStartup {
-            engine: e.engine.map_or("unknown", LogEngine::as_str),
+            engine: e.engine.map_or("unknown", Engine::cli_id),
             engine_version: e.engine_version.clone(),
             first_line: e.lines.0,
             last_line: e.lines.1,
@@ -508,7 +508,7 @@ fn missing_budget_line(log: &StartupLog, m: &Measured) -> Option<String> {
     }
     let mut missing: Vec<&str> = Vec::new();
     match log.engine {
-        Some(LogEngine::Vllm) => {
+        Some(Engine::Vllm) => {
             missing.push(
                 "vLLM's `Available KV cache memory: X GiB` (gpu_worker.py \
                  determine_available_memory) or `# GPU blocks: N`",
@@ -518,7 +518,7 @@ fn missing_budget_line(log: &StartupLog, m: &Measured) -> Option<String> {
                  blocks`, `CUDA out of memory`)",
             );
         }
-        Some(LogEngine::Sglang) => {
+        Some(Engine::Sglang) => {
             if m.avail_before_weights_gib.is_none() {
                 missing.push(
                     "SGLang's `Load weight begin. avail mem=X GB` (the free memory \
@@ -533,15 +533,16 @@ fn missing_budget_line(log: &StartupLog, m: &Measured) -> Option<String> {
                  (`Not enough memory`, `leave no GPU memory for the KV cache`)",
             );
         }
-        Some(LogEngine::Tgi) => missing.push(
+        Some(Engine::Tgi) => missing.push(
             "TGI's `Setting max batch total tokens to N` or the warm-up error (`Not enough \
              memory to handle N prefill tokens`)",
         ),
-        Some(LogEngine::LlamaCpp) => missing.push(
+        Some(Engine::LlamaCpp) => missing.push(
             "llama.cpp's `KV self size` / `llama_kv_cache` size line or its allocation error \
              (`failed to allocate … buffer`)",
         ),
-        None => return None,
+        // the log parser recognises no other engine's lines
+        Some(Engine::Trtllm | Engine::Mlc | Engine::Ollama) | None => return None,
     }
     Some(format!(
         "no budget line: {} {} not in the excerpt, and no line says the start-up failed; no fix \
@@ -558,7 +559,7 @@ fn request(
     hints: &Hints,
     shape_only: bool,
 ) -> Result<PlanRequest, String> {
-    if log.engine == Some(LogEngine::LlamaCpp) {
+    if log.engine == Some(Engine::LlamaCpp) {
         return Err(
             "llama.cpp plans need the GGUF file: run `inferscope plan -- llama-server -m FILE …` \
              with the log's command"
@@ -626,11 +627,9 @@ fn request(
         },
     );
     req.use_catalog_gpu(catalog_gpu);
-    req.engine = match log.engine {
-        Some(LogEngine::Sglang) => Engine::Sglang,
-        Some(LogEngine::Tgi) => Engine::Tgi,
-        _ => Engine::Vllm,
-    };
+    // the log's own engine (llama.cpp was answered above); a log that names none is read with
+    // vLLM's accounting, the engine whose phrases the parser falls back to
+    req.engine = log.engine.unwrap_or(Engine::Vllm);
     req.tp = tp;
     req.pp = pp;
     req.engine_version = log.engine_version.clone();
@@ -793,10 +792,10 @@ fn diagnose(log: &StartupLog, m: &Measured) -> String {
 }
 
 /// vLLM's default `--gpu-memory-utilization` for the log's release, as the planner uses it
-/// (`rules::default_gpu_memory_utilization`), and where it comes from.
+/// (`engines::vllm::rules::default_gpu_memory_utilization`), and where it comes from.
 fn vllm_default_utilization(version: Option<&str>) -> (f64, String) {
-    let (release, note, _) = inferscope_plan::rules::resolve_release(version);
-    let d = inferscope_plan::rules::default_gpu_memory_utilization(release);
+    let (release, note, _) = inferscope_plan::engines::vllm::rules::resolve_release(version);
+    let d = inferscope_plan::engines::vllm::rules::default_gpu_memory_utilization(release);
     let mut src = format!("vLLM {release}'s default ({})", d.source);
     if let Some(n) = note {
         src.push_str(&format!("; {n}"));

@@ -327,7 +327,7 @@ fn contradictory_figures_never_give_an_impossible_utilisation() {
 /// log used to be read at 0.9 while `plan --engine-version 0.21.0` used 0.92.
 #[test]
 fn an_unprinted_utilisation_is_the_releases_default_as_in_the_planner() {
-    use inferscope_plan::rules::{VllmContext, vllm};
+    use inferscope_plan::engines::vllm::rules::{VllmContext, vllm};
     for (header, version, want) in [(V011, "0.11.0", 0.9), (V021, "0.21.0", 0.92)] {
         let planner = vllm(&VllmContext {
             version: Some(version),

@@ -7,33 +7,17 @@
 //! and every other flag is listed in `ignored` with its value — never silently dropped, so a user
 //! sees when the plan did not take a setting into account.
 
-pub use crate::llama_cpp::{GpuLayers, LlamaCppSettings};
+use crate::engines::CommandOptions;
+pub use crate::engines::llama_cpp::plan::{GpuLayers, LlamaCppSettings};
 use serde::{Deserialize, Serialize};
 
-/// Serving engines the planner knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Engine {
-    /// vLLM.
-    Vllm,
-    /// SGLang.
-    Sglang,
-    /// Hugging Face text-generation-inference.
-    Tgi,
-    /// llama.cpp's `llama-server`.
-    LlamaCpp,
-}
+/// The one engine identity (issue 32); what each engine does is asked of its room.
+pub use inferscope_host::engine::Engine;
 
-impl Engine {
-    /// The engine's name as users write it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Engine::Vllm => "vLLM",
-            Engine::Sglang => "SGLang",
-            Engine::Tgi => "text-generation-launcher (TGI)",
-            Engine::LlamaCpp => "llama-server",
-        }
-    }
+/// The engine's server as plan output names it (`text-generation-launcher (TGI)`,
+/// `llama-server`): the words golden outputs have always used.
+pub fn server_name(engine: Engine) -> &'static str {
+    crate::engines::room(engine).server_name()
 }
 
 /// Settings that change memory or speed, as the user gave them (`None` = engine default).
@@ -150,19 +134,13 @@ fn err(msg: impl Into<String>) -> EngineError {
 /// Which engine a command runs, and where its own arguments start: the detector `run` and
 /// `mem startup` share ([`inferscope_host::engine_command`]), so wrappers (`env -u X`, `nohup`,
 /// `numactl ... --`) never change the engine.
+/// The servers the planner reads.
+const KNOWN: &str = "vllm serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server, text-generation-launcher, llama-server";
+
 fn detect(args: &[String]) -> Result<(Engine, usize), EngineError> {
-    use inferscope_host::engine_command::{EngineKind, Found, find};
-    const KNOWN: &str = "vllm serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server, text-generation-launcher, llama-server";
+    use inferscope_host::engine_command::{Found, find};
     match find(args) {
-        Found::Engine { kind, args } => match kind {
-            EngineKind::Vllm => Ok((Engine::Vllm, args)),
-            EngineKind::Sglang => Ok((Engine::Sglang, args)),
-            EngineKind::Tgi => Ok((Engine::Tgi, args)),
-            EngineKind::LlamaCpp => Ok((Engine::LlamaCpp, args)),
-            EngineKind::Ollama => Err(err(format!(
-                "`ollama` is not a serving engine inferscope knows ({KNOWN})"
-            ))),
-        },
+        Found::Engine { kind, args } => Ok((kind, args)),
         Found::NoCommand => Err(err(
             "no command after `--` (expected e.g. `vllm serve MODEL ...`)",
         )),
@@ -207,8 +185,8 @@ fn parse_len(flag: &str, v: &str) -> Result<u64, EngineError> {
         .ok_or_else(|| err(format!("{flag} {v:?}: too large")))
 }
 
-/// vLLM's `human_readable_int` (0.10.2+ `vllm/engine/arg_utils.py`): `k`/`m`/`g` are powers of
-/// 1000 (decimals allowed), `K`/`M`/`G` powers of 1024 (no decimals), else a plain integer.
+/// `human_readable_int`: `k`/`m`/`g` are powers of 1000 (decimals allowed), `K`/`M`/`G` powers
+/// of 1024 (no decimals), else a plain integer ([`CommandOptions::human_readable_ints`]).
 fn human_readable_int(flag: &str, v: &str) -> Result<u64, EngineError> {
     let v = v.trim();
     let bad = || {
@@ -262,40 +240,15 @@ fn human_readable_int(flag: &str, v: &str) -> Result<u64, EngineError> {
 }
 
 /// A flag the pasted command uses that the `--engine-version` release does not have: that
-/// release's own error (vLLM's argparse, or what it would do with the value). `None`: accepted.
+/// release's own error (its room's answer). `None`: accepted.
 pub fn refused_by_release(s: &EngineSettings, version: Option<&str>) -> Option<String> {
-    if s.engine != Engine::Vllm {
-        return None;
-    }
-    let v = crate::memory::EngineVersion::parse(version?)?;
-    let at = |mi: u32, pa: u32| {
-        v >= crate::memory::EngineVersion {
-            major: 0,
-            minor: mi,
-            patch: pa,
-        }
-    };
-    if s.kv_cache_memory_bytes.is_some() && !at(10, 2) {
-        return Some(format!(
-            "--kv-cache-memory-bytes: vLLM {v} has no such option (vllm serve: error: \
-             unrecognized arguments: --kv-cache-memory-bytes); it appeared in 0.10.2 \
-             (vllm/engine/arg_utils.py EngineArgs.add_cli_args)"
-        ));
-    }
-    if s.max_model_len_auto && !at(14, 0) {
-        return Some(format!(
-            "--max-model-len auto/-1: vLLM {v} has no automatic length (vllm serve: error: \
-             argument --max-model-len: invalid human_readable_int value: 'auto'; `-1` is taken \
-             as a length); it appeared in 0.14.0 (vllm/engine/arg_utils.py \
-             human_readable_int_or_auto, vllm/v1/core/kv_cache_utils.py _auto_fit_max_model_len)"
-        ));
-    }
-    None
+    crate::engines::room(s.engine).refused_by_release(s, version?)
 }
 
-/// What one flag means for one engine.
+/// What one flag means for the plan: the vocabulary the rooms' option tables map onto.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Meaning {
+#[allow(missing_docs)]
+pub enum Meaning {
     Tp,
     Pp,
     MaxLen,
@@ -328,106 +281,13 @@ enum Meaning {
     InertSwitch,
 }
 
-fn meaning(engine: Engine, flag: &str) -> Option<Meaning> {
-    use Meaning::*;
-    // vLLM and llama-server read `_` as `-` in `--` names; SGLang's argparse and TGI's clap do not.
-    let f = match engine {
-        Engine::Vllm | Engine::LlamaCpp => flag.replace('_', "-"),
-        Engine::Sglang | Engine::Tgi => flag.to_string(),
+fn meaning(opts: &CommandOptions, flag: &str) -> Option<Meaning> {
+    let f = if opts.underscores_as_dashes {
+        flag.replace('_', "-")
+    } else {
+        flag.to_string()
     };
-    Some(match (engine, f.as_str()) {
-        (Engine::Vllm, "--tensor-parallel-size" | "-tp") => Tp,
-        (Engine::Vllm, "--pipeline-parallel-size" | "-pp") => Pp,
-        (Engine::Vllm, "--max-model-len") => MaxLen,
-        (Engine::Vllm, "--kv-cache-memory-bytes") => KvBytes,
-        (Engine::Vllm, "--mamba-cache-dtype") => MambaConvDtype,
-        (Engine::Vllm, "--mamba-ssm-cache-dtype") => MambaSsmDtype,
-        (Engine::Sglang, "--mamba-ssm-dtype") => MambaSsmDtype,
-        (Engine::Sglang, "--max-mamba-cache-size") => MambaPoolSize,
-        (Engine::Sglang, "--mamba-full-memory-ratio") => MambaRatio,
-        (Engine::Vllm, "--gpu-memory-utilization") => GpuUtil,
-        (Engine::Vllm, "--kv-cache-dtype") => KvDtype,
-        (Engine::Vllm, "--max-num-seqs") => MaxSeqs,
-        (Engine::Vllm, "--max-num-batched-tokens") => BatchedTokens,
-        (Engine::Vllm, "--enforce-eager") => Eager,
-        (Engine::Vllm, "--quantization" | "-q") => Quant,
-        (Engine::Vllm, "--dtype") => Dtype,
-        (Engine::Vllm, "--block-size") => Block,
-        (Engine::Vllm, "--enable-expert-parallel") => ExpertParallel,
-        (Engine::Vllm, "--model") => Model,
-        (
-            Engine::Vllm,
-            "--host"
-            | "--port"
-            | "--api-key"
-            | "--served-model-name"
-            | "--tokenizer"
-            | "--revision"
-            | "--download-dir"
-            | "--uvicorn-log-level"
-            | "--chat-template"
-            | "--tool-call-parser"
-            | "--seed"
-            | "--distributed-executor-backend",
-        ) => Inert,
-        (
-            Engine::Vllm,
-            "--trust-remote-code"
-            | "--enable-prefix-caching"
-            | "--disable-log-requests"
-            | "--disable-log-stats"
-            | "--enable-auto-tool-choice"
-            | "--enable-chunked-prefill",
-        ) => InertSwitch,
-        (Engine::Sglang, "--tp" | "--tp-size" | "--tensor-parallel-size") => Tp,
-        (Engine::Sglang, "--pp" | "--pp-size") => Pp,
-        (Engine::Sglang, "--context-length") => MaxLen,
-        (Engine::Sglang, "--mem-fraction-static") => GpuUtil,
-        (Engine::Sglang, "--kv-cache-dtype") => KvDtype,
-        (Engine::Sglang, "--max-running-requests") => MaxSeqs,
-        (Engine::Sglang, "--chunked-prefill-size") => BatchedTokens,
-        (Engine::Sglang, "--disable-cuda-graph") => Eager,
-        (Engine::Sglang, "--quantization") => Quant,
-        (Engine::Sglang, "--dtype") => Dtype,
-        (Engine::Sglang, "--model-path" | "--model") => Model,
-        (
-            Engine::Sglang,
-            "--host" | "--port" | "--api-key" | "--served-model-name" | "--tokenizer-path",
-        ) => Inert,
-        (Engine::Sglang, "--trust-remote-code" | "--enable-torch-compile") => InertSwitch,
-        (Engine::Tgi, "--num-shard") => Tp,
-        (Engine::Tgi, "--max-total-tokens") => MaxLen,
-        (Engine::Tgi, "--cuda-memory-fraction") => GpuUtil,
-        (Engine::Tgi, "--kv-cache-dtype") => KvDtype,
-        // a router queue limit, not a batch size: no memory effect (launcher/src/main.rs)
-        (Engine::Tgi, "--max-concurrent-requests") => Inert,
-        (Engine::Tgi, "--max-batch-prefill-tokens") => BatchedTokens,
-        (Engine::Tgi, "--quantize") => Quant,
-        (Engine::Tgi, "--dtype") => Dtype,
-        (Engine::Tgi, "--model-id") => Model,
-        (
-            Engine::Tgi,
-            "--hostname" | "--port" | "--max-input-tokens" | "--max-input-length" | "--revision",
-        ) => Inert,
-        (Engine::Tgi, "--trust-remote-code" | "--sharded") => InertSwitch,
-        (Engine::LlamaCpp, "-m" | "--model") => Model,
-        (Engine::LlamaCpp, "-c" | "--ctx-size") => MaxLen,
-        (Engine::LlamaCpp, "-np" | "--parallel") => MaxSeqs,
-        (Engine::LlamaCpp, "-ngl" | "--n-gpu-layers" | "--gpu-layers") => GpuLayers,
-        (Engine::LlamaCpp, "-ctk" | "--cache-type-k") => KvDtype,
-        (Engine::LlamaCpp, "-ctv" | "--cache-type-v") => KvDtypeV,
-        (Engine::LlamaCpp, "-b" | "--batch-size") => BatchedTokens,
-        (Engine::LlamaCpp, "-ub" | "--ubatch-size") => Ubatch,
-        (Engine::LlamaCpp, "-kvu" | "--kv-unified") => KvUnified(true),
-        (Engine::LlamaCpp, "-no-kvu" | "--no-kv-unified") => KvUnified(false),
-        (Engine::LlamaCpp, "--swa-full") => SwaFull,
-        (Engine::LlamaCpp, "-fa" | "--flash-attn") => FlashAttn,
-        (Engine::LlamaCpp, "-ts" | "--tensor-split") => TensorSplit,
-        (Engine::LlamaCpp, "-sm" | "--split-mode") => SplitMode,
-        (Engine::LlamaCpp, "--host" | "--port" | "-t" | "--threads" | "-a" | "--alias") => Inert,
-        (Engine::LlamaCpp, "--cont-batching" | "-cb" | "--metrics" | "--jinja") => InertSwitch,
-        _ => return None,
-    })
+    (opts.meaning)(&f)
 }
 
 /// Parse a serving command (the words after `inferscope plan --`).
@@ -435,10 +295,17 @@ fn meaning(engine: Engine, flag: &str) -> Option<Meaning> {
 /// One piece (~160 lines): a single pass over the words, one arm per flag meaning.
 pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
     let (engine, start) = detect(args)?;
+    let room = crate::engines::room(engine);
+    // an engine the planner cannot size is said as such, not read as another engine
+    let opts = room.memory().and_then(|_| room.options()).map_err(|x| {
+        err(format!(
+            "{x}: not a serving engine the planner reads ({KNOWN})"
+        ))
+    })?;
     let mut s = EngineSettings::new(engine);
     let mut i = start;
     // `vllm serve MODEL` takes the model as the first positional argument.
-    if engine == Engine::Vllm && args.get(i).is_some_and(|a| !a.starts_with('-')) {
+    if opts.model_positional && args.get(i).is_some_and(|a| !a.starts_with('-')) {
         s.model = args.get(i).cloned();
         i += 1;
     }
@@ -463,19 +330,19 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
         let next_value = args.get(i).filter(|a| !looks_like_flag(a));
         // The engine's own parser first: a flag it refuses is an error here too; an
         // abbreviation it accepts means the flag it stands for.
-        let checked = crate::flags::check(engine, &flag);
+        let checked = crate::flags::check_with(opts, &flag);
         let resolved = match &checked {
-            crate::flags::FlagCheck::Known(canon) => meaning(engine, canon),
+            crate::flags::FlagCheck::Known(canon) => meaning(opts, canon),
             _ => None,
         };
-        let m = meaning(engine, &flag).or(resolved);
+        let m = meaning(opts, &flag).or(resolved);
         if m.is_none() {
             match checked {
                 crate::flags::FlagCheck::Unknown(near) => {
                     return Err(err(format!(
                         "{flag}: not an option of {} ({}){}",
-                        engine.name(),
-                        crate::flags::parser_of(engine),
+                        server_name(engine),
+                        opts.parser,
                         near.map_or(String::new(), |n| format!("; did you mean {n}?"))
                     )));
                 }
@@ -525,18 +392,12 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
         match m {
             Meaning::Tp => s.tensor_parallel_size = Some(parse_num(&flag, &v)?),
             Meaning::Pp => s.pipeline_parallel_size = Some(parse_num(&flag, &v)?),
-            // llama.cpp: `-c 0` is the model's own context.
-            Meaning::MaxLen if engine == Engine::LlamaCpp && v == "0" => s.max_model_len = None,
-            // vLLM 0.14+ `human_readable_int_or_auto`: `-1` or `auto` is the largest that fits.
-            Meaning::MaxLen
-                if engine == Engine::Vllm && (v == "-1" || v.eq_ignore_ascii_case("auto")) =>
-            {
+            Meaning::MaxLen if opts.zero_len_is_model_default && v == "0" => s.max_model_len = None,
+            Meaning::MaxLen if opts.auto_len && (v == "-1" || v.eq_ignore_ascii_case("auto")) => {
                 s.max_model_len = None;
                 s.max_model_len_auto = true;
             }
-            // vLLM types `--max-model-len` and `--max-num-batched-tokens` as `human_readable_int`
-            // (vllm/engine/arg_utils.py `_compute_kwargs`, 0.10.1.1 and later): `32k` is 32,000.
-            Meaning::MaxLen if engine == Engine::Vllm => {
+            Meaning::MaxLen if opts.human_readable_ints => {
                 s.max_model_len = Some(human_readable_int(&flag, &v)?)
             }
             Meaning::MaxLen => s.max_model_len = Some(parse_len(&flag, &v)?),
@@ -570,10 +431,9 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
                 }
                 s.hybrid.mamba_full_memory_ratio = Some(r);
             }
-            // llama.cpp: `-np -1` is auto.
-            Meaning::MaxSeqs if engine == Engine::LlamaCpp && v == "-1" => s.max_num_seqs = None,
+            Meaning::MaxSeqs if opts.minus_one_seqs_is_auto && v == "-1" => s.max_num_seqs = None,
             Meaning::MaxSeqs => s.max_num_seqs = Some(parse_num(&flag, &v)?),
-            Meaning::BatchedTokens if engine == Engine::Vllm => {
+            Meaning::BatchedTokens if opts.human_readable_ints => {
                 s.max_num_batched_tokens = Some(human_readable_int(&flag, &v)?)
             }
             Meaning::BatchedTokens => s.max_num_batched_tokens = Some(parse_len(&flag, &v)?),
@@ -782,7 +642,9 @@ mod tests {
         assert_eq!(s.max_num_seqs, None);
         assert_eq!(
             s.llama_cpp.gpu_layers,
-            Some(GpuLayers::Word(crate::llama_cpp::GpuLayersWord::All))
+            Some(GpuLayers::Word(
+                crate::engines::llama_cpp::plan::GpuLayersWord::All
+            ))
         );
         let l = &s.llama_cpp;
         assert_eq!(l.flash_attn.as_deref(), Some("on"));
@@ -828,7 +690,7 @@ mod tests {
             ("", "no command after `--`"),
             ("vllm bench x", "`vllm` without `serve`"),
             ("python train.py", "without `-m MODULE`"),
-            ("ollama serve", "not a serving engine"),
+            ("ollama serve", "memory not modelled for Ollama"),
             (
                 "vllm serve m --tensor-parallel-size two",
                 "expected a number",

@@ -11,7 +11,7 @@ use crate::arch::{Dtype, ModelArch, Quantization};
 use crate::gpus::GpuSpec as CatalogGpu;
 use crate::memory::{GIB, parameter_count};
 use crate::plan::{GpuSpec, Plan, PlanRequest, plan};
-use crate::speed::engines::SpeedEngine;
+use crate::speed::engines::{self, Engine};
 use crate::speed::estimate::{Scenario, Split, Weights, estimate, model_numbers};
 use crate::speed::{self, ComputeDtype, Efficiency, Link, SpeedInputs};
 use serde::Serialize;
@@ -26,7 +26,7 @@ pub struct Workload {
     /// Decode tokens/s each sequence must get at that concurrency (expected figure), if required.
     pub min_tokens_per_s_per_sequence: Option<f64>,
     /// Engine whose expected speed ranks the candidates.
-    pub engine: SpeedEngine,
+    pub engine: Engine,
     /// Most GPUs of one kind to use (`--gpus`); None: up to 8.
     pub max_gpus: Option<u32>,
     /// Why `max_model_len` is what it is (`--max-model-len`, input + output, the model's own).
@@ -202,7 +202,7 @@ pub fn decode_bound(
 
 /// The serving command for one row, and what must hold for it to run as written.
 fn command_for(
-    engine: SpeedEngine,
+    engine: Engine,
     model: &str,
     count: u32,
     weights: &str,
@@ -218,52 +218,15 @@ fn command_for(
     let note = int4.then(|| {
         format!("4-bit: pick an AWQ or GPTQ checkpoint of {model}; the engine reads its quantization from it")
     });
-    let fp8_weights = weights == "fp8";
-    let cmd = match engine {
-        SpeedEngine::Vllm => {
-            let mut c = format!("vllm serve {model_word} --max-model-len {max_len}");
-            if count > 1 {
-                c.push_str(&format!(" --tensor-parallel-size {count}"));
-            }
-            if fp8_weights {
-                c.push_str(" --quantization fp8");
-            }
-            if kv == "fp8" {
-                c.push_str(" --kv-cache-dtype fp8");
-            }
-            c
-        }
-        SpeedEngine::Sglang => {
-            let mut c = format!(
-                "python -m sglang.launch_server --model-path {model_word} --context-length {max_len}"
-            );
-            if count > 1 {
-                c.push_str(&format!(" --tp {count}"));
-            }
-            if fp8_weights {
-                c.push_str(" --quantization fp8");
-            }
-            if kv == "fp8" {
-                c.push_str(" --kv-cache-dtype fp8_e5m2");
-            }
-            c
-        }
-        SpeedEngine::Tgi => {
-            let mut c = format!(
-                "text-generation-launcher --model-id {model_word} --max-total-tokens {max_len}"
-            );
-            if count > 1 {
-                c.push_str(&format!(" --num-shard {count}"));
-            }
-            if fp8_weights {
-                c.push_str(" --quantize fp8");
-            }
-            if kv == "fp8" {
-                c.push_str(" --kv-cache-dtype fp8_e5m2");
-            }
-            c
-        }
-        _ => return (None, None),
+    let shape = crate::engines::ServeShape {
+        model: &model_word,
+        gpus: count,
+        fp8_weights: weights == "fp8",
+        kv_fp8: kv == "fp8",
+        max_len,
+    };
+    let Some(cmd) = crate::engines::room(engine).serve_command(&shape) else {
+        return (None, None);
     };
     (Some(cmd), note)
 }
@@ -361,25 +324,27 @@ pub fn find(
                     let kv_dtype = if kv == "fp8" { Dtype::Fp8 } else { a.dtype };
                     let numbers =
                         model_numbers(&a, &Weights::Checkpoint(a.quantization.as_ref()), kv_dtype);
-                    let est = estimate(
-                        &Scenario {
-                            model: &numbers,
-                            gpu,
-                            gpus: count,
-                            split: if w.engine.splits_layers() {
-                                Split::Layers
-                            } else {
-                                Split::Tensor
+                    let est = engines::efficiency(w.engine).and_then(|eff| {
+                        estimate(
+                            &Scenario {
+                                model: &numbers,
+                                gpu,
+                                gpus: count,
+                                split: if engines::splits_layers(w.engine) {
+                                    Split::Layers
+                                } else {
+                                    Split::Tensor
+                                },
+                                batch: u64::from(w.concurrency.max(1)),
+                                decode_context: w.max_model_len,
+                                prompt_tokens: w.max_model_len.min(1024),
+                                eager: false,
+                                pipeline_stages: 1,
                             },
-                            batch: u64::from(w.concurrency.max(1)),
-                            decode_context: w.max_model_len,
-                            prompt_tokens: w.max_model_len.min(1024),
-                            eager: false,
-                            pipeline_stages: 1,
-                        },
-                        &w.engine.efficiency(),
-                    )
-                    .ok();
+                            &eff,
+                        )
+                        .ok()
+                    });
                     let per_seq = est
                         .as_ref()
                         .map(|e| e.expected.decode_tokens_per_s_per_sequence);
@@ -488,7 +453,7 @@ pub fn find(
             "weights tried: the checkpoint as published, fp8 and 4-bit AWQ/GPTQ-style (only for unquantized checkpoints)".into(),
             "KV cache dtypes tried: auto (model dtype) and fp8".into(),
             "for each GPU × weights × KV dtype only the smallest count that meets the workload is listed".into(),
-            format!("decode speed at full context for every sequence: expected for {} (fitted efficiency, docs/speed.md), roofline beside it (no real run is faster)", w.engine.as_str()),
+            format!("decode speed at full context for every sequence: expected for {} (fitted efficiency, docs/speed.md), roofline beside it (no real run is faster)", w.engine.cli_id()),
             if by_cost {
                 "ranked by USD per hour for the GPUs (--prices), then USD per million output tokens at the expected aggregate decode speed; unpriced GPUs last".into()
             } else {

@@ -1,24 +1,12 @@
-//! Which flags each engine's own parser accepts, so a typo in a pasted command is the error the
+//! Which flags an engine's own parser accepts, so a typo in a pasted command is the error the
 //! engine would give (exit 2, "did you mean --max-model-len?") instead of a plan made with the
-//! default. All four engines reject unknown options:
-//!
-//! - vLLM: `FlexibleArgumentParser` (vllm/utils/argparse_utils.py) is an argparse parser run
-//!   with `parse_args` ("unrecognized arguments"); it turns `_` into `-` in `--` names before
-//!   parsing, takes `--json-arg.key value`, `-O3`, and argparse's default `allow_abbrev=True`
-//!   (an unambiguous prefix of a long option is that option).
-//! - SGLang: `prepare_server_args` (sglang/srt/server_args.py) is a plain `argparse.ArgumentParser`
-//!   with `parse_args`: unknown options rejected, prefixes allowed, no `_` to `-` rewriting.
-//! - TGI: `text-generation-launcher` is a clap derive `Parser` (launcher/src/main.rs): unknown
-//!   arguments rejected, no prefixes.
-//! - llama-server: `common_params_parse` (common/arg.cpp) throws `error: invalid argument: X` for
-//!   an option not in its table; it turns `_` into `-` in `--` names; no prefixes.
-//!
-//! The lists (data/flags/*.txt) are the union over many releases, each file saying which, so a
-//! flag of any release is known.
+//! default. Each room's [`CommandOptions`] says how its parser reads a word (`_` as `-`,
+//! abbreviations, `--no-x`, dotted options) and lists what it accepts (data/flags/*.txt, the
+//! union over many releases, each file saying which, so a flag of any release is known).
 
 use crate::engine::Engine;
+use crate::engines::CommandOptions;
 use std::collections::BTreeSet;
-use std::sync::OnceLock;
 
 /// What an engine's parser makes of one option word (the part before any `=`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,46 +20,28 @@ pub enum FlagCheck {
     Unknown(Option<String>),
 }
 
-fn list(text: &'static str) -> BTreeSet<&'static str> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .collect()
-}
-
-fn known(engine: Engine) -> &'static BTreeSet<&'static str> {
-    static V: OnceLock<BTreeSet<&str>> = OnceLock::new();
-    static S: OnceLock<BTreeSet<&str>> = OnceLock::new();
-    static T: OnceLock<BTreeSet<&str>> = OnceLock::new();
-    static L: OnceLock<BTreeSet<&str>> = OnceLock::new();
-    match engine {
-        Engine::Vllm => V.get_or_init(|| list(include_str!("../data/flags/vllm.txt"))),
-        Engine::Sglang => S.get_or_init(|| list(include_str!("../data/flags/sglang.txt"))),
-        Engine::Tgi => T.get_or_init(|| list(include_str!("../data/flags/tgi.txt"))),
-        Engine::LlamaCpp => L.get_or_init(|| list(include_str!("../data/flags/llama_cpp.txt"))),
-    }
-}
-
 /// The engine's parser name and its words for a refused option, for the error.
 pub fn parser_of(engine: Engine) -> &'static str {
-    match engine {
-        Engine::Vllm => {
-            "vLLM's argparse parser refuses unknown options (\"unrecognized arguments\")"
-        }
-        Engine::Sglang => {
-            "SGLang's argparse parser refuses unknown options (\"unrecognized arguments\")"
-        }
-        Engine::Tgi => "text-generation-launcher's clap parser refuses unknown arguments",
-        Engine::LlamaCpp => "llama-server refuses unknown options (\"error: invalid argument\")",
+    crate::engines::room(engine)
+        .options()
+        .map_or("its options are not read by inferscope", |o| o.parser)
+}
+
+/// Check one option word (no `=value`) against the engine's parser; an engine whose options
+/// are not modelled knows none.
+pub fn check(engine: Engine, word: &str) -> FlagCheck {
+    match crate::engines::room(engine).options() {
+        Ok(o) => check_with(o, word),
+        Err(_) => FlagCheck::Unknown(None),
     }
 }
 
-/// Check one option word (no `=value`) against the engine's parser.
-pub fn check(engine: Engine, word: &str) -> FlagCheck {
-    let set = known(engine);
-    let dashes_for_underscores = matches!(engine, Engine::Vllm | Engine::LlamaCpp);
+/// Check one option word against a parser's [`CommandOptions`].
+pub fn check_with(o: &CommandOptions, word: &str) -> FlagCheck {
+    let set = (o.known)();
+    let dashes_for_underscores = o.underscores_as_dashes;
     let mut flag = word.to_string();
-    if engine == Engine::Vllm {
+    if o.dotted_options {
         // `-O3`, `-O.level=3`: the optimization level; `--json-arg.key`: the JSON argument
         if flag.starts_with("-O") && !flag.starts_with("--") {
             return FlagCheck::Known("-O".into());
@@ -87,14 +57,14 @@ pub fn check(engine: Engine, word: &str) -> FlagCheck {
         return FlagCheck::Known(flag);
     }
     // argparse's BooleanOptionalAction pairs `--x` with `--no-x` (vLLM's bool fields)
-    if engine == Engine::Vllm
+    if o.negations
         && let Some(rest) = flag.strip_prefix("--no-")
         && set.contains(format!("--{rest}").as_str())
     {
         return FlagCheck::Known(flag);
     }
     // argparse: an unambiguous prefix of a long option is that option
-    if matches!(engine, Engine::Vllm | Engine::Sglang) && flag.starts_with("--") && flag.len() > 2 {
+    if o.abbreviations && flag.starts_with("--") && flag.len() > 2 {
         let hits: Vec<String> = set
             .range(flag.as_str()..)
             .take_while(|k| k.starts_with(flag.as_str()))
@@ -148,50 +118,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_parser_as_its_source_behaves() {
-        use FlagCheck::*;
-        let k = |s: &str| Known(s.to_string());
-        for (engine, word, want) in [
-            (Engine::Vllm, "--max-model-len", k("--max-model-len")),
-            (Engine::Vllm, "--max_model_len", k("--max-model-len")),
-            (Engine::Vllm, "--max-model", k("--max-model-len")),
-            (
-                Engine::Vllm,
-                "--no-enable-prefix-caching",
-                k("--no-enable-prefix-caching"),
-            ),
-            (
-                Engine::Vllm,
-                "--compilation-config.level",
-                k("--compilation-config"),
-            ),
-            (Engine::Vllm, "-O3", k("-O")),
-            (Engine::Vllm, "-tp", k("-tp")),
-            (
-                Engine::Vllm,
-                "--max-modle-len",
-                Unknown(Some("--max-model-len".into())),
-            ),
-            (Engine::Sglang, "--tp-size", k("--tp-size")),
-            (Engine::Sglang, "--context-len", k("--context-length")),
-            (
-                Engine::Sglang,
-                "--context_length",
-                Unknown(Some("--context-length".into())),
-            ),
-            (Engine::Tgi, "--max-total-tokens", k("--max-total-tokens")),
-            (Engine::Tgi, "--max-total", Unknown(None)),
-            (Engine::LlamaCpp, "--n_gpu_layers", k("--n-gpu-layers")),
-            (Engine::LlamaCpp, "-ngl", k("-ngl")),
-            (
-                Engine::LlamaCpp,
-                "--ctx-sise",
-                Unknown(Some("--ctx-size".into())),
-            ),
-        ] {
-            assert_eq!(check(engine, word), want, "{engine:?} {word}");
-        }
-        assert!(matches!(check(Engine::Vllm, "--max"), Ambiguous(v) if v.len() > 3));
+    fn edit_distance() {
         assert_eq!(distance("--max-modle-len", "--max-model-len"), 1);
         assert_eq!(distance("kitten", "sitting"), 3);
         assert_eq!(distance("", "abc"), 3);

@@ -182,24 +182,18 @@ pub fn vllm_layout(
 }
 
 /// Why the planner cannot plan this model on this engine and release, naming the layer type,
-/// the architecture, the engine and the release; `None` when it can.
+/// the architecture, the engine and the release; `None` when it can. Which state layers an
+/// engine models is its room's answer ([`crate::engines::EngineRoom::state_layers`]).
 pub fn unmodelled(arch: &ModelArch, engine: Engine, version: Option<&str>) -> Option<String> {
-    let first = arch.state_layers.first()?;
+    arch.state_layers.first()?;
     let name = arch.architecture.as_deref().unwrap_or(&arch.model_type);
-    let (engine_name, release) = match engine {
-        Engine::Vllm => (
-            "vLLM",
-            version
-                .and_then(EngineVersion::parse)
-                .unwrap_or(EngineVersion::LATEST)
-                .to_string(),
-        ),
-        Engine::Sglang => ("SGLang", version.unwrap_or("(any release)").to_string()),
-        Engine::Tgi => ("TGI", version.unwrap_or("(any release)").to_string()),
-        Engine::LlamaCpp => ("llama.cpp", version.unwrap_or("(any release)").to_string()),
-    };
+    let room = crate::engines::room(engine);
     let say = |t: &str, why: &str| {
-        format!("layer type `{t}` of {name} is not modelled for {engine_name} {release}{why}")
+        format!(
+            "layer type `{t}` of {name} is not modelled for {} {}{why}",
+            engine.name(),
+            room.release_label(version)
+        )
     };
     if let Some(s) = arch
         .state_layers
@@ -211,46 +205,7 @@ pub fn unmodelled(arch: &ModelArch, engine: Engine, version: Option<&str>) -> Op
             ": no state formula for it or its parameters are missing",
         ));
     }
-    match engine {
-        // llama.cpp keeps recurrent cells per slot ([`crate::llama_cpp`])
-        Engine::LlamaCpp => None,
-        Engine::Vllm => {
-            let v = version
-                .and_then(EngineVersion::parse)
-                .unwrap_or(EngineVersion::LATEST);
-            (v < VLLM_FIRST).then(|| {
-                say(
-                    &first.layer_type,
-                    " (hybrid state is modelled for vLLM ≥ 0.11.0's hybrid KV-cache manager)",
-                )
-            })
-        }
-        // SGLang's Mamba pool is modelled from 0.5.10 (crate::sglang_mamba) for Mamba-2 and
-        // Gated DeltaNet layers
-        Engine::Sglang => {
-            let v = version.and_then(EngineVersion::parse);
-            let old = v.is_some_and(|v| (v.major, v.minor, v.patch) < (0, 5, 10));
-            let mamba1 = arch
-                .state_layers
-                .iter()
-                .find(|s| matches!(s.state, StateKind::Mamba1 { .. }));
-            if let Some(s) = mamba1 {
-                Some(say(
-                    &s.layer_type,
-                    " (Mamba-1 state has no SGLang formula here)",
-                ))
-            } else {
-                old.then(|| {
-                    say(
-                        &first.layer_type,
-                        " (SGLang's Mamba pool is modelled from 0.5.10's rules)",
-                    )
-                })
-            }
-        }
-        Engine::Tgi => Some(say(
-            &first.layer_type,
-            " (its recurrent-state pool is not modelled: plan it for vLLM ≥ 0.11 or SGLang ≥ 0.5.10)",
-        )),
-    }
+    room.state_layers(arch, version)
+        .err()
+        .map(|(layer, why)| say(&layer, why))
 }

@@ -456,7 +456,7 @@ pub enum TpLink {
 }
 
 /// Non-torch memory (NCCL and custom all-reduce buffers, cuBLAS workspaces) per GPU, as
-/// `memory_profiling` measures it from vLLM 0.6.6 on (see [`crate::rules::NonTorch`]).
+/// `memory_profiling` measures it from vLLM 0.6.6 on (see [`crate::engines::vllm::rules::NonTorch`]).
 ///
 /// Fitted on the calibration half ([`fitted`]): H100 with NVLink and custom all-reduce. Under
 /// TP the NCCL increment depends on the link ([`TpLink`]): the fitted one on boards with GPU

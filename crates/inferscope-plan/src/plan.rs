@@ -6,7 +6,7 @@
 
 use crate::arch::{AttentionKind, Dtype, ModelArch, Quantization};
 use crate::engine::{Engine, EngineSettings};
-use crate::llama_cpp::{LlamaCppPlan, LlamaCppSettings};
+use crate::engines::llama_cpp::plan::{LlamaCppPlan, LlamaCppSettings};
 use crate::memory::{
     self, GIB, ProfileShape, Shard, TpLink, activation_bytes, cuda_graph_bytes, gib2, kv_layout,
     non_torch_bytes, stage_layers, weights_per_gpu,
@@ -56,7 +56,7 @@ pub struct PlanRequest {
     pub max_model_len_auto: bool,
     /// vLLM `--kv-cache-memory-bytes`: the KV cache per GPU, bytes (utilisation ignored).
     pub kv_cache_memory_bytes: Option<u64>,
-    /// Hybrid models' state flags (vLLM Mamba cache dtypes, SGLang's Mamba pool).
+    /// Hybrid models' state flags (state dtypes, a state pool's size; see each room's options).
     pub hybrid: crate::engine::HybridSettings,
     /// `--gpu-memory-utilization` (vLLM default 0.9).
     pub gpu_memory_utilization: Option<f64>,
@@ -91,8 +91,8 @@ pub struct PlanRequest {
     pub llama_cpp: LlamaCppSettings,
     /// CUDA compute capability of the GPUs, when known (vLLM 0.8–0.9 fall back to V0 below 8.0).
     pub compute_capability: Option<(u32, u32)>,
-    /// Free memory per GPU when the engine starts, bytes (SGLang sizes from it; default: the
-    /// torch-visible total less the CUDA context).
+    /// Free memory per GPU when the engine starts, bytes, for a room that sizes from it
+    /// (default: the torch-visible total less the CUDA context).
     pub free_bytes_at_start: Option<u64>,
     /// Exact tensor bytes of a local checkpoint (from its safetensors headers): per-GPU
     /// weights are sharded from these instead of the architecture formula.
@@ -304,14 +304,14 @@ pub struct Plan {
 
 /// One stage's numbers (bytes).
 #[derive(Debug, Clone, Copy, Default)]
-struct Stage {
-    weights: u64,
-    non_torch: u64,
-    activation: u64,
-    cuda_graph: u64,
-    kv: i64,
-    blocks: u64,
-    free_after: i64,
+pub(crate) struct Stage {
+    pub(crate) weights: u64,
+    pub(crate) non_torch: u64,
+    pub(crate) activation: u64,
+    pub(crate) cuda_graph: u64,
+    pub(crate) kv: i64,
+    pub(crate) blocks: u64,
+    pub(crate) free_after: i64,
 }
 
 /// Phase 1: the effective model dtype, a `--quantization` flag that changes the checkpoint's,
@@ -383,10 +383,8 @@ fn dtypes(
 fn shape_notes(
     req: &PlanRequest,
     arch: &ModelArch,
-    tp: u32,
-    pp: u32,
-    max_len: u64,
-    profiled: bool,
+    (tp, pp, max_len): (u32, u32, u64),
+    (profiled, in_table): (bool, bool),
     assumptions: &mut Vec<String>,
     problems: &mut Vec<String>,
 ) -> u32 {
@@ -429,12 +427,15 @@ fn shape_notes(
             req.gpu.count
         ));
     }
-    if !req.enforce_eager {
+    // an engine whose graphs and non-torch memory live outside its budget shows none of them in
+    // its table: no estimate of them here
+    if !req.enforce_eager && in_table {
         assumptions.push(
             "CUDA-graph memory estimate 0.5 GiB + 13 MiB per layer (rough fit to H100 logs)".into(),
         );
     }
-    assumptions.push(format!(
+    if in_table {
+        assumptions.push(format!(
         "non-torch memory {:.2} GiB per GPU (fitted on the calibration half: H100, NVLink, custom all-reduce{}{})",
         non_torch_bytes(tp, pp, profiled, req.tp_link) as f64 / GIB,
         match (tp > 1, req.tp_link) {
@@ -451,6 +452,7 @@ fn shape_notes(
             "; vLLM ≤ 0.6.4 counts everything since the worker started"
         }
     ));
+    }
     if arch.vision_params > 0 {
         assumptions.push(
             "multimodal: vision tower loaded in the model dtype and profiled (≈0.25 GiB)".into(),
@@ -676,224 +678,58 @@ fn stages(req: &PlanRequest, i: &StageInputs) -> Stages {
     }
 }
 
-/// SGLang's or TGI's own sizing, which replaces vLLM's.
-struct OwnSizing {
-    tokens: u64,
-    /// KV bytes per token the engine budgets (SGLang's NSA cell includes the indexer).
-    cell: u64,
-    kv: i64,
-    budget: f64,
-    outside: f64,
-    block: u32,
-    rules: crate::rules::EngineRules,
-    /// Requests the engine can run at once whatever their length (SGLang's Mamba pool).
-    max_requests: Option<u64>,
+/// An engine's own KV sizing after the shared stages, which replaces the default one.
+pub(crate) struct OwnSizing {
+    pub(crate) tokens: u64,
+    /// KV bytes per token the engine budgets (an NSA cell includes the indexer).
+    pub(crate) cell: u64,
+    pub(crate) kv: i64,
+    pub(crate) budget: f64,
+    pub(crate) outside: f64,
+    pub(crate) block: u32,
+    pub(crate) rules: crate::rules::EngineRules,
+    /// Requests the engine can run at once whatever their length (a Mamba pool).
+    pub(crate) max_requests: Option<u64>,
     /// Recurrent-state bytes of one request on this GPU, as the engine sizes them.
-    state_per_seq: Option<u64>,
+    pub(crate) state_per_seq: Option<u64>,
+    /// The engine starts with less KV than one max-length request (a note, not a problem).
+    pub(crate) starts_short: bool,
 }
 
-/// SGLang: `--mem-fraction-static` of the free memory at start holds weights and KV only
-/// ([`crate::sglang`]); activations and CUDA graphs live outside it.
-#[allow(clippy::too_many_arguments)]
-fn sglang_sizing(
-    req: &PlanRequest,
-    arch: &ModelArch,
-    quant: Option<&Quantization>,
-    tp: u32,
-    pp: u32,
-    total: u64,
-    cell: u64,
-    first: &mut Stage,
-    assumptions: &mut Vec<String>,
-) -> OwnSizing {
-    // SGLang sizes from the free memory at start; default: all but the CUDA context
-    let free = req.free_bytes_at_start.unwrap_or_else(|| {
-        assumptions.push("SGLang: free memory at start = torch-visible total − 0.25 GiB CUDA context (pass the real figure on a shared GPU)".into());
-        total.saturating_sub(non_torch_bytes(1, 1, true, None))
-    });
-    // loading costs more than the tensors (fp32 RoPE cache, allocator rounding)
-    let (extra, load_rules) = crate::sglang::load_extra(
-        arch,
-        quant,
-        Shard {
-            tp,
-            pp,
-            stage: 0,
-            expert_parallel: req.expert_parallel,
-        },
-        req.engine_version.as_deref(),
-    );
-    first.weights += extra;
-    let mut nsa_rules = Vec::new();
-    let at_0510 = req
-        .engine_version
-        .as_deref()
-        .and_then(crate::memory::EngineVersion::parse)
-        .is_none_or(|v| (v.major, v.minor, v.patch) >= (0, 5, 10));
-    let cell = match (arch.nsa_index_head_dim, arch.mla, at_0510) {
-        (Some(d), Some(m), true) => {
-            let kv_bytes = match req.kv_cache_dtype.as_deref().filter(|k| *k != "auto") {
-                Some(k) if k.starts_with("fp8") => 1,
-                Some(_) => 2,
-                None => crate::sglang::nsa_default_kv_bytes(req.compute_capability.map(|c| c.0)),
-            };
-            let layers = stage_layers(arch.num_layers, pp, 0).len() as u64;
-            let c = crate::sglang::nsa_cell_size(&m, layers, d, kv_bytes);
-            nsa_rules.push(crate::rules::Rule {
-                rule: "nsa_indexer".into(),
-                value: format!(
-                    "DeepSeek sparse attention: {c} B per token = {layers} layers × (latent {} × {kv_bytes} B + indexer {d} + {d}/128 × 4 B){}",
-                    m.kv_lora_rank + m.qk_rope_head_dim,
-                    if req.kv_cache_dtype.is_none() {
-                        " (KV dtype auto: fp8_e4m3 on compute capability ≥ 10, else bf16)"
-                    } else {
-                        ""
-                    }
-                ),
-                source: "0.5.10.post1 sglang/srt/model_executor/model_runner_kv_cache_mixin.py get_cell_size_per_token; server_args.py _set_default_nsa_kv_cache_dtype".into(),
-            });
-            c
-        }
-        _ => cell,
-    };
-    let mut r = crate::sglang::kv(&crate::sglang::SglangInputs {
-        version: req.engine_version.as_deref(),
-        gpu_mem_mib: total as f64 / f64::from(1u32 << 20),
-        free_at_start: free,
-        weights: first.weights,
-        cell_size: cell,
-        tp,
-        pp,
-        mem_fraction_static: req.gpu_memory_utilization,
-        chunked_prefill_size: req.max_num_batched_tokens,
-        cuda_graph_max_bs: None,
-        disable_piecewise_cuda_graph: false,
-        mla: arch.mla.is_some(),
-        multimodal: arch.vision_params > 0,
-    });
-    r.info.rules.extend(load_rules);
-    r.info.rules.extend(nsa_rules);
-    // hybrid models: the Mamba state pool comes out of the same budget first
-    let range = stage_layers(arch.num_layers, pp, 0);
-    let ssm = req
-        .hybrid
-        .mamba_ssm_cache_dtype
-        .as_deref()
-        .and_then(Dtype::parse)
-        .or(arch.state_ssm_dtype)
-        .unwrap_or(Dtype::F32);
-    let ratio = req
-        .hybrid
-        .mamba_full_memory_ratio
-        .unwrap_or(crate::sglang_mamba::MAMBA_FULL_MEMORY_RATIO);
-    let mamba = crate::sglang_mamba::per_request(arch, range, tp, ssm)
-        .filter(|b| *b > 0)
-        .map(|per_req| {
-            let pool = crate::sglang_mamba::pool(
-                r.rest as f64,
-                per_req,
-                req.hybrid.max_mamba_cache_size,
-                ratio,
-            );
-            let rest = r.rest - pool.bytes as i64;
-            r.tokens = if rest > 0 && cell > 0 { rest as u64 / cell } else { 0 };
-            r.rest = rest;
-            r.info.rules.push(crate::rules::Rule {
-                rule: "mamba_pool".into(),
-                value: format!(
-                    "{} B of state per request (conv bfloat16, SSM {ssm}); max_mamba_cache_size = {} requests{}; tokens = what is left // {cell} B",
-                    pool.per_request,
-                    pool.requests,
-                    if req.hybrid.max_mamba_cache_size.is_some() {
-                        " (--max-mamba-cache-size)".to_string()
-                    } else {
-                        format!(" = rest × {ratio} / (1 + {ratio})")
-                    },
-                ),
-                source: "0.5.10.post1 sglang/srt/model_executor/model_runner_kv_cache_mixin.py handle_max_mamba_cache; sglang/srt/configs/mamba_utils.py mamba2_state_dtype, Mamba2StateShape.create; server_args.py mamba_full_memory_ratio".into(),
-            });
-            pool
-        });
-    let f = r.mem_fraction_static;
-    // activations and CUDA graphs live outside mem_fraction_static
-    first.activation = 0;
-    first.non_torch = 0;
-    first.cuda_graph = 0;
-    // page_size 1 by default
-    OwnSizing {
-        tokens: r.tokens,
-        cell,
-        kv: r.rest,
-        budget: f * free as f64,
-        outside: (1.0 - f) * free as f64,
-        block: 1,
-        rules: r.info,
-        max_requests: mamba.map(|m| m.requests),
-        state_per_seq: mamba.map(|m| m.per_request),
-    }
+/// What an engine's own sizing reads: the request and the shared figures.
+pub(crate) struct SizingInput<'a> {
+    pub(crate) req: &'a PlanRequest,
+    pub(crate) arch: &'a ModelArch,
+    pub(crate) quant: Option<&'a Quantization>,
+    pub(crate) tp: u32,
+    pub(crate) pp: u32,
+    /// Torch-visible bytes per GPU.
+    pub(crate) total: u64,
+    /// KV bytes per token from the shared layout.
+    pub(crate) cell: u64,
 }
 
-/// TGI: a warm-up prefill, then the free memory ([`crate::tgi`]).
-fn tgi_sizing(
-    req: &PlanRequest,
-    arch: &ModelArch,
-    tp: u32,
-    total: u64,
-    cell: u64,
-    first: &mut Stage,
-    assumptions: &mut Vec<String>,
-) -> OwnSizing {
-    let prefill = req.max_num_batched_tokens.unwrap_or_else(|| {
-        let (d, src) = crate::tgi::default_prefill_tokens(
-            req.engine_version.as_deref(),
-            &arch.model_type,
-            arch.vision_params > 0,
-            arch.max_position_embeddings,
-        );
-        assumptions.push(format!(
-            "TGI --max-batch-prefill-tokens {d} (default) [{src}]"
-        ));
-        d
-    });
-    let act = crate::tgi::warmup_activation(arch, prefill, tp);
-    first.activation = act;
-    let r = crate::tgi::kv(&crate::tgi::TgiInputs {
-        version: req.engine_version.as_deref(),
-        total,
-        weights: first.weights,
-        non_torch: first.non_torch,
-        warmup_activation: act,
-        bytes_per_token: cell,
-        prefill_tokens: prefill,
-        cuda_memory_fraction: req.gpu_memory_utilization,
-        block_size: req.block_size,
-    });
-    let f = req.gpu_memory_utilization.unwrap_or(1.0);
-    OwnSizing {
-        tokens: r.tokens,
-        cell,
-        kv: r.kv,
-        budget: f * total as f64,
-        outside: (1.0 - f) * total as f64,
-        block: r.block_size,
-        rules: r.info,
-        max_requests: None,
-        state_per_seq: None,
-    }
+/// A room's sizing hook for [`pipeline`].
+pub(crate) struct OwnSizer {
+    /// Sizes the KV cache; may rewrite the first stage's figures.
+    pub(crate) size: fn(&SizingInput<'_>, &mut Stage, &mut Vec<String>) -> OwnSizing,
+    /// CUDA graphs, activations and non-torch memory live outside the engine's budget (the
+    /// shared estimates of them are not shown).
+    pub(crate) outside_budget: bool,
 }
 
-/// Phase 2: vLLM's rules for the release asked for ([`crate::rules::vllm`]).
+/// Phase 2: vLLM's rules for the release asked for ([`crate::engines::vllm::rules::vllm`]).
 fn release_rules(
     req: &PlanRequest,
     arch: &ModelArch,
     total: u64,
     max_len: u64,
-) -> crate::rules::VllmRules {
+) -> crate::engines::vllm::rules::VllmRules {
     let kv_fp8 = req
         .kv_cache_dtype
         .as_deref()
         .is_some_and(|k| k.starts_with("fp8"));
-    crate::rules::vllm(&crate::rules::VllmContext {
+    crate::engines::vllm::rules::vllm(&crate::engines::vllm::rules::VllmContext {
         version: req.engine_version.as_deref(),
         gpu_total_bytes: total,
         gpu_name: &req.gpu.name,
@@ -1006,12 +842,13 @@ fn vllm_problems(
     }
 }
 
-/// Phase 8: SGLang's and TGI's verdicts, in place of vLLM's (which are not computed for them):
-/// no KV budget, or less than one max-length request (SGLang starts anyway).
+/// Phase 8: a room's own verdicts after its own sizing, in place of the default ones (which are
+/// not computed then):
+/// no KV budget, or less than one max-length request (an engine may start anyway).
 fn own_problems(
     req: &PlanRequest,
     first: &Stage,
-    engine: &str,
+    (engine, starts_short): (&str, bool),
     (kv_tokens, max_conc, max_len): (u64, f64, u64),
     assumptions: &mut Vec<String>,
     problems: &mut Vec<String>,
@@ -1025,23 +862,19 @@ fn own_problems(
         let msg = format!(
             "KV cache holds {kv_tokens} tokens, less than one max_model_len {max_len} request"
         );
-        if req.engine == Engine::Sglang {
-            // SGLang starts anyway; long requests wait or are cut
-            assumptions.push(format!("{msg} (SGLang starts anyway)"));
+        if starts_short {
+            // the engine starts anyway; long requests wait or are cut
+            let name = crate::engines::room(req.engine).server_name();
+            assumptions.push(format!("{msg} ({name} starts anyway)"));
         } else {
             problems.push(msg);
         }
     }
 }
 
-/// Compute the plan. llama-server plans follow llama.cpp's own accounting
-/// ([`crate::llama_cpp`]); every other engine follows vLLM's.
-///
-/// The body is the sequence of named phases above ([`dtypes`], [`release_rules`],
-/// [`shape_notes`], [`checkpoint_notes`], [`stages`], [`vllm_tokens`], [`vllm_problems`],
-/// [`sglang_sizing`]/[`tgi_sizing`], [`own_problems`]) and the output's assembly; it stays one
-/// piece (~185 lines, most of them argument lists) because the order in which the phases push
-/// assumptions is the text and JSON contract the goldens pin.
+/// Compute the plan in the engine's own accounting: its room's
+/// ([`crate::engines::EngineRoom::memory`]). An engine without one gets no numbers and one
+/// problem, "memory not modelled for ENGINE" — never another engine's plan.
 pub fn plan(req: &PlanRequest) -> Plan {
     // a state layer the engine's accounting is not modelled for: no plan as if it were attention
     if let Some(why) =
@@ -1049,9 +882,21 @@ pub fn plan(req: &PlanRequest) -> Plan {
     {
         return refused(req, why);
     }
-    if req.engine == Engine::LlamaCpp {
-        return crate::llama_cpp::plan(req);
+    match crate::engines::room(req.engine).memory() {
+        Ok(m) => m.plan(req),
+        Err(x) => refused(req, x.to_string()),
     }
+}
+
+/// The PyTorch-engine pipeline: the default (profiled) sizing, or after the shared stages a
+/// room's own sizing (`own`) in place of it.
+///
+/// The body is the sequence of named phases above ([`dtypes`], [`release_rules`],
+/// [`shape_notes`], [`checkpoint_notes`], [`stages`], [`vllm_tokens`], [`vllm_problems`], the
+/// room's sizing, [`own_problems`]) and the output's assembly; it stays one piece (~185 lines,
+/// most of them argument lists) because the order in which the phases push assumptions is the
+/// text and JSON contract the goldens pin.
+pub(crate) fn pipeline(req: &PlanRequest, own: Option<&OwnSizer>) -> Plan {
     let arch = &req.arch;
     let mut assumptions: Vec<String> = Vec::with_capacity(12);
     let mut problems: Vec<String> = Vec::new();
@@ -1083,19 +928,17 @@ pub fn plan(req: &PlanRequest) -> Plan {
     let mut engine_rules = rules.info.clone();
     let version = rules.release;
     let v1 = rules.v1;
-    let vllm = req.engine == Engine::Vllm;
+    let vllm = own.is_none();
     if vllm {
         push_rules(&mut assumptions, &engine_rules, &format!("vLLM {version}"));
     }
     let util = rules.utilization;
-    let profiled = rules.non_torch == crate::rules::NonTorch::Increase;
+    let profiled = rules.non_torch == crate::engines::vllm::rules::NonTorch::Increase;
     let gpus_used = shape_notes(
         req,
         arch,
-        tp,
-        pp,
-        max_len,
-        profiled,
+        (tp, pp, max_len),
+        (profiled, own.is_none_or(|o| !o.outside_budget)),
         &mut assumptions,
         &mut problems,
     );
@@ -1193,9 +1036,9 @@ pub fn plan(req: &PlanRequest) -> Plan {
         };
     kv_notes(req, arch, quant, &layout, groups, v1, &mut assumptions);
 
-    // SGLang and TGI size the KV cache their own way below, with their own verdicts.
-    let own_sizing = !vllm && layout.bytes_per_token > 0;
-    if !own_sizing {
+    // a room's own sizing below gives its own verdicts
+    let own_sizing = own.filter(|_| layout.bytes_per_token > 0);
+    if own_sizing.is_none() {
         vllm_problems(
             &first,
             all_fit_weights,
@@ -1206,29 +1049,24 @@ pub fn plan(req: &PlanRequest) -> Plan {
             &mut problems,
         );
     }
-    // ---- SGLang and TGI size the KV cache their own way ----
+    // ---- a room's own KV sizing ----
     let mut kv_tokens = kv_tokens;
     let mut max_conc = max_conc;
     let mut blocks = blocks;
     let mut block_out = block as u32;
     let mut cell_out = layout.bytes_per_token;
     let mut state_per_seq = layout.state_bytes_per_seq;
-    if own_sizing {
-        let cell = layout.bytes_per_token;
-        let own = match req.engine {
-            Engine::Sglang => sglang_sizing(
-                req,
-                arch,
-                quant,
-                tp,
-                pp,
-                total,
-                cell,
-                &mut first,
-                &mut assumptions,
-            ),
-            _ => tgi_sizing(req, arch, tp, total, cell, &mut first, &mut assumptions),
+    if let Some(sizer) = own_sizing {
+        let input = SizingInput {
+            req,
+            arch,
+            quant,
+            tp,
+            pp,
+            total,
+            cell: layout.bytes_per_token,
         };
+        let own = (sizer.size)(&input, &mut first, &mut assumptions);
         let (tokens, kv_bytes, budget, outside) = (own.tokens, own.kv, own.budget, own.outside);
         let rules_out = own.rules.clone();
         block_out = own.block;
@@ -1251,7 +1089,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
         own_problems(
             req,
             &first,
-            &engine_rules.engine,
+            (&engine_rules.engine, own.starts_short),
             (kv_tokens, max_conc, max_len),
             &mut assumptions,
             &mut problems,

@@ -5,7 +5,7 @@
 
 use crate::arch::Quantization;
 use crate::engine::Engine;
-use crate::llama_cpp::{GpuLayers, GpuLayersWord};
+use crate::engines::llama_cpp::plan::{GpuLayers, GpuLayersWord};
 use crate::plan::{GpuSpec, Plan, PlanRequest, plan};
 use serde::{Deserialize, Serialize};
 

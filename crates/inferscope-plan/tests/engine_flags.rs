@@ -145,3 +145,52 @@ fn a_misspelt_flag_is_the_error_the_engine_gives() {
     let s = parse_command(&w("vllm serve m --max-model 4096")).unwrap();
     assert_eq!(s.max_model_len, Some(4096));
 }
+
+/// Each engine's parser as its source behaves: `_` as `-`, abbreviations, `--no-x`, dotted
+/// options, the closest option for a typo (moved from src/flags.rs with the rooms, issue 32).
+#[test]
+fn each_parser_as_its_source_behaves() {
+    use FlagCheck::*;
+    let k = |s: &str| Known(s.to_string());
+    for (engine, word, want) in [
+        (Engine::Vllm, "--max-model-len", k("--max-model-len")),
+        (Engine::Vllm, "--max_model_len", k("--max-model-len")),
+        (Engine::Vllm, "--max-model", k("--max-model-len")),
+        (
+            Engine::Vllm,
+            "--no-enable-prefix-caching",
+            k("--no-enable-prefix-caching"),
+        ),
+        (
+            Engine::Vllm,
+            "--compilation-config.level",
+            k("--compilation-config"),
+        ),
+        (Engine::Vllm, "-O3", k("-O")),
+        (Engine::Vllm, "-tp", k("-tp")),
+        (
+            Engine::Vllm,
+            "--max-modle-len",
+            Unknown(Some("--max-model-len".into())),
+        ),
+        (Engine::Sglang, "--tp-size", k("--tp-size")),
+        (Engine::Sglang, "--context-len", k("--context-length")),
+        (
+            Engine::Sglang,
+            "--context_length",
+            Unknown(Some("--context-length".into())),
+        ),
+        (Engine::Tgi, "--max-total-tokens", k("--max-total-tokens")),
+        (Engine::Tgi, "--max-total", Unknown(None)),
+        (Engine::LlamaCpp, "--n_gpu_layers", k("--n-gpu-layers")),
+        (Engine::LlamaCpp, "-ngl", k("-ngl")),
+        (
+            Engine::LlamaCpp,
+            "--ctx-sise",
+            Unknown(Some("--ctx-size".into())),
+        ),
+    ] {
+        assert_eq!(check(engine, word), want, "{engine:?} {word}");
+    }
+    assert!(matches!(check(Engine::Vllm, "--max"), Ambiguous(v) if v.len() > 3));
+}

@@ -9,8 +9,8 @@
 
 use inferscope_plan::arch::Quantization;
 use inferscope_plan::catalog;
+use inferscope_plan::engines::{sglang::kv as sglang, tgi::kv as tgi};
 use inferscope_plan::memory::{self, GIB, Shard, kv_layout, weights_per_gpu};
-use inferscope_plan::{sglang, tgi};
 use serde_json::Value;
 
 fn cases(file: &str) -> Vec<Value> {

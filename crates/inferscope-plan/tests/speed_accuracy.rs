@@ -7,7 +7,7 @@
 use inferscope_plan::arch::{Dtype, ModelArch, Quantization};
 use inferscope_plan::gguf_quant::GgufFileType;
 use inferscope_plan::plan::GpuSpec as PlanGpu;
-use inferscope_plan::speed::engines::{EngineEfficiency, SpeedEngine, all_engine_fit};
+use inferscope_plan::speed::engines::{self, Engine, EngineEfficiency, all_engine_fit};
 use inferscope_plan::speed::estimate::{
     Figures, ModelNumbers, Scenario, Split, Weights, batch_throughput, estimate_figures,
     fit_efficiency, model_numbers,
@@ -172,7 +172,7 @@ fn uint(v: &Value) -> Option<u64> {
 
 struct Case {
     id: String,
-    engine: SpeedEngine,
+    engine: Engine,
     calibration: bool,
     model: ModelNumbers,
     gpu: &'static gpus::GpuSpec,
@@ -190,7 +190,7 @@ struct Case {
 
 fn load(raw: Value) -> Case {
     let id = raw["id"].as_str().unwrap_or("").to_string();
-    let engine = SpeedEngine::parse(raw["engine"].as_str().unwrap_or(""))
+    let engine = engines::parse(raw["engine"].as_str().unwrap_or(""))
         .unwrap_or_else(|| panic!("{id}: engine"));
     let model_id = raw["model_id"].as_str().unwrap_or("");
     let mut arch = catalog::lookup(catalog_id(model_id)).unwrap_or_else(|e| panic!("{id}: {e}"));
@@ -222,7 +222,7 @@ fn load(raw: Value) -> Case {
     let gpu = gpus::lookup(gpu_name(raw["gpu_key"].as_str().unwrap_or("")))
         .unwrap_or_else(|e| panic!("{id}: {e}"));
     let count = raw["gpu_count"].as_u64().unwrap_or(1) as u32;
-    let split = if raw["tp_size"].is_null() || engine.splits_layers() {
+    let split = if raw["tp_size"].is_null() || engines::splits_layers(engine) {
         Split::Layers
     } else {
         Split::Tensor
@@ -279,9 +279,9 @@ fn scenario<'a>(c: &'a Case, batch: u64, ctx: u64, prompt: u64) -> Scenario<'a> 
 fn max_load_batch(c: &Case, input: u64, output: u64) -> u64 {
     let (cap, fraction) = match c.engine {
         // vLLM 0.6 max_num_seqs 256, gpu_memory_utilization 0.9 (0.88 in the 0.6.0 run)
-        SpeedEngine::Vllm => (256.0, 0.9),
+        Engine::Vllm => (256.0, 0.9),
         // SGLang: mem_fraction_static ~0.88; running requests bounded by the KV pool
-        SpeedEngine::Sglang => (4096.0, 0.88),
+        Engine::Sglang => (4096.0, 0.88),
         // trtllm-bench: kv_cache_free_gpu_mem_fraction 0.95
         _ => (2048.0, 0.95),
     };
@@ -511,7 +511,7 @@ fn figs(c: &Case, eff: &EngineEfficiency) -> Vec<Fig> {
 
 type P = (f64, f64, f64, f64);
 
-fn eff(engine: SpeedEngine, p: P) -> EngineEfficiency {
+fn eff(engine: Engine, p: P) -> EngineEfficiency {
     EngineEfficiency {
         engine,
         memory_bandwidth: p.0,
@@ -571,7 +571,7 @@ fn speed_truth_over_every_published_case() {
             all_engine_fit()
         ));
     }
-    for engine in SpeedEngine::ALL {
+    for engine in engines::modelled() {
         let mine: Vec<&Case> = calib
             .iter()
             .copied()
@@ -582,10 +582,10 @@ fn speed_truth_over_every_published_case() {
         } else {
             fit_efficiency(&|p| pairs_for(&mine, p), global)
         };
-        let shipped = engine.efficiency();
+        let shipped = engines::efficiency(engine).unwrap();
         println!(
             "{:<10} calibration cases {:>2}: fit ({:.2}, {:.2}, {:.2e}, {:.2e}); shipped ({:.2}, {:.2}, {:.2e}, {:.2e}) ({})",
-            engine.as_str(),
+            engine.cli_id(),
             mine.len(),
             fit.0,
             fit.1,
@@ -608,7 +608,7 @@ fn speed_truth_over_every_published_case() {
         ) {
             drift.push(format!(
                 "{}: shipped efficiency is not the calibration fit",
-                engine.as_str()
+                engine.cli_id()
             ));
         }
     }
@@ -622,7 +622,7 @@ fn speed_truth_over_every_published_case() {
     let mut check_errors = Vec::new();
     let mut per_engine: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
     for c in &all {
-        let e = c.engine.efficiency();
+        let e = engines::efficiency(c.engine).unwrap();
         for f in figs(c, &e) {
             println!(
                 "{:<72} {:<5} {:<20} {:>10.4} {:>10.4} {:>10.4} {:>6.1}%",
@@ -647,7 +647,7 @@ fn speed_truth_over_every_published_case() {
             if !c.calibration && f.scored {
                 check_errors.push(f.error());
                 per_engine
-                    .entry(c.engine.as_str())
+                    .entry(c.engine.cli_id())
                     .or_default()
                     .push(f.error());
             }

@@ -29,15 +29,10 @@ const NAMES: &[&str] = &[
     "HUGGING_FACE_HUB_TOKEN",
 ];
 
-/// Prefixes kept.
+/// Prefixes kept, besides each engine's own (its room's `env_prefixes`).
 const PREFIXES: &[&str] = &[
     "NCCL_",
     "HF_",
-    "VLLM_",
-    "SGLANG_",
-    "TGI_",
-    "OLLAMA_",
-    "LLAMA_",
     "TORCH_",
     "TRANSFORMERS_",
     "UCX_",
@@ -57,6 +52,12 @@ pub fn is_relevant(name: &str) -> bool {
     NAMES.contains(&name)
         || PRESENCE_ONLY.contains(&name)
         || PREFIXES.iter().any(|p| name.starts_with(p))
+        || inferscope_host::engine::Engine::ALL.into_iter().any(|e| {
+            inferscope_plan::engines::room(e)
+                .env_prefixes()
+                .iter()
+                .any(|p| name.starts_with(p))
+        })
 }
 
 /// True when the variable's value must not be recorded (see [`inferscope_host::redact`]).
@@ -87,6 +88,22 @@ pub fn probe_env(fs: &FsRoot) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_engines_own_variables_are_kept() {
+        // the prefixes come from the engines' rooms; an unrelated variable is not kept
+        for kept in [
+            "VLLM_USE_V1",
+            "SGLANG_ENABLE_TORCH_COMPILE",
+            "TGI_WIGGLE_ROOM",
+            "LLAMA_ARG_N_GPU_LAYERS",
+            "OLLAMA_NUM_PARALLEL",
+            "NCCL_DEBUG",
+        ] {
+            assert!(is_relevant(kept), "{kept}");
+        }
+        assert!(!is_relevant("EDITOR"));
+    }
 
     #[test]
     fn keeps_serving_vars_and_redacts_secrets() {

@@ -5,8 +5,8 @@
 mod common;
 
 use inferscope_formats::startup_log::{self, command_engine};
-use inferscope_launch::Engine as RunEngine;
-use inferscope_plan::engine::{Engine as PlanEngine, parse_command};
+use inferscope_launch::engine::detect;
+use inferscope_plan::engine::{Engine, parse_command};
 
 /// Command shapes: the real commands of fixtures (sources in the comments) and the wrappers
 /// users put in front of them. The expected engine is the stable name (`startup_log::Engine`).
@@ -64,35 +64,15 @@ fn words(c: &str) -> Vec<String> {
     c.split(' ').map(String::from).collect()
 }
 
-fn run_name(e: RunEngine) -> &'static str {
-    match e {
-        RunEngine::Vllm => "vllm",
-        RunEngine::Sglang => "sglang",
-        RunEngine::Tgi => "tgi",
-        RunEngine::LlamaCpp => "llama.cpp",
-        RunEngine::Ollama => "ollama",
-        RunEngine::Unknown => "unknown",
-    }
-}
-
-fn plan_name(e: PlanEngine) -> &'static str {
-    match e {
-        PlanEngine::Vllm => "vllm",
-        PlanEngine::Sglang => "sglang",
-        PlanEngine::Tgi => "tgi",
-        PlanEngine::LlamaCpp => "llama.cpp",
-    }
-}
-
 #[test]
 fn every_command_path_names_the_same_engine() {
     for (cmd, want) in SHAPES {
         let w = words(cmd);
-        let run = run_name(RunEngine::detect(&w));
+        let run = detect(&w).map_or("unknown", Engine::cli_id);
         let plan = parse_command(&w)
-            .map(|s| plan_name(s.engine))
+            .map(|s| s.engine.cli_id())
             .unwrap_or_else(|e| panic!("plan refused {cmd:?}: {e}"));
-        let mem = command_engine(cmd).map_or("none", startup_log::Engine::as_str);
+        let mem = command_engine(cmd).map_or("none", startup_log::Engine::cli_id);
         assert_eq!((run, plan, mem), (*want, *want, *want), "{cmd}");
     }
 }

@@ -454,7 +454,7 @@ pub fn estimate(s: &Scenario<'_>, eff: &EngineEfficiency) -> Result<Estimate, Sp
         ),
         format!(
             "expected for {}: {:.0} % of bandwidth, {:.0} % of {own} TFLOPS, + launch cost {} layers × {KERNELS_PER_LAYER} kernels × {:.1} µs{}, + {:.0} µs per running sequence per step ({})",
-            eff.engine.as_str(),
+            eff.engine.cli_id(),
             eff.memory_bandwidth * 100.0,
             eff.compute * 100.0,
             s.model.layers,
@@ -632,7 +632,7 @@ fn descend(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::speed::engines::SpeedEngine;
+    use crate::speed::engines::{Engine, efficiency};
 
     fn arch(id: &str) -> ModelArch {
         match crate::catalog::lookup(id) {
@@ -677,7 +677,7 @@ mod tests {
             m.weight_bytes
         );
         let g = gpu("H100 SXM");
-        let e = match estimate(&scenario(&m, g, 1), &SpeedEngine::Vllm.efficiency()) {
+        let e = match estimate(&scenario(&m, g, 1), &efficiency(Engine::Vllm).unwrap()) {
             Ok(e) => e,
             Err(e) => panic!("{e}"),
         };
@@ -696,7 +696,7 @@ mod tests {
             &Weights::Checkpoint(None),
             Dtype::F16,
         );
-        let eff = SpeedEngine::Vllm.efficiency();
+        let eff = efficiency(Engine::Vllm).unwrap();
         let run = |g: &str| match estimate(&scenario(&m, gpu(g), 4), &eff) {
             Ok(e) => e.expected.communication_time_s,
             Err(e) => panic!("{e}"),
@@ -723,7 +723,7 @@ mod tests {
         let g = gpu("H100 SXM");
         let shapes: Vec<(u64, u64)> = vec![(1, 512), (8, 2048), (64, 1024), (256, 512), (1, 4096)];
         let eff = |p: FitParams| EngineEfficiency {
-            engine: SpeedEngine::Vllm,
+            engine: Engine::Vllm,
             memory_bandwidth: p.0,
             compute: p.1,
             per_kernel_s: p.2,

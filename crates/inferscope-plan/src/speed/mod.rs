@@ -190,6 +190,8 @@ pub enum SpeedError {
     UnknownPcie(String),
     #[error("invalid speed input: {0}")]
     Invalid(String),
+    #[error("speed not modelled for {0}")]
+    NotModelled(&'static str),
 }
 
 /// What limits a decode step.

@@ -2,7 +2,7 @@
 //! figure for one engine, with the efficiency used and every assumption. The pre-issue-22 keys
 //! (`tokens_per_s_per_sequence`, `ttft_s`, ...) stay as aliases of the expected figures.
 
-use super::engines::{EngineEfficiency, SpeedEngine};
+use super::engines::{Engine, EngineEfficiency};
 use super::estimate::{Estimate, Scenario, estimate};
 use super::{Limit, SpeedError};
 use serde::Serialize;
@@ -33,7 +33,8 @@ pub struct DecodeSpeed {
     pub limited_by: Limit,
     pub sequences: u64,
     pub context_tokens: u64,
-    pub engine: SpeedEngine,
+    #[serde(serialize_with = "inferscope_host::engine::cli_id")]
+    pub engine: Engine,
     pub efficiency: EngineEfficiency,
     pub assumptions: Vec<String>,
 }
@@ -51,17 +52,15 @@ pub struct PrefillSpeed {
     pub compute_time_s: f64,
     pub memory_time_s: f64,
     pub allreduce_time_s: f64,
-    pub engine: SpeedEngine,
+    #[serde(serialize_with = "inferscope_host::engine::cli_id")]
+    pub engine: Engine,
     pub efficiency: EngineEfficiency,
     pub assumptions: Vec<String>,
 }
 
 /// Decode and prefill for a scenario.
-pub fn speed(
-    s: &Scenario<'_>,
-    engine: SpeedEngine,
-) -> Result<(DecodeSpeed, PrefillSpeed), SpeedError> {
-    let eff = engine.efficiency();
+pub fn speed(s: &Scenario<'_>, engine: Engine) -> Result<(DecodeSpeed, PrefillSpeed), SpeedError> {
+    let eff = super::engines::efficiency(engine).ok_or(SpeedError::NotModelled(engine.name()))?;
     let Estimate {
         roofline: r,
         expected: e,

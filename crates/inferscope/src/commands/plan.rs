@@ -12,12 +12,12 @@ mod hub_gguf;
 use anyhow::{Context, bail};
 use inferscope_formats::{gguf, safetensors};
 use inferscope_host::{GpuVendor, Snapshot};
-use inferscope_plan::engine::{self, EngineSettings};
+use inferscope_plan::engine::{self, Engine, EngineSettings};
 use inferscope_plan::find::{self, Workload};
 use inferscope_plan::gguf_quant::GgufFileType;
 use inferscope_plan::gpus;
 use inferscope_plan::memory::GIB;
-use inferscope_plan::speed::engines::{ENGINE_NAMES, SpeedEngine};
+use inferscope_plan::speed::engines as speed_engines;
 use inferscope_plan::suggest;
 use inferscope_plan::{ModelArch, PlanRequest};
 use serde::Serialize;
@@ -708,13 +708,11 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     }
     apply_flags(&mut req, &flags);
     if settings.is_none() {
-        // --engine without a pasted command: the memory accounting follows it where modelled
-        match speed_engine {
-            SpeedEngine::LlamaCpp => req.engine = engine::Engine::LlamaCpp,
-            SpeedEngine::Sglang => req.engine = engine::Engine::Sglang,
-            SpeedEngine::Tgi => req.engine = engine::Engine::Tgi,
-            _ => {}
-        }
+        // --engine without a pasted command: the memory accounting is that engine's, or none
+        req.engine = speed_engine;
+    }
+    if let Err(x) = inferscope_plan::engines::room(req.engine).memory() {
+        bail!("{x}: no plan is made for it (--find ranks on its speed)");
     }
     if gguf.is_some() {
         // the file type already sized the weights (gguf_quant::apply)
@@ -783,19 +781,16 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 }
 
 /// The engine the speed figures model: --engine, else the pasted command's, else vLLM.
-fn speed_engine_of(
-    args: &PlanArgs,
-    settings: Option<&EngineSettings>,
-) -> anyhow::Result<SpeedEngine> {
+fn speed_engine_of(args: &PlanArgs, settings: Option<&EngineSettings>) -> anyhow::Result<Engine> {
     Ok(match (&args.engine, settings) {
-        (Some(e), _) => SpeedEngine::parse(e).ok_or_else(|| {
+        (Some(e), _) => speed_engines::parse(e).ok_or_else(|| {
             anyhow::anyhow!(
                 "--engine {e}: unknown engine (one of {})",
-                ENGINE_NAMES.join(", ")
+                speed_engines::engine_names().join(", ")
             )
         })?,
-        (None, Some(s)) => SpeedEngine::from_engine(s.engine),
-        (None, None) => SpeedEngine::Vllm,
+        (None, Some(s)) => s.engine,
+        (None, None) => Engine::Vllm,
     })
 }
 
@@ -860,7 +855,7 @@ fn run_find(
     settings: Option<&EngineSettings>,
     arch: &ModelArch,
     model_spec: &str,
-    speed_engine: SpeedEngine,
+    speed_engine: Engine,
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
     let (max_model_len, context_basis, defaulted) = find_context(args, settings, arch)?;
@@ -989,7 +984,7 @@ fn speed_of(
     req: &PlanRequest,
     p: &inferscope_plan::Plan,
     gpu: &inferscope_plan::plan::GpuSpec,
-    speed_engine: SpeedEngine,
+    speed_engine: Engine,
     gguf: Option<GgufFileType>,
 ) -> crate::render::plan::SpeedBounds {
     let running = args
@@ -1019,7 +1014,7 @@ fn speed_of(
             p,
             &crate::render::plan::SpeedSetup {
                 gpu: spec,
-                gpus: if speed_engine.splits_layers() {
+                gpus: if speed_engines::splits_layers(speed_engine) {
                     gpu.count.max(1)
                 } else {
                     req.tp.saturating_mul(req.pp).max(1)

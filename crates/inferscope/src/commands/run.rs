@@ -287,7 +287,11 @@ pub fn write_plan(plan: &LaunchPlan, out: &mut dyn Write) -> std::io::Result<()>
             g.numa_node
         )?;
     }
-    writeln!(out, "  engine   {}", plan.engine.rules().name)?;
+    writeln!(
+        out,
+        "  engine   {}",
+        inferscope_launch::engine::rules(plan.engine).name
+    )?;
     writeln!(out, "  CPUs     {} ({} CPUs)", plan.cpus, plan.cpus.len())?;
     for w in &plan.workers {
         writeln!(out, "  worker   {} slot {} CPUs {}", w.gpu, w.slot, w.cpus)?;

@@ -4,7 +4,7 @@
 use inferscope_plan::engine::EngineSettings;
 use inferscope_plan::find::{Candidate, FindResult, Workload};
 use inferscope_plan::gguf_quant::GgufFileType;
-use inferscope_plan::speed::engines::SpeedEngine;
+use inferscope_plan::speed::engines::{self, Engine};
 use inferscope_plan::speed::estimate::{Scenario, Split, Weights, model_numbers};
 use inferscope_plan::speed::report::{DecodeSpeed, PrefillSpeed};
 use inferscope_plan::suggest::Suggestion;
@@ -26,7 +26,8 @@ pub struct SpeedBounds {
     /// Disk read speed assumed for the load bound, GB/s.
     pub disk_gbps: f64,
     /// Engine of the expected figures.
-    pub engine: SpeedEngine,
+    #[serde(serialize_with = "inferscope_host::engine::cli_id")]
+    pub engine: Engine,
     /// Why decode/prefill are missing, when they are.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unavailable: Option<String>,
@@ -49,7 +50,7 @@ pub struct SpeedSetup<'a> {
     pub gpu: &'a inferscope_plan::gpus::GpuSpec,
     /// GPUs the model is spread over.
     pub gpus: u32,
-    pub engine: SpeedEngine,
+    pub engine: Engine,
     /// The GGUF file type, when `--quantization` named one.
     pub gguf: Option<GgufFileType>,
     /// `--kv-cache-dtype fp8`.
@@ -80,7 +81,7 @@ pub fn speed_bounds(arch: &ModelArch, p: &Plan, s: &SpeedSetup<'_>) -> SpeedBoun
         model: &numbers,
         gpu: s.gpu,
         gpus: s.gpus.max(1),
-        split: if s.engine.splits_layers() {
+        split: if engines::splits_layers(s.engine) {
             Split::Layers
         } else {
             Split::Tensor
@@ -151,7 +152,7 @@ pub fn write_plan(
 /// The memory of a llama-server plan, in llama.cpp's own terms.
 fn write_llama_cpp(
     p: &Plan,
-    l: &inferscope_plan::llama_cpp::LlamaCppPlan,
+    l: &inferscope_plan::engines::llama_cpp::plan::LlamaCppPlan,
     out: &mut dyn Write,
 ) -> io::Result<()> {
     writeln!(
@@ -230,7 +231,7 @@ fn write_vllm_memory(p: &Plan, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "Engine: {} {} ({}), TP {} × PP {}, max_model_len {}, KV {}, block {}",
-        p.engine.name.name(),
+        inferscope_plan::engine::server_name(p.engine.name),
         p.engine.version,
         match p.engine.name {
             inferscope_plan::engine::Engine::Vllm if p.engine.v1 => "V1",
@@ -319,7 +320,7 @@ fn write_outcome(
             out,
             "Decode ({} sequences at full context), {}: expected {:.0} tok/s per sequence, {:.0} aggregate; roofline {:.0} / {:.0} (no real run is faster)",
             speed.sequences,
-            d.engine.as_str(),
+            d.engine.cli_id(),
             d.expected_tokens_per_s_per_sequence,
             d.expected_tokens_per_s_aggregate,
             d.roofline_tokens_per_s_per_sequence,
@@ -331,7 +332,7 @@ fn write_outcome(
             out,
             "TTFT for a {}-token prompt, {}: expected {:.0} ms; roofline {:.0} ms",
             pf.prompt_tokens,
-            pf.engine.as_str(),
+            pf.engine.cli_id(),
             pf.expected_ttft_s * 1000.0,
             pf.roofline_ttft_s * 1000.0
         )?;

@@ -1,0 +1,156 @@
+//! SGLang's room: its command line (`python -m sglang.launch_server`), its memory accounting
+//! (`kv`: the token pool per release; `mamba`: the hybrid state pool; `sizing`: both inside the
+//! planner's pipeline) and its fitted speed.
+
+mod flags;
+pub mod kv;
+pub mod mamba;
+pub mod sizing;
+
+use super::{
+    CommandOptions, EngineRoom, EnvironmentRules, ImageShape, MemoryAccounting, NotModelled,
+    OfficialImage, ServeShape,
+};
+use crate::arch::ModelArch;
+use crate::memory::EngineVersion;
+use crate::plan::{Plan, PlanRequest};
+use crate::speed::engines::{EngineEfficiency, row};
+use crate::state::StateKind;
+use inferscope_host::engine::Engine;
+
+/// The room.
+pub struct Sglang;
+
+static OPTIONS: CommandOptions = CommandOptions {
+    known: flags::known,
+    parser: "SGLang's argparse parser refuses unknown options (\"unrecognized arguments\")",
+    underscores_as_dashes: false,
+    abbreviations: true,
+    negations: false,
+    dotted_options: false,
+    model_positional: false,
+    zero_len_is_model_default: false,
+    minus_one_seqs_is_auto: false,
+    auto_len: false,
+    human_readable_ints: false,
+    meaning: flags::meaning,
+};
+
+struct Memory;
+
+impl MemoryAccounting for Memory {
+    fn plan(&self, req: &PlanRequest) -> Plan {
+        crate::plan::pipeline(
+            req,
+            Some(&crate::plan::OwnSizer {
+                size: sizing::size,
+                // activations, non-torch memory and CUDA graphs use the 1 −
+                // mem_fraction_static share
+                outside_budget: true,
+            }),
+        )
+    }
+}
+
+impl EngineRoom for Sglang {
+    fn engine(&self) -> Engine {
+        Engine::Sglang
+    }
+
+    fn options(&self) -> Result<&'static CommandOptions, NotModelled> {
+        Ok(&OPTIONS)
+    }
+
+    fn memory(&self) -> Result<&'static dyn MemoryAccounting, NotModelled> {
+        Ok(&Memory)
+    }
+
+    fn speed(&self) -> Result<EngineEfficiency, NotModelled> {
+        // fitted by tests/speed_accuracy.rs on the calibration half of fixtures/speed/cases.jsonl
+        Ok(row(
+            Engine::Sglang,
+            (
+                0.98,
+                0.53,
+                1.30e-05,
+                0.00e+00,
+                "calibration half: 2 sglang case(s)",
+            ),
+        ))
+    }
+
+    fn environment(&self) -> Result<EnvironmentRules, NotModelled> {
+        // `run`'s rules, read from the engine's source (docs/run.md "Engine compatibility")
+        Ok(EnvironmentRules {
+            accepts_uuids: false,
+            uuid_source: "sglang/srt/distributed/device_communicators/custom_all_reduce.py CustomAllreduce.__init__ (0.5.2) maps int() over the comma-separated entries",
+            sets_omp_threads: None,
+            expandable_conflict: None,
+        })
+    }
+
+    fn serve_command(&self, s: &ServeShape<'_>) -> Option<String> {
+        let mut c = format!(
+            "python -m sglang.launch_server --model-path {} --context-length {}",
+            s.model, s.max_len
+        );
+        if s.gpus > 1 {
+            c.push_str(&format!(" --tp {}", s.gpus));
+        }
+        if s.fp8_weights {
+            c.push_str(" --quantization fp8");
+        }
+        if s.kv_fp8 {
+            c.push_str(" --kv-cache-dtype fp8_e5m2");
+        }
+        Some(c)
+    }
+
+    /// The image and its entrypoint, as its own Dockerfile says:
+    /// `lmsysorg/sglang`: no server entrypoint; its docs and docker/compose.yaml run
+    /// `python3 -m sglang.launch_server ...` as the command, so the whole command is passed.
+    fn official_image(&self, s: &ImageShape) -> Result<OfficialImage, NotModelled> {
+        let mut full = vec!["python3".to_string()];
+        full.extend(s.rest.iter().cloned());
+        Ok(OfficialImage {
+            image: "lmsysorg/sglang:latest".to_string(),
+            entrypoint: None,
+            args: full,
+            how: "the whole command: the image has no server entrypoint (SGLang's docs run python3 -m sglang.launch_server in it); SGLang's release tags carry the CUDA build (v0.5.19-cu129), so pin one with --image",
+        })
+    }
+
+    fn state_layers(
+        &self,
+        arch: &ModelArch,
+        version: Option<&str>,
+    ) -> Result<(), (String, &'static str)> {
+        // the Mamba pool is modelled from 0.5.10 (`mamba`) for Mamba-2 and Gated DeltaNet layers
+        let Some(first) = arch.state_layers.first() else {
+            return Ok(());
+        };
+        let v = version.and_then(EngineVersion::parse);
+        let old = v.is_some_and(|v| (v.major, v.minor, v.patch) < (0, 5, 10));
+        if let Some(s) = arch
+            .state_layers
+            .iter()
+            .find(|s| matches!(s.state, StateKind::Mamba1 { .. }))
+        {
+            return Err((
+                s.layer_type.clone(),
+                " (Mamba-1 state has no SGLang formula here)",
+            ));
+        }
+        if old {
+            return Err((
+                first.layer_type.clone(),
+                " (SGLang's Mamba pool is modelled from 0.5.10's rules)",
+            ));
+        }
+        Ok(())
+    }
+
+    fn env_prefixes(&self) -> &'static [&'static str] {
+        &["SGLANG_"]
+    }
+}
