@@ -20,6 +20,10 @@ pub mod catalog;
 pub mod checkpoint;
 pub mod dsa;
 pub mod engine;
+/// Engine rooms (LMDeploy so far; the lead reconciles this with the rooms' registration).
+pub mod engines {
+    pub mod lmdeploy;
+}
 pub mod find;
 pub mod flags;
 pub mod gguf_arch;
