@@ -278,9 +278,7 @@ pub fn parse(argv: &[String]) -> Result<LmdeployArgs, ArgsError> {
             "--session-len" => a.session_len = Some(int(&flag, &v)?),
             "--max-batch-size" => a.max_batch_size = Some(int(&flag, &v)?),
             "--cache-max-entry-count" => {
-                let f: f64 = v
-                    .parse()
-                    .map_err(|_| bad(&flag, &v, "expected a number"))?;
+                let f: f64 = v.parse().map_err(|_| bad(&flag, &v, "expected a number"))?;
                 // messages.py TurbomindEngineConfig.__post_init__: `> 0`
                 if !f.is_finite() || f <= 0.0 {
                     return Err(bad(&flag, &v, "must be > 0"));
@@ -296,7 +294,11 @@ pub fn parse(argv: &[String]) -> Result<LmdeployArgs, ArgsError> {
             "--num-gpu-blocks" => a.num_gpu_blocks = int(&flag, &v)?,
             "--quant-policy" => {
                 a.quant_policy = QuantPolicy::parse(&v).ok_or_else(|| {
-                    bad(&flag, &v, "expected 0/4/8/16/17/42 or none/int4/int8/fp8/fp8_e5m2/turbo_quant")
+                    bad(
+                        &flag,
+                        &v,
+                        "expected 0/4/8/16/17/42 or none/int4/int8/fp8/fp8_e5m2/turbo_quant",
+                    )
                 })?
             }
             "--max-prefill-token-num" => a.max_prefill_token_num = int(&flag, &v)?,

@@ -157,9 +157,24 @@ pub fn pytorch_block(
     let (k, v, k_param, v_param) = match quant {
         QuantPolicy::None => (slots * hd * ACT_BYTES, slots * hd * ACT_BYTES, 0, 0),
         QuantPolicy::Fp8 | QuantPolicy::Fp8E5m2 => (slots * hd, slots * hd, 0, 0),
-        QuantPolicy::Int8 => (slots * hd, slots * hd, slots * 2 * ACT_BYTES, slots * 2 * ACT_BYTES),
-        QuantPolicy::Int4 => (slots * hd / 2, slots * hd / 2, slots * 2 * ACT_BYTES, slots * 2 * ACT_BYTES),
-        QuantPolicy::TurboQuant => (slots * hd / 2, slots * hd / 4, slots * 2 * ACT_BYTES, slots * ACT_BYTES),
+        QuantPolicy::Int8 => (
+            slots * hd,
+            slots * hd,
+            slots * 2 * ACT_BYTES,
+            slots * 2 * ACT_BYTES,
+        ),
+        QuantPolicy::Int4 => (
+            slots * hd / 2,
+            slots * hd / 2,
+            slots * 2 * ACT_BYTES,
+            slots * 2 * ACT_BYTES,
+        ),
+        QuantPolicy::TurboQuant => (
+            slots * hd / 2,
+            slots * hd / 4,
+            slots * 2 * ACT_BYTES,
+            slots * ACT_BYTES,
+        ),
     };
     let layer = [k, v, k_param, v_param]
         .iter()
