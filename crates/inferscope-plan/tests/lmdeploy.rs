@@ -110,7 +110,7 @@ fn the_issue_3825_command_parses_with_its_memory_flags_and_lists_the_rest() {
         (None, QuantPolicy::None, 23333)
     );
     let e = args::parse(&words(
-        "lmdeploy serve api_server m --backend=pytorch --tp=4 --quant-policy int8 \
+        "lmdeploy serve api_server m -h --backend=pytorch --tp=4 --quant-policy int8 \
          --cache-block-seq-len 32 --num-gpu-blocks 100 --disable-metrics --allow-origins a b --tp 2",
     ))
     .expect("parses");
@@ -119,7 +119,7 @@ fn the_issue_3825_command_parses_with_its_memory_flags_and_lists_the_rest() {
     assert_eq!(e.quant_policy, QuantPolicy::Int8);
     assert_eq!((e.cache_block_seq_len, e.num_gpu_blocks), (32, 100));
     assert_eq!(e.metrics, Some(false));
-    assert_eq!(e.ignored, vec!["--allow-origins a b"]);
+    assert_eq!(e.ignored, vec!["-h", "--allow-origins a b"]);
 }
 
 #[test]
@@ -413,24 +413,24 @@ fn pytorch_blocks_follow_the_0_18_cache_descs() {
     assert_eq!(fp8.block, 80 * 2 * 64 * 128);
 }
 
-/// A log whose GPU and settings are known: the KV we plan against the KV it printed.
+/// A log whose GPU and command are known: the KV we plan from the command, the model's config
+/// and the GPU catalog against the KV it printed.
 struct KvCase {
     log: &'static str,
+    command: &'static str,
     model: &'static str,
-    quant: Option<&'static str>,
     gpu: &'static str,
     version: &'static str,
-    ratio: f64,
     why: &'static str,
 }
 
 const KV_CASES: &[KvCase] = &[KvCase {
     log: "tm-0.9.2-qwen3-8b-awq-v100.log",
+    command: "lmdeploy serve api_server Qwen3-8B-AWQ --backend turbomind --model-format awq \
+              --cache-max-entry-count 0.9 --session-len 2048 --max-batch-size 16",
     model: "Qwen/Qwen3-8B",
-    quant: Some("awq"),
     gpu: "Tesla V100-SXM2-16GB",
     version: "0.9.2",
-    ratio: 0.9,
     why: "free at sizing not printed: catalog torch total − our AWQ weights − the shared CUDA-context figure",
 }];
 
@@ -447,8 +447,12 @@ fn planned_kv_against_the_engine_per_log() {
     );
     for c in KV_CASES {
         let l = fixture(c.log);
+        let a = args::parse(&words(c.command)).expect("command");
         let arch = catalog::lookup(c.model).expect("catalog");
-        let q: Option<Quantization> = c.quant.and_then(Quantization::from_method);
+        let q: Option<Quantization> = a
+            .model_format
+            .as_deref()
+            .and_then(Quantization::from_method);
         let mut w = weights_per_gpu(
             &arch,
             q.as_ref().or(arch.quantization.as_ref()),
@@ -457,40 +461,76 @@ fn planned_kv_against_the_engine_per_log() {
         w.rope_cache = 0; // vLLM's cos/sin cache; TurboMind computes RoPE in its kernels
         let gpu = inferscope_plan::gpus::lookup(c.gpu).expect("gpu catalog");
         let context = non_torch_bytes(1, 1, true, None);
-        let free = gpu
-            .torch_total_bytes()
-            .saturating_sub(w.total())
-            .saturating_sub(context);
-        let block = memory::turbomind_block(&arch, 1, 64, QuantPolicy::None).expect("modelled");
-        let kv = memory::kv(&KvInputs {
-            version: Some(c.version),
-            backend: Backend::Turbomind,
-            total: gpu.torch_total_bytes(),
-            free,
-            block,
-            ratio: c.ratio,
-            vocab_size: arch.vocab_size,
-            max_prefill_token_num: 8192,
-            max_batches: 16,
-            num_gpu_blocks: 0,
-        })
-        .expect("modelled");
+        let total = gpu.torch_total_bytes();
+        let kv = memory::plan(&arch, &a, Some(c.version), c.gpu, total, w.total(), context)
+            .expect("modelled");
         let ours = kv.kv_bytes as f64 / GIB;
         let theirs = fig(&l, "kv_cache") / 1024.0;
         let err = (ours - theirs) / theirs * 100.0;
         println!(
             "{:<34} {ours:>10.3} {theirs:>10.3} {err:>+7.1}  {:.2} − {:.2} weights − {:.2} context = {:.2} GiB free × {} ({})",
             c.log,
-            gpu.torch_total_bytes() as f64 / GIB,
+            total as f64 / GIB,
             w.total() as f64 / GIB,
             context as f64 / GIB,
-            free as f64 / GIB,
-            c.ratio,
+            (total - w.total() - context) as f64 / GIB,
+            a.cache_max_entry_count,
             c.why
         );
         assert!(err.abs() <= KV_BOUND_PCT, "{}: {err:+.1} %", c.log);
         assert_eq!(kv.info.accounting, Accounting::Modelled);
+        assert!(kv.info.rules.iter().any(|r| r.rule == "free_memory"));
+        // TurboMind cuts --session-len only when the cache is smaller: here it is not
+        assert_eq!(
+            memory::effective_session_len(2048, &kv, Backend::Turbomind),
+            2048
+        );
     }
+}
+
+#[test]
+fn a_plan_without_backend_assumes_turbomind_and_says_so() {
+    let arch = catalog::lookup("Qwen/Qwen3-8B").expect("catalog");
+    let a = args::parse(&words(
+        "lmdeploy serve api_server Qwen/Qwen3-8B --quant-policy 8",
+    ))
+    .expect("p");
+    let kv = memory::plan(
+        &arch,
+        &a,
+        None,
+        "NVIDIA H100 80GB HBM3",
+        80 << 30,
+        16 << 30,
+        1 << 30,
+    )
+    .expect("modelled");
+    assert!(kv.info.rules[0].value.contains("assumed"));
+    // int8 halves the data and adds 4 bytes per token and head: (128 + 4) / 256 of the bf16 block
+    let bf16 = memory::turbomind_block(&arch, 1, 64, QuantPolicy::None)
+        .expect("m")
+        .block;
+    assert_eq!(
+        kv.blocks,
+        ((63u64 << 30) as f64 * 0.8) as u64 / (bf16 * 132 / 256)
+    );
+    // the PyTorch engine with the GPU's default batch (1024 on H100) in its runtime reserve
+    let p = args::parse(&words("lmdeploy serve api_server m --backend pytorch")).expect("p");
+    let pkv = memory::plan(
+        &arch,
+        &p,
+        Some("0.18.0"),
+        "NVIDIA H100 80GB HBM3",
+        80 << 30,
+        16 << 30,
+        1 << 30,
+    )
+    .expect("modelled");
+    assert_eq!(pkv.runtime_reserve, (8192 + 2 * 1024) * arch.vocab_size * 2);
+    // what is not modelled is said
+    let mla = catalog::lookup("deepseek-ai/DeepSeek-V2-Lite-Chat").expect("catalog");
+    let e = memory::plan(&mla, &a, None, "H100", 80 << 30, 16 << 30, 1 << 30).expect_err("mla");
+    assert!(e.to_string().contains("not modelled"), "{e}");
 }
 
 #[test]
@@ -511,6 +551,10 @@ fn engine_rules_cite_their_sources() {
             );
         }
     }
+    assert_eq!(
+        lmdeploy::engine_rules(Some("main"), Backend::Turbomind).accounting,
+        Accounting::Modelled
+    );
     let newer = lmdeploy::engine_rules(Some("0.19.0"), Backend::Turbomind);
     assert_eq!(newer.accounting, Accounting::Approximate);
     assert!(newer.note.is_some_and(|n| n.contains("newer")));

@@ -229,6 +229,11 @@ pub fn parse(argv: &[String]) -> Result<LmdeployArgs, ArgsError> {
     let mut i = 0;
     while let Some(word) = rest.get(i) {
         i += 1;
+        if word.starts_with('-') && !word.starts_with("--") {
+            // no single-dash option of api_server changes memory (`-h`)
+            ignored_positional.push(word.clone());
+            continue;
+        }
         if !word.starts_with("--") {
             if model.is_none() {
                 model = Some(word.clone());

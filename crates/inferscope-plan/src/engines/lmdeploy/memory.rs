@@ -417,3 +417,58 @@ pub fn effective_session_len(session_len: u64, kv: &LmdeployKv, backend: Backend
         Backend::Pytorch => session_len,
     }
 }
+
+/// One plan: a parsed command, the model and one GPU → the KV cache LMDeploy will size.
+/// `weights` is the planner's per-GPU weight bytes (`crate::memory::weights_per_gpu`, without
+/// vLLM's RoPE cache) and `context` what else is resident when the cache is sized (the CUDA
+/// context; the caller states where its figure comes from). `gpu_name` picks the default
+/// `--max-batch-size`. With no `--backend`, TurboMind is assumed (its default; the rule says so).
+pub fn plan(
+    arch: &ModelArch,
+    a: &super::args::LmdeployArgs,
+    version: Option<&str>,
+    gpu_name: &str,
+    total: u64,
+    weights: u64,
+    context: u64,
+) -> Result<LmdeployKv, NotModelled> {
+    let backend = a.backend.unwrap_or(Backend::Turbomind);
+    let block = match backend {
+        Backend::Turbomind => turbomind_block(arch, a.tp, a.cache_block_seq_len, a.quant_policy)?,
+        Backend::Pytorch => pytorch_block(arch, a.tp, a.cache_block_seq_len, a.quant_policy)?,
+    };
+    let max_batches = a
+        .max_batch_size
+        .unwrap_or_else(|| default_max_batch_size(gpu_name));
+    let mut kv = kv(&KvInputs {
+        version,
+        backend,
+        total,
+        free: total.saturating_sub(weights).saturating_sub(context),
+        block,
+        ratio: a.cache_max_entry_count,
+        vocab_size: arch.vocab_size,
+        max_prefill_token_num: a.max_prefill_token_num,
+        max_batches: u64::from(max_batches),
+        num_gpu_blocks: a.num_gpu_blocks,
+    })?;
+    kv.info.rules.insert(
+        1,
+        rule(
+            "free_memory",
+            format!(
+                "{:.2} GiB total − {:.2} GiB weights − {:.2} GiB context (estimated: LMDeploy does not print it before TurboMind 0.15)",
+                total as f64 / GIB,
+                weights as f64 / GIB,
+                context as f64 / GIB
+            ),
+            "cudaMemGetInfo at sizing: v0.14.0 src/turbomind/engine/engine.cc CreateSequenceManager; 0.18.0 lmdeploy/pytorch/engine/model_agent/agent.py get_free_mem",
+        ),
+    );
+    if a.backend.is_none()
+        && let Some(r) = kv.info.rules.iter_mut().find(|r| r.rule == "backend")
+    {
+        r.value = "turbomind (assumed: the default when TurboMind supports the model)".into();
+    }
+    Ok(kv)
+}

@@ -110,6 +110,11 @@ fn rule(rule: &str, value: impl Into<String>, source: &str) -> Rule {
 
 /// The release whose rules apply to `version`, and why another one stands in.
 pub fn resolve_version(version: Option<&str>) -> (EngineVersion, Option<String>, Accounting) {
+    // `main`/`latest` mean the newest read here, not vLLM's newest (EngineVersion::LATEST)
+    let version = version.filter(|t| {
+        let t = t.trim().to_ascii_lowercase();
+        !(t == "latest" || t.starts_with("main"))
+    });
     match version.map(|t| (t, EngineVersion::parse(t))) {
         None => (
             NEWEST_READ,
