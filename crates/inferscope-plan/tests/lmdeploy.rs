@@ -371,6 +371,9 @@ fn the_fraction_is_of_total_memory_up_to_0_2_1_and_of_free_memory_after() {
     let count = memory::kv(&inputs("0.14.0", Backend::Turbomind, total, free, 500.0)).expect("ok");
     assert_eq!(count.blocks, 500);
     assert!(memory::kv(&inputs("0.15.0", Backend::Turbomind, total, free, 500.0)).is_err());
+    let object = memory::kv(&inputs("0.18.0", Backend::Turbomind, total, free, 0.5)).expect("ok");
+    assert_eq!(object.kv_bytes, 30 << 30, "the budget is ⌊free × F⌋ bytes");
+    assert_eq!(object.info.accounting, Accounting::Approximate);
     // before 0.1.0 the count was of sequences: said, not guessed
     let e = memory::kv(&inputs("0.0.14", Backend::Turbomind, total, free, 0.5)).expect_err("old");
     assert!(e.to_string().contains("not modelled"), "{e}");

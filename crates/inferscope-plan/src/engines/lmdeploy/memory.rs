@@ -363,6 +363,13 @@ pub fn kv(i: &KvInputs) -> Result<LmdeployKv, NotModelled> {
             (b * block, b)
         }
     };
+    if ver >= TM_OBJECT_CACHE_SINCE && i.backend == Backend::Turbomind {
+        // the budget is exact (CreateEngine); how the object allocator packs blocks was not read
+        info.accounting = Accounting::Approximate;
+        info.note = Some(format!(
+            "TurboMind {ver}: one object cache of ⌊free × F⌋ bytes; blocks = budget / block bytes (allocator packing not modelled)"
+        ));
+    }
     if ver < PT_OLDEST_READ && i.backend == Backend::Pytorch {
         info.accounting = Accounting::Approximate;
         info.note = Some(format!(
