@@ -138,6 +138,7 @@ fn bad_values_are_one_error_naming_the_flag() {
             "--cache-max-entry-count",
         ),
         ("lmdeploy serve api_server m --tp two", "--tp"),
+        ("lmdeploy serve api_server m --tp 0", "--tp"),
         ("lmdeploy serve api_server m --backend vllm", "--backend"),
         ("lmdeploy serve api_server m --dtype float32", "--dtype"),
         (
@@ -534,6 +535,30 @@ fn a_plan_without_backend_assumes_turbomind_and_says_so() {
     let mla = catalog::lookup("deepseek-ai/DeepSeek-V2-Lite-Chat").expect("catalog");
     let e = memory::plan(&mla, &a, None, "H100", 80 << 30, 16 << 30, 1 << 30).expect_err("mla");
     assert!(e.to_string().contains("not modelled"), "{e}");
+}
+
+#[test]
+fn extreme_flags_give_numbers_or_errors_never_a_panic() {
+    let arch = catalog::lookup("Qwen/Qwen3-8B").expect("catalog");
+    for cmd in [
+        "lmdeploy serve api_server m --cache-block-seq-len 4294967295",
+        "lmdeploy serve api_server m --cache-max-entry-count 1e300",
+        "lmdeploy serve api_server m --backend pytorch --max-batch-size 4294967295 --max-prefill-token-num 18446744073709551615",
+        "lmdeploy serve api_server m --backend pytorch --num-gpu-blocks 18446744073709551615",
+        "lmdeploy serve api_server m --tp 4294967295 --quant-policy turbo_quant --backend pytorch",
+    ] {
+        let a = args::parse(&words(cmd)).expect(cmd);
+        for v in [
+            None,
+            Some("0.2.1"),
+            Some("0.9.2"),
+            Some("0.18.0"),
+            Some("garbage"),
+        ] {
+            // a number or a NotModelled error: both are fine, a panic is not
+            let _ = memory::plan(&arch, &a, v, "H100", 80 << 30, 16 << 30, 1 << 30);
+        }
+    }
 }
 
 #[test]

@@ -278,8 +278,18 @@ pub fn parse(argv: &[String]) -> Result<LmdeployArgs, ArgsError> {
                     _ => return Err(bad(&flag, &v, "expected turbomind or pytorch")),
                 })
             }
-            "--tp" => a.tp = int::<u32>(&flag, &v)?.max(1),
-            "--dp" => a.dp = int::<u32>(&flag, &v)?.max(1),
+            // messages.py __post_init__: `tp >= 1`, `dp >= 1`
+            "--tp" | "--dp" => {
+                let n: u32 = int(&flag, &v)?;
+                if n == 0 {
+                    return Err(bad(&flag, &v, "must be ≥ 1"));
+                }
+                if flag == "--tp" {
+                    a.tp = n;
+                } else {
+                    a.dp = n;
+                }
+            }
             "--session-len" => a.session_len = Some(int(&flag, &v)?),
             "--max-batch-size" => a.max_batch_size = Some(int(&flag, &v)?),
             "--cache-max-entry-count" => {

@@ -121,15 +121,18 @@ pub fn turbomind_block(
         }
     };
     let token = q_bits * u64::from(arch.head_dim) / 8 + t_bits * 2 / 8;
-    let layer = kv_heads_here(arch, tp) * 2 * u64::from(block_len) * token;
+    // saturating: block_len comes from the command line
+    let layer = kv_heads_here(arch, tp)
+        .saturating_mul(2 * u64::from(block_len))
+        .saturating_mul(token);
     Ok(BlockBytes {
         block_len,
-        block: layer * u64::from(arch.num_layers),
+        block: layer.saturating_mul(u64::from(arch.num_layers)),
     })
 }
 
 fn round_up(x: u64, a: u64) -> u64 {
-    x.div_ceil(a) * a
+    x.div_ceil(a).saturating_mul(a)
 }
 
 /// The PyTorch engine's block (0.18.0 `lmdeploy/pytorch/engine/cache_engine/schema.py`
@@ -153,37 +156,43 @@ pub fn pytorch_block(
     };
     let heads = kv_heads_here(arch, tp);
     let hd = u64::from(arch.head_dim);
-    let slots = u64::from(block_len) * heads;
+    let slots = u64::from(block_len).saturating_mul(heads);
     let (k, v, k_param, v_param) = match quant {
-        QuantPolicy::None => (slots * hd * ACT_BYTES, slots * hd * ACT_BYTES, 0, 0),
-        QuantPolicy::Fp8 | QuantPolicy::Fp8E5m2 => (slots * hd, slots * hd, 0, 0),
+        QuantPolicy::None => {
+            let b = slots.saturating_mul(hd * ACT_BYTES);
+            (b, b, 0, 0)
+        }
+        QuantPolicy::Fp8 | QuantPolicy::Fp8E5m2 => {
+            let b = slots.saturating_mul(hd);
+            (b, b, 0, 0)
+        }
         QuantPolicy::Int8 => (
-            slots * hd,
-            slots * hd,
-            slots * 2 * ACT_BYTES,
-            slots * 2 * ACT_BYTES,
+            slots.saturating_mul(hd),
+            slots.saturating_mul(hd),
+            slots.saturating_mul(2 * ACT_BYTES),
+            slots.saturating_mul(2 * ACT_BYTES),
         ),
         QuantPolicy::Int4 => (
-            slots * hd / 2,
-            slots * hd / 2,
-            slots * 2 * ACT_BYTES,
-            slots * 2 * ACT_BYTES,
+            slots.saturating_mul(hd) / 2,
+            slots.saturating_mul(hd) / 2,
+            slots.saturating_mul(2 * ACT_BYTES),
+            slots.saturating_mul(2 * ACT_BYTES),
         ),
         QuantPolicy::TurboQuant => (
-            slots * hd / 2,
-            slots * hd / 4,
-            slots * 2 * ACT_BYTES,
-            slots * ACT_BYTES,
+            slots.saturating_mul(hd) / 2,
+            slots.saturating_mul(hd) / 4,
+            slots.saturating_mul(2 * ACT_BYTES),
+            slots.saturating_mul(ACT_BYTES),
         ),
     };
     let layer = [k, v, k_param, v_param]
         .iter()
         .filter(|&&b| b > 0)
         .map(|&b| round_up(b, 256))
-        .sum::<u64>();
+        .fold(0u64, u64::saturating_add);
     Ok(BlockBytes {
         block_len,
-        block: layer * u64::from(arch.num_layers),
+        block: layer.saturating_mul(u64::from(arch.num_layers)),
     })
 }
 
@@ -320,7 +329,7 @@ pub fn kv(i: &KvInputs) -> Result<LmdeployKv, NotModelled> {
         }
         Backend::Turbomind if f >= 1.0 && ver < TM_OBJECT_CACHE_SINCE => {
             let b = f as u64;
-            (b * block, b)
+            (b.saturating_mul(block), b)
         }
         Backend::Turbomind if f >= 1.0 => {
             return Err(NotModelled(format!(
@@ -334,10 +343,12 @@ pub fn kv(i: &KvInputs) -> Result<LmdeployKv, NotModelled> {
                 (budget, budget / block)
             } else {
                 let b = budget / block;
-                (b * block, b)
+                (b.saturating_mul(block), b)
             }
         }
-        Backend::Pytorch if i.num_gpu_blocks > 0 => (i.num_gpu_blocks * block, i.num_gpu_blocks),
+        Backend::Pytorch if i.num_gpu_blocks > 0 => {
+            (i.num_gpu_blocks.saturating_mul(block), i.num_gpu_blocks)
+        }
         Backend::Pytorch => {
             if f >= 1.0 {
                 return Err(NotModelled(format!(
@@ -346,9 +357,11 @@ pub fn kv(i: &KvInputs) -> Result<LmdeployKv, NotModelled> {
             }
             let reserve = |p: u64| -> u64 {
                 if ver >= PT_RUNTIME_V2_SINCE {
-                    (p + 2 * i.max_batches) * i.vocab_size * 2
+                    p.saturating_add(i.max_batches.saturating_mul(2))
+                        .saturating_mul(i.vocab_size)
+                        .saturating_mul(2)
                 } else {
-                    p * i.vocab_size * 7
+                    p.saturating_mul(i.vocab_size).saturating_mul(7)
                 }
             };
             let blocks_after = |r: u64| (i.free.saturating_sub(r) as f64 * f) as u64 / block;
@@ -360,7 +373,7 @@ pub fn kv(i: &KvInputs) -> Result<LmdeployKv, NotModelled> {
                 prefill /= 2;
             }
             let b = blocks_after(runtime);
-            (b * block, b)
+            (b.saturating_mul(block), b)
         }
     };
     if ver >= TM_OBJECT_CACHE_SINCE && i.backend == Backend::Turbomind {
@@ -382,14 +395,14 @@ pub fn kv(i: &KvInputs) -> Result<LmdeployKv, NotModelled> {
             "{blocks} blocks × {:.2} MiB = {:.2} GiB ({} tokens)",
             block as f64 / (1u64 << 20) as f64,
             kv_bytes as f64 / GIB,
-            blocks * u64::from(i.block.block_len)
+            blocks.saturating_mul(u64::from(i.block.block_len))
         ),
         "the fraction rule above applied to the free memory given",
     ));
     Ok(LmdeployKv {
         kv_bytes,
         blocks,
-        tokens: blocks * u64::from(i.block.block_len),
+        tokens: blocks.saturating_mul(u64::from(i.block.block_len)),
         runtime_reserve: runtime,
         max_prefill_token_num: prefill,
         info,
