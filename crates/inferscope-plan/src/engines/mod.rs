@@ -14,6 +14,8 @@
 //! every capability or says which is not modelled.
 
 pub mod llama_cpp;
+/// LMDeploy (TurboMind and PyTorch backends): standalone until its `EngineRoom` is wired.
+pub mod lmdeploy;
 pub mod mlc;
 pub mod ollama;
 pub mod sglang;
