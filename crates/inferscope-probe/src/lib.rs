@@ -20,6 +20,7 @@ pub mod fsroot;
 pub mod gather;
 pub mod host;
 pub mod hub;
+pub mod import;
 pub mod numa;
 pub mod nvml;
 mod nvproc;

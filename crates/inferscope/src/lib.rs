@@ -19,7 +19,6 @@ macro_rules! eprintln {
 
 pub mod clock;
 pub mod commands;
-pub mod import;
 pub mod input;
 pub mod load;
 pub mod render;
