@@ -16,11 +16,13 @@
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 pub mod driver;
 pub mod env;
+pub mod fetch;
 pub mod fsroot;
 pub mod gather;
 pub mod host;
 pub mod hub;
 pub mod import;
+pub mod load;
 pub mod numa;
 pub mod nvml;
 mod nvproc;
