@@ -360,7 +360,3 @@ fn summarise_gpu(index: u32, g: GpuTrack, findings: &mut Vec<String>) -> GpuSumm
         pcie,
     }
 }
-
-#[cfg(test)]
-#[path = "watch_track_tests.rs"]
-mod tests;

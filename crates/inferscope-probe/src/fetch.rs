@@ -219,7 +219,3 @@ pub fn fetch_all(
         out
     }))
 }
-
-#[cfg(test)]
-#[path = "fetch_tests.rs"]
-mod tests;

@@ -272,7 +272,3 @@ fn assemble(
     snapshot.cuda_order = inferscope_host::cuda::cuda_order(&snapshot);
     snapshot
 }
-
-#[cfg(test)]
-#[path = "import_tests.rs"]
-mod tests;

@@ -1,7 +1,11 @@
 //! The tracker on sampled series shaped like what `watch` records: a steady leak, an allocator
 //! sawtooth, unknown readings, an exit, NUMA drift and a saturated link.
 
-use super::*;
+use inferscope_host::CpuSet;
+use inferscope_mem::watch::TrendVerdict;
+use inferscope_mem::watch_sample::{GpuSample, ProcessSample};
+use inferscope_mem::watch_track::{Tracker, WatchSummary};
+use std::collections::BTreeMap;
 
 const MIB: u64 = 1024 * 1024;
 

@@ -1,9 +1,11 @@
 //! The exporter fetch against a one-shot local HTTP server: a real node snapshot, a gzip file
 //! served by mistake, an answer declaring more than the cap, a redirect, and a node that is down.
 
-use super::*;
+use inferscope_host::Snapshot;
+use inferscope_probe::fetch::{MAX_NODE_BYTES, fetch_all, short_name, shown, snapshot_url};
 use std::io::{Read, Write};
 use std::net::TcpListener;
+use std::time::Duration;
 
 /// Serve one HTTP answer (`head` then `body`) on a free local port; returns its URL.
 fn serve_once(head: &str, body: Vec<u8>) -> String {
@@ -44,7 +46,7 @@ fn gzip_and_oversized_answers_are_refused_by_name() {
     let gz = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0];
     let url = serve_once(&ok_head(gz.len()), gz);
     let e = fetch_one_url(&url).unwrap_err();
-    assert!(e.ends_with(crate::load::GZIP_HINT), "{e}");
+    assert!(e.ends_with(inferscope_probe::load::GZIP_HINT), "{e}");
     let big = format!(
         "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         MAX_NODE_BYTES + 1

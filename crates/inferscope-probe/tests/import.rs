@@ -1,7 +1,8 @@
 //! Snapshot assembly on real tool outputs kept in fixtures/tools (each with its source header).
 
-use super::*;
-use inferscope_host::UnknownReason;
+use inferscope_host::{Reading, Snapshot, UnknownReason};
+use inferscope_probe::import::{Input, read_input, snapshot_from_inputs, strip_provenance_header};
+use std::path::Path;
 
 /// The reason and evidence of an unknown reading.
 fn why<T>(r: &Reading<T>) -> Option<(&UnknownReason, &str)> {
