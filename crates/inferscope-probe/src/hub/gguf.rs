@@ -9,7 +9,7 @@
 use crate::hub::{self, HubEnv, ShardHeader, Sidecar};
 use anyhow::{Context, bail};
 use inferscope_formats::gguf;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 /// Largest GGUF header read (a 256k-token vocabulary with merges is about 20 MiB).
@@ -118,7 +118,12 @@ pub fn fetch(
         Ok(Ok(r)) => r,
     };
     if std::env::var_os("INFERSCOPE_HUB_REQUESTS").is_some() {
-        eprintln!("inferscope: hub requests: {}", s.requests);
+        // A closed stderr is not a panic (std's eprintln! would be).
+        let _ = writeln!(
+            std::io::stderr(),
+            "inferscope: hub requests: {}",
+            s.requests
+        );
     }
     let size = match resp.status().as_u16() {
         206 => resp

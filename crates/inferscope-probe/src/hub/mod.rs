@@ -29,6 +29,7 @@ pub use session::Reached;
 use session::{Session, commit_of, fail, reason, session};
 use sidecar::write_atomic;
 pub use sidecar::{SIDECAR, ShardHeader, Sidecar, SidecarWeights, plain_file_name, read_sidecar};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -119,7 +120,12 @@ pub fn fetch(
     let r = fetch_in(&mut s, revision, cache);
     if std::env::var_os("INFERSCOPE_HUB_REQUESTS").is_some() {
         // Tests count the requests: the bound is part of the contract.
-        eprintln!("inferscope: hub requests: {}", s.requests);
+        // A closed stderr is not a panic (std's eprintln! would be).
+        let _ = writeln!(
+            std::io::stderr(),
+            "inferscope: hub requests: {}",
+            s.requests
+        );
     }
     // Once config.json came back the repo exists: what fails after is about its files.
     r.map_err(|e| {
