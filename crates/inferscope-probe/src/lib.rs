@@ -16,6 +16,7 @@
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 pub mod driver;
 pub mod env;
+pub mod exporter;
 pub mod fetch;
 pub mod fsroot;
 pub mod gather;
