@@ -11,7 +11,9 @@
 //! * [`snapshot`]: segments, blocks and fragmentation of a `torch.cuda.memory._snapshot()`,
 //!   top allocation sites, what expandable segments would change, and an SVG map;
 //! * [`watch`]: detectors over sampled series: leak/creep (least squares slope with a residual
-//!   test, plateau vs steady growth), pages drifting to a remote NUMA node, PCIe saturation.
+//!   test, plateau vs steady growth), pages drifting to a remote NUMA node, PCIe saturation;
+//! * [`watch_track`]: watch's tracker: samples ([`watch_sample`]) in, the summary and its
+//!   findings out.
 //!
 //! Keeping these pure means every rule is tested on recorded data, and the same code serves the
 //! CLI, the watch summary and the metrics exporter.
@@ -29,3 +31,5 @@ pub mod startup;
 pub mod startup_fixes;
 pub mod startup_fixes_llama;
 pub mod watch;
+pub mod watch_sample;
+pub mod watch_track;

@@ -16,9 +16,14 @@
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 pub mod driver;
 pub mod env;
+pub mod exporter;
+pub mod fetch;
 pub mod fsroot;
 pub mod gather;
 pub mod host;
+pub mod hub;
+pub mod import;
+pub mod load;
 pub mod numa;
 pub mod nvml;
 mod nvproc;
@@ -28,6 +33,19 @@ pub mod settings;
 pub mod watch;
 
 pub use fsroot::{FsError, FsRoot};
+
+/// True when this build speaks HTTPS (the `tls` feature, which the binary's default `tls`
+/// feature turns on).
+pub const TLS_ENABLED: bool = cfg!(feature = "tls");
+
+/// Install rustls' ring provider as the process default before any HTTPS client is built
+/// (reqwest's `rustls-no-provider` has none of its own); a second call is a no-op.
+pub fn init_tls() {
+    #[cfg(feature = "tls")]
+    {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
 use inferscope_host::{SCHEMA_VERSION, Snapshot, SnapshotSource};
 
 /// Inputs of a capture that do not come from the machine.

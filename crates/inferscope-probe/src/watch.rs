@@ -17,60 +17,14 @@ use inferscope_host::CpuSet;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::PcieUtilCounter;
 use nvml_wrapper::enums::device::UsedGpuMemory;
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 
 /// Most threads whose `stat` is read per process and sample.
 pub const MAX_THREADS: usize = 4096;
 
-/// One GPU at one moment. `None` = NVML could not say.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GpuSample {
-    /// NVML index.
-    pub index: u32,
-    /// GPU UUID.
-    pub uuid: Option<String>,
-    /// PCI bus id (`0000:17:00.0`).
-    pub pci_bus_id: Option<String>,
-    /// NUMA node of the GPU's PCI device (sysfs).
-    pub numa_node: Option<u32>,
-    /// Memory in use.
-    pub memory_used_bytes: Option<u64>,
-    /// Memory in total.
-    pub memory_total_bytes: Option<u64>,
-    /// GPU utilisation, percent.
-    pub utilization_percent: Option<u32>,
-    /// PCIe transmit throughput (NVML samples 20 ms), bytes/s.
-    pub pcie_tx_bytes_per_s: Option<u64>,
-    /// PCIe receive throughput, bytes/s.
-    pub pcie_rx_bytes_per_s: Option<u64>,
-    /// Current PCIe generation.
-    pub pcie_gen: Option<u32>,
-    /// Current PCIe width.
-    pub pcie_width: Option<u32>,
-}
-
-/// One process at one moment.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProcessSample {
-    /// Pid.
-    pub pid: u32,
-    /// False once `/proc/PID` is gone.
-    pub alive: bool,
-    /// `comm`.
-    pub name: Option<String>,
-    /// Resident set size.
-    pub rss_bytes: Option<u64>,
-    /// Resident bytes per NUMA node (`numa_maps`); empty when unreadable.
-    pub numa_bytes: BTreeMap<u32, u64>,
-    /// CPUs its threads last ran on, as a Linux list (`0-3,8`).
-    pub cpus_ran_on: Option<String>,
-    /// GPU memory per NVML index, from NVML's process lists.
-    pub gpu_memory_bytes: BTreeMap<u32, u64>,
-    /// Why something is missing (permission, vanished).
-    pub problems: Vec<String>,
-}
+// The sample types are pure data read by `inferscope_mem::watch_track`; they live there.
+pub use inferscope_mem::watch_sample::{GpuSample, ProcessSample};
 
 /// Samples GPUs and processes; keeps NVML loaded between samples.
 pub struct Sampler {

@@ -19,9 +19,9 @@ macro_rules! eprintln {
 
 pub mod clock;
 pub mod commands;
-pub mod import;
 pub mod input;
-pub mod load;
+// Snapshot files are read by inferscope-probe; `crate::load` stays the commands' path to it.
+pub use inferscope_probe::load;
 pub mod render;
 
 /// `inferscope <version>`, recorded in every snapshot.

@@ -148,7 +148,7 @@ fn topo_text_round_trips_through_the_inferscope_renderer() {
         .collect();
     names.sort();
     for path in names {
-        let input = inferscope::import::read_input(&path).unwrap();
+        let input = inferscope_probe::import::read_input(&path).unwrap();
         let Ok(first) = inferscope_formats::nvidia_smi_topo::parse(&input.text) else {
             continue;
         };

@@ -3,7 +3,7 @@
 //! is fetched). Exit 0 when every compared fact is equal, 1 when some differ (like diff(1)) or a
 //! node did not answer, 2 on errors (a file that does not load, fewer than two snapshots).
 
-mod fetch;
+use inferscope_probe::fetch;
 
 use inferscope_fleet::diff;
 use std::io::Write;

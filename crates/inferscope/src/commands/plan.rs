@@ -5,9 +5,8 @@
 //! machine / `--snapshot` / `--root`), read the pasted serving command, then hand everything to
 //! the pure planner and render what it says.
 
-mod files;
-pub mod hub;
-mod hub_gguf;
+// The Hub client and the untrusting file reads are capture: they live in inferscope-probe.
+use inferscope_probe::hub::{self, files, gguf as hub_gguf};
 
 use anyhow::{Context, bail};
 use inferscope_formats::{gguf, safetensors};

@@ -1,45 +1,17 @@
 //! `inferscope serve --metrics`: a Prometheus endpoint. Each scrape captures the host, runs the
-//! checks and samples GPUs and the watched processes; nothing from one scrape is served to a
-//! request that arrived after that scrape's capture started.
-//!
-//! HTTP is hyper's HTTP/1 server on a single-threaded tokio runtime: many connections at once
-//! (up to [`MAX_CONNECTIONS`]; past that, new ones wait in the kernel's backlog), request heads
-//! capped at 8 KiB and 32 headers, a 5 s limit to send a request head (which also closes idle
-//! keep-alive connections), and a 10 s limit on a write that makes no progress. Captures run
-//! one at a time on a blocking thread, so a slow NVML call never stalls the accept loop, and
-//! requests that queued behind one capture share the next one (never an older one), so a burst
-//! of requests costs at most two captures per path, not one each.
-//! Paths: `GET /metrics`, `GET /snapshot` (the node's Snapshot JSON, redacted like every
-//! snapshot), `GET /healthz`; everything else is 404 and closes the connection.
-
-mod write_timeout;
+//! checks and samples GPUs and the watched processes; `/snapshot` serves the node's Snapshot
+//! JSON (redacted like every snapshot), `/healthz` liveness. The HTTP server (limits, timeouts,
+//! captures shared by queued requests) is `inferscope_probe::exporter`; this module owns the
+//! flags, what one capture holds, and the NFD feature file.
 
 use anyhow::{Context, bail};
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::{Method, Request, Response, StatusCode};
 use inferscope_probe::FsRoot;
+use inferscope_probe::exporter::{self, Capture};
 use inferscope_probe::watch::Sampler;
-use std::convert::Infallible;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// Connections served at once; more wait in the listen backlog until one closes. Sized so that
-/// a few hundred idle or slow clients still leave room for scrapes (an idle connection costs
-/// hyper about 10 KiB).
-pub const MAX_CONNECTIONS: usize = 512;
-/// Time a client has to send a whole request head, counted from the connection's start or the
-/// end of its previous response: slowloris senders and idle keep-alive connections are closed.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
-/// A write that makes no progress for this long closes the connection.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Largest request head (hyper's minimum buffer size).
-pub const MAX_REQUEST_HEAD: usize = 8192;
-/// Most request headers.
-pub const MAX_HEADERS: usize = 32;
+use std::time::Duration;
 
 /// `inferscope serve` arguments.
 #[derive(Debug, clap::Args)]
@@ -134,192 +106,38 @@ fn write_whole(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     tmp.persist(path).map(|_| ()).map_err(|e| e.error)
 }
 
-/// Rewrite the NFD feature file every `every`, one capture at a time with the scrapes.
-async fn nfd_loop(path: std::path::PathBuf, every: Duration, node: Arc<tokio::sync::Mutex<Node>>) {
-    loop {
-        let guard = node.clone().lock_owned().await;
-        let p = path.clone();
-        let done = tokio::task::spawn_blocking(move || write_whole(&p, &nfd_text(&guard.fs))).await;
-        match done {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => eprintln!(
-                "inferscope: note: cannot write --nfd-features {}: {e}",
-                path.display()
-            ),
-            Err(e) => eprintln!("inferscope: note: labels failed: {e}"),
-        }
-        tokio::time::sleep(every).await;
-    }
-}
-
-/// What a request may ask for; shared by every connection, used one capture at a time.
-struct Node {
+/// What one scrape reads: the host under `fs`, NVML, and the watched processes.
+struct HostCapture {
     fs: FsRoot,
     sampler: Sampler,
     pids: Vec<u32>,
     all: bool,
-    // The last body of each kind and when its capture started. Handed only to requests that
-    // arrived before that start, so nothing is stale: a burst of requests queued behind one
-    // capture is answered by the next, instead of each waiting for its own.
-    last_metrics: Option<(Instant, Bytes)>,
-    last_snapshot: Option<(Instant, Bytes)>,
 }
 
-impl Node {
-    /// The body for `route` from a capture that started at or after `arrived`.
-    fn body(&mut self, route: &Route, arrived: Instant) -> Result<Bytes, serde_json::Error> {
-        let cached = match route {
-            Route::Snapshot => &self.last_snapshot,
-            _ => &self.last_metrics,
-        };
-        if let Some((started, body)) = cached
-            && *started >= arrived
-        {
-            return Ok(body.clone());
-        }
-        let started = Instant::now();
-        let body = match route {
-            Route::Snapshot => {
-                let snap = inferscope_probe::capture(&self.fs, &super::capture_options());
-                let mut v = serde_json::to_vec_pretty(&snap)?;
-                v.push(b'\n');
-                Bytes::from(v)
-            }
-            _ => Bytes::from(scrape_under(
-                &self.fs,
-                &mut self.sampler,
-                &self.pids,
-                self.all,
-            )),
-        };
-        let slot = match route {
-            Route::Snapshot => &mut self.last_snapshot,
-            _ => &mut self.last_metrics,
-        };
-        *slot = Some((started, body.clone()));
-        Ok(body)
+impl Capture for HostCapture {
+    fn metrics(&mut self) -> String {
+        scrape_under(&self.fs, &mut self.sampler, &self.pids, self.all)
+    }
+
+    fn snapshot(&mut self) -> Result<Vec<u8>, serde_json::Error> {
+        let snap = inferscope_probe::capture(&self.fs, &super::capture_options());
+        let mut v = serde_json::to_vec_pretty(&snap)?;
+        v.push(b'\n');
+        Ok(v)
     }
 }
 
-enum Route {
-    Metrics,
-    Snapshot,
-    Healthz,
-}
-
-fn response(
-    status: StatusCode,
-    ctype: &str,
-    body: impl Into<Bytes>,
-    close: bool,
-) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(body.into()));
-    *r.status_mut() = status;
-    if let Ok(v) = hyper::header::HeaderValue::from_str(ctype) {
-        r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
-    }
-    if close {
-        r.headers_mut().insert(
-            hyper::header::CONNECTION,
-            hyper::header::HeaderValue::from_static("close"),
-        );
-    }
-    r
-}
-
-async fn respond(
-    req: Request<Incoming>,
-    node: Arc<tokio::sync::Mutex<Node>>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
-    let route = match (req.method(), req.uri().path()) {
-        (&Method::GET, "/metrics") => Route::Metrics,
-        (&Method::GET, "/snapshot") => Route::Snapshot,
-        (&Method::GET, "/healthz") => Route::Healthz,
-        // Nothing else (docs/SECURITY.md). Close: a body we did not read must not be taken for
-        // the next request, and whoever asks for other paths is not a scraper worth keeping.
-        _ => {
-            return Ok(response(
-                StatusCode::NOT_FOUND,
-                "text/plain",
-                &b"not found\n"[..],
-                true,
-            ));
-        }
-    };
-    if let Route::Healthz = route {
-        return Ok(response(StatusCode::OK, "text/plain", &b"ok\n"[..], false));
-    }
-    let arrived = Instant::now();
-    // One capture at a time, waited for here rather than on a blocking thread each.
-    let guard = node.lock_owned().await;
-    let ctype = match route {
-        Route::Snapshot => "application/json",
-        _ => "text/plain; version=0.0.4; charset=utf-8",
-    };
-    let work = tokio::task::spawn_blocking(move || {
-        let mut n = guard;
-        n.body(&route, arrived).map(|b| (ctype, b))
-    });
-    Ok(match work.await {
-        Ok(Ok((ctype, body))) => response(StatusCode::OK, ctype, body, false),
-        Ok(Err(e)) => {
-            eprintln!("inferscope: note: snapshot not serialised: {e}");
-            response(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "text/plain",
-                &b"capture failed\n"[..],
-                true,
-            )
-        }
-        Err(e) => {
-            eprintln!("inferscope: note: capture failed: {e}");
-            response(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "text/plain",
-                &b"capture failed\n"[..],
-                true,
-            )
+/// Rewrite the NFD feature file (run every --nfd-interval, one capture at a time with the
+/// scrapes).
+fn nfd_job(path: std::path::PathBuf) -> Arc<dyn Fn(&mut HostCapture) + Send + Sync> {
+    Arc::new(move |c: &mut HostCapture| {
+        if let Err(e) = write_whole(&path, &nfd_text(&c.fs)) {
+            eprintln!(
+                "inferscope: note: cannot write --nfd-features {}: {e}",
+                path.display()
+            );
         }
     })
-}
-
-async fn accept_loop(
-    listener: tokio::net::TcpListener,
-    node: Arc<tokio::sync::Mutex<Node>>,
-) -> anyhow::Result<ExitCode> {
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(HEADER_TIMEOUT)
-        .max_buf_size(MAX_REQUEST_HEAD)
-        .max_headers(MAX_HEADERS)
-        .keep_alive(true);
-    loop {
-        // Waiting for a slot before accepting leaves extra clients in the kernel's backlog.
-        let slot = slots.clone().acquire_owned().await?;
-        let stream = match listener.accept().await {
-            Ok((s, _)) => s,
-            Err(e) => {
-                // Out of file descriptors and the like: pause instead of spinning.
-                eprintln!("inferscope: note: accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        let io =
-            hyper_util::rt::TokioIo::new(write_timeout::WriteTimeout::new(stream, WRITE_TIMEOUT));
-        let node = node.clone();
-        let conn = http.serve_connection(
-            io,
-            hyper::service::service_fn(move |req| respond(req, node.clone())),
-        );
-        tokio::spawn(async move {
-            // Timeouts and resets are how hostile or impatient clients end; not worth a line each.
-            let _ = conn.await;
-            drop(slot);
-        });
-    }
 }
 
 /// Run the server until killed.
@@ -352,27 +170,17 @@ pub fn run(args: ServeArgs, _out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the server's runtime")?;
     let lib = std::env::var_os(inferscope_probe::nvml::LIB_ENV);
-    let node = Node {
+    let capture = HostCapture {
         sampler: Sampler::new(FsRoot::host_mount(&root), lib.as_deref()),
         fs: FsRoot::host_mount(&root),
         pids: args.pids.clone(),
         all: args.all,
-        last_metrics: None,
-        last_snapshot: None,
     };
-    let node = Arc::new(tokio::sync::Mutex::new(node));
-    runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::from_std(listener)?;
-        eprintln!("inferscope: serving metrics on http://{addr}/metrics");
-        if let Some(f) = args.nfd_features {
-            let every = args.nfd_interval;
-            tokio::spawn(nfd_loop(f, every, node.clone()));
-        }
-        accept_loop(listener, node).await
-    })
+    let job = args
+        .nfd_features
+        .map(|f| (args.nfd_interval, "labels", nfd_job(f)));
+    eprintln!("inferscope: serving metrics on http://{addr}/metrics");
+    exporter::serve(listener, capture, job)?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -12,7 +12,7 @@ pub fn run(root: &Path, import: &[PathBuf], out: &mut dyn Write) -> anyhow::Resu
     } else {
         let paths: Vec<&Path> = import.iter().map(PathBuf::as_path).collect();
         let opts = super::capture_options();
-        crate::import::snapshot_from_files(&paths, opts.captured_at, opts.tool)?
+        inferscope_probe::import::snapshot_from_files(&paths, opts.captured_at, opts.tool)?
     };
     if let Some(note) = super::driver_note(&snapshot) {
         eprintln!("{note}");

@@ -32,7 +32,7 @@ pub fn run(
 
 /// Render pasted `nvidia-smi topo -m` text through the same view and JSON layout.
 pub fn run_imported(file: &Path, json: bool, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
-    let input = crate::import::read_input(file)?;
+    let input = inferscope_probe::import::read_input(file)?;
     let matrix = inferscope_formats::nvidia_smi_topo::parse(&input.text)
         .map_err(|e| input.error(file, e))?;
     if json {

@@ -4,12 +4,12 @@
 //! arrays and tensor infos, at most [`MAX_GGUF_HEADER`]); the connection is then dropped, so the
 //! weights are never transferred. The bytes read are stored as
 //! `snapshots/COMMIT/.inferscope/FILE.header` with the file's length in `hub.json`, beside the
-//! safetensors sidecar of [`super::hub`], so the next run is offline.
+//! safetensors sidecar of [`crate::hub`], so the next run is offline.
 
-use super::hub::{self, HubEnv, ShardHeader, Sidecar};
+use crate::hub::{self, HubEnv, ShardHeader, Sidecar};
 use anyhow::{Context, bail};
 use inferscope_formats::gguf;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 /// Largest GGUF header read (a 256k-token vocabulary with merges is about 20 MiB).
@@ -36,7 +36,7 @@ pub fn from_snapshot(snap: &Path, file: &str) -> anyhow::Result<Option<Found>> {
     let whole = snap.join(file);
     if whole.is_file() {
         let len = std::fs::metadata(&whole)?.len();
-        let mut r = std::io::BufReader::new(super::files::open_regular(&whole)?);
+        let mut r = std::io::BufReader::new(hub::files::open_regular(&whole)?);
         let header = gguf::parse_header(&mut r, len)
             .map_err(|e| anyhow::anyhow!("{}: {e}", whole.display()))?;
         return Ok(Some(Found {
@@ -48,7 +48,7 @@ pub fn from_snapshot(snap: &Path, file: &str) -> anyhow::Result<Option<Found>> {
     if std::fs::symlink_metadata(&meta).is_err() {
         return Ok(None);
     }
-    let text = super::files::read_regular(&meta, 1 << 20, "an inferscope sidecar")?;
+    let text = hub::files::read_regular(&meta, 1 << 20, "an inferscope sidecar")?;
     let side: Sidecar = serde_json::from_str(&text)
         .with_context(|| format!("{}: not an inferscope sidecar", meta.display()))?;
     let Some(entry) = side.shards.iter().find(|s| s.file == file) else {
@@ -56,7 +56,7 @@ pub fn from_snapshot(snap: &Path, file: &str) -> anyhow::Result<Option<Found>> {
     };
     let path = snap.join(hub::SIDECAR).join(format!("{file}.header"));
     let mut bytes = Vec::new();
-    super::files::open_regular(&path)?
+    hub::files::open_regular(&path)?
         .take(MAX_GGUF_HEADER)
         .read_to_end(&mut bytes)
         .with_context(|| format!("cannot read {}", path.display()))?;
@@ -118,7 +118,12 @@ pub fn fetch(
         Ok(Ok(r)) => r,
     };
     if std::env::var_os("INFERSCOPE_HUB_REQUESTS").is_some() {
-        eprintln!("inferscope: hub requests: {}", s.requests);
+        // A closed stderr is not a panic (std's eprintln! would be).
+        let _ = writeln!(
+            std::io::stderr(),
+            "inferscope: hub requests: {}",
+            s.requests
+        );
     }
     let size = match resp.status().as_u16() {
         206 => resp
@@ -181,4 +186,24 @@ pub fn fetch(
         },
         note,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_gguf_spec_is_a_repo_and_a_plain_gguf_file() {
+        assert_eq!(
+            super::spec("Qwen/Qwen3-0.6B-GGUF/Qwen3-0.6B-Q8_0.gguf"),
+            Some(("Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf"))
+        );
+        for bad in [
+            "Qwen/Qwen3-0.6B",
+            "Qwen3-0.6B-Q8_0.gguf",
+            "a/b/c/d.gguf",
+            "a/b/.x.gguf",
+            "a/b/model.safetensors",
+        ] {
+            assert_eq!(super::spec(bad), None, "{bad}");
+        }
+    }
 }

@@ -1,4 +1,5 @@
-//! `inferscope diff http://node:9400 ...`: fetch each node's Snapshot from its exporter's
+//! `inferscope diff http://node:9400 ...` (and anything else that reads an exporter's snapshot):
+//! fetch each node's Snapshot from its exporter's
 //! `/snapshot`, all nodes at once (at most [`PARALLEL`] connections), each fetch bounded in time
 //! and size. A node that fails is an error for that node only; the caller reports it.
 //!
@@ -183,7 +184,7 @@ pub fn fetch_all(
     // No proxy from the environment and no redirects: the answer comes from the node named.
     // The whole-fetch timeout is applied per phase in `fetch_one` (it excludes the wait for
     // the memory budget), not by the client.
-    inferscope_bench::init_tls();
+    crate::init_tls();
     let client = reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())

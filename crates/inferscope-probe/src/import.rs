@@ -2,8 +2,8 @@
 //! XML, `lstopo --of xml`) into a Snapshot every command accepts.
 //!
 //! The format is recognised from content, not the file name (pastes have no useful names;
-//! `inferscope_formats::detect`). The parsers are pure (inferscope-formats); this module only
-//! assembles their parts: hwloc gives the host, NUMA nodes and PCI tree, nvidia-smi gives the driver facts, and GPUs are matched by PCI
+//! `inferscope_formats::detect`). The parsers are pure (inferscope-formats); this module reads
+//! the files ([`read_input`], bounded) and assembles their parts ([`snapshot_from_inputs`], pure): hwloc gives the host, NUMA nodes and PCI tree, nvidia-smi gives the driver facts, and GPUs are matched by PCI
 //! address. Everything no input carries is `not_captured`, with the inputs named.
 
 use anyhow::{Context, bail};
@@ -106,15 +106,27 @@ pub fn snapshot_from_files(
     captured_at: String,
     tool: String,
 ) -> anyhow::Result<Snapshot> {
-    let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let mut inputs = Vec::with_capacity(paths.len());
+    for path in paths {
+        inputs.push((path.display().to_string(), read_input(path)?));
+    }
+    snapshot_from_inputs(&inputs, captured_at, tool)
+}
+
+/// Build a snapshot from tool outputs already read, each with the name errors and the
+/// snapshot's source give it (pure: the text in, a Snapshot or one error naming the input out).
+pub fn snapshot_from_inputs(
+    inputs: &[(String, Input)],
+    captured_at: String,
+    tool: String,
+) -> anyhow::Result<Snapshot> {
+    let names: Vec<String> = inputs.iter().map(|(n, _)| n.clone()).collect();
     let why = format!("not in the imported files ({})", names.join(", "));
     let mut hwloc: Option<hwloc_xml::HwlocTopology> = None;
     let mut smi: Option<nvidia_smi_q::NvidiaSmiReport> = None;
-    for path in paths {
-        let name = path.display();
-        let input = read_input(path)?;
+    for (name, input) in inputs {
         let text = &input.text;
-        let parsed = |e: inferscope_formats::ParseError| input.error(path, e);
+        let parsed = |e: inferscope_formats::ParseError| input.error(Path::new(name), e);
         match detect(text) {
             Some(ImportFormat::HwlocXml) => {
                 if hwloc.is_some() {
@@ -175,7 +187,7 @@ fn assemble(
             Vec::new(),
         ),
     };
-    let mut gpus = inferscope_probe::pci::gpus(&pci_devices);
+    let mut gpus = crate::pci::gpus(&pci_devices);
     let nics = pci_devices
         .iter()
         .filter(|d| d.class.known().is_some_and(|c| c.base() == 0x02))
@@ -196,7 +208,7 @@ fn assemble(
                 .map(|o| o.1.clone())
                 .collect();
             let vendor = *d.vendor_id.known()?;
-            (!rdma.is_empty() || vendor.0 == inferscope_probe::pci::vendor::MELLANOX).then(|| Nic {
+            (!rdma.is_empty() || vendor.0 == crate::pci::vendor::MELLANOX).then(|| Nic {
                 pci_bus_id: d.bus_id,
                 vendor_id: vendor,
                 rdma_devices: rdma,
