@@ -268,7 +268,7 @@ impl Samples {
 /// How a metric moved (JSON: `better`, `ok`, `worse`, `regression`, `inconclusive`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Status {
+pub enum CompareStatus {
     /// Significantly better (or, without evidence, better).
     Better,
     /// Not significantly different, or within its threshold.
@@ -281,15 +281,15 @@ pub enum Status {
     Inconclusive,
 }
 
-impl Status {
+impl CompareStatus {
     /// The word used in tables and JSON.
     pub fn as_str(self) -> &'static str {
         match self {
-            Status::Better => "better",
-            Status::Ok => "ok",
-            Status::Worse => "worse",
-            Status::Regression => "regression",
-            Status::Inconclusive => "inconclusive",
+            CompareStatus::Better => "better",
+            CompareStatus::Ok => "ok",
+            CompareStatus::Worse => "worse",
+            CompareStatus::Regression => "regression",
+            CompareStatus::Inconclusive => "inconclusive",
         }
     }
 }
@@ -365,7 +365,7 @@ pub struct Row {
     /// Deprecated: the same value as `mann_whitney_p_greater`, under its old, misleading name.
     pub p_worse: Option<f64>,
     /// Outcome.
-    pub status: Status,
+    pub status: CompareStatus,
     /// Why it is `inconclusive` (or what made it a regression).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -653,7 +653,7 @@ pub fn compare(
                 Some(needed_repeats.map_or(r, |n| n.max(r)))
             });
             match row.status {
-                Status::Regression => regressions.push(format!(
+                CompareStatus::Regression => regressions.push(format!(
                     "{}: {} -> {} ({}), past its threshold {}{}",
                     row.metric,
                     fmt_num(row.base),
@@ -664,7 +664,7 @@ pub fn compare(
                         .as_ref()
                         .map_or(String::new(), |r| format!(", {r}"))
                 )),
-                Status::Inconclusive => unsure.push(format!(
+                CompareStatus::Inconclusive => unsure.push(format!(
                     "{}: {}",
                     row.metric,
                     row.reason.clone().unwrap_or_default()
@@ -677,7 +677,7 @@ pub fn compare(
     // With an SLO, what no improvement elsewhere can excuse: attainment lost, an invalid run.
     let mut breaches: Vec<String> = rows
         .iter()
-        .filter(|r| r.metric == "slo_attainment" && r.status == Status::Regression)
+        .filter(|r| r.metric == "slo_attainment" && r.status == CompareStatus::Regression)
         .map(|r| {
             format!(
                 "slo_attainment: {} -> {} of requests met the SLO: the candidate breaks it",
@@ -757,14 +757,14 @@ fn weighs(r: &Row) -> bool {
 
 /// Judged metrics significantly better and worse; `None` unless there are both.
 fn trade_off(rows: &[Row]) -> Option<TradeOff> {
-    let pick = |f: fn(Status) -> bool| -> Vec<String> {
+    let pick = |f: fn(CompareStatus) -> bool| -> Vec<String> {
         rows.iter()
             .filter(|r| weighs(r) && f(r.status))
             .map(|r| r.metric.clone())
             .collect()
     };
-    let better = pick(|s| s == Status::Better);
-    let worse = pick(|s| matches!(s, Status::Worse | Status::Regression));
+    let better = pick(|s| s == CompareStatus::Better);
+    let worse = pick(|s| matches!(s, CompareStatus::Worse | CompareStatus::Regression));
     (!better.is_empty() && !worse.is_empty()).then_some(TradeOff { better, worse })
 }
 
@@ -1019,7 +1019,7 @@ fn method_note(method: Method, eb: &Evidence, ec: &Evidence) -> String {
     }
 }
 
-/// Status and reason of one metric. `vals` = ((base, cand), delta).
+/// CompareStatus and reason of one metric. `vals` = ((base, cand), delta).
 #[allow(clippy::too_many_arguments)]
 fn judge(
     vals: Option<((f64, f64), f64)>,
@@ -1032,10 +1032,10 @@ fn judge(
     needed: Option<u64>,
     method: Method,
     percentile: Option<&str>,
-) -> (Status, Option<String>) {
+) -> (CompareStatus, Option<String>) {
     let Some(((b, _), d)) = vals else {
         return (
-            Status::Inconclusive,
+            CompareStatus::Inconclusive,
             Some("missing in one run, not judged".into()),
         );
     };
@@ -1051,7 +1051,7 @@ fn judge(
     };
     if let Some(n) = tail_need {
         return (
-            Status::Inconclusive,
+            CompareStatus::Inconclusive,
             Some(format!(
                 "too few requests above {} (need >= {} in each run): inconclusive (need >= {n} requests)",
                 percentile.unwrap_or("it"),
@@ -1062,24 +1062,24 @@ fn judge(
     let Some(se) = se else {
         return match threshold {
             Some(l) if worse_by > allowed(l, b) => (
-                Status::Inconclusive,
+                CompareStatus::Inconclusive,
                 Some(
                     "past its threshold, but no traces or repeats to tell noise from change".into(),
                 ),
             ),
-            _ if worse_by < 0.0 => (Status::Better, None),
-            _ if worse_by > 0.0 => (Status::Worse, None),
-            _ => (Status::Ok, None),
+            _ if worse_by < 0.0 => (CompareStatus::Better, None),
+            _ if worse_by > 0.0 => (CompareStatus::Worse, None),
+            _ => (CompareStatus::Ok, None),
         };
     };
     let Some(limit) = threshold else {
         return (
             if worse_by + z_95 * se < 0.0 {
-                Status::Better
+                CompareStatus::Better
             } else if worse_by - z_95 * se > 0.0 {
-                Status::Worse
+                CompareStatus::Worse
             } else {
-                Status::Ok
+                CompareStatus::Ok
             },
             None,
         );
@@ -1087,10 +1087,10 @@ fn judge(
     let t = allowed(limit, b);
     let lo = worse_by - z_a * se;
     if worse_by > t && lo > 0.0 {
-        (Status::Regression, Some("significant".into()))
+        (CompareStatus::Regression, Some("significant".into()))
     } else if worse_by > t {
         (
-            Status::Inconclusive,
+            CompareStatus::Inconclusive,
             Some(match needed {
                 Some(n) => format!(
                     "past its threshold but not significant: inconclusive (need >= {n} {unit})"
@@ -1099,11 +1099,11 @@ fn judge(
             }),
         )
     } else if worse_by + z_a * se < 0.0 {
-        (Status::Better, None)
+        (CompareStatus::Better, None)
     } else if lo > 0.0 {
-        (Status::Worse, None)
+        (CompareStatus::Worse, None)
     } else {
-        (Status::Ok, None)
+        (CompareStatus::Ok, None)
     }
 }
 
@@ -1183,7 +1183,7 @@ pub fn write_text(c: &Comparison, out: &mut dyn Write) -> std::io::Result<()> {
             continue;
         }
         let status = match r.status {
-            Status::Regression => "REGRESSION",
+            CompareStatus::Regression => "REGRESSION",
             s => s.as_str(),
         };
         writeln!(
@@ -1353,13 +1353,13 @@ mod tests {
                 None,
             )
         };
-        assert_eq!(j(30.0, 5.0).0, Status::Regression);
+        assert_eq!(j(30.0, 5.0).0, CompareStatus::Regression);
         let (s, why) = j(12.0, 10.0);
-        assert_eq!(s, Status::Inconclusive);
+        assert_eq!(s, CompareStatus::Inconclusive);
         assert!(why.unwrap().contains("need >= 500 requests per run"));
-        assert_eq!(j(5.0, 1.0).0, Status::Worse);
-        assert_eq!(j(1.0, 1.0).0, Status::Ok);
-        assert_eq!(j(-10.0, 1.0).0, Status::Better);
+        assert_eq!(j(5.0, 1.0).0, CompareStatus::Worse);
+        assert_eq!(j(1.0, 1.0).0, CompareStatus::Ok);
+        assert_eq!(j(-10.0, 1.0).0, CompareStatus::Better);
         // An unsupported tail is inconclusive whatever the delta.
         let (s, why) = judge(
             Some(((100.0, 200.0), 100.0)),
@@ -1373,7 +1373,7 @@ mod tests {
             Method::ClusterBootstrap,
             Some("p99"),
         );
-        assert_eq!(s, Status::Inconclusive);
+        assert_eq!(s, CompareStatus::Inconclusive);
         assert!(
             why.unwrap()
                 .contains("inconclusive (need >= 1000 requests)")
@@ -1391,6 +1391,6 @@ mod tests {
             Method::None,
             None,
         );
-        assert_eq!(s, Status::Inconclusive);
+        assert_eq!(s, CompareStatus::Inconclusive);
     }
 }
