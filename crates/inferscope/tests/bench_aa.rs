@@ -14,7 +14,7 @@
 //! into docs/bench.md.
 
 use inferscope_bench::client::{Api, RequestSettings, ServerInfo};
-use inferscope_bench::compare::{self, Comparison, CompareStatus, Samples, Verdict};
+use inferscope_bench::compare::{self, CompareStatus, Comparison, Samples, Verdict};
 use inferscope_bench::exec::StopReason;
 use inferscope_bench::record::RequestRecord;
 use inferscope_bench::result::{BenchResult, ClientUsage, SCHEMA_VERSION, Settings};

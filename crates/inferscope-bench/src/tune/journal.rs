@@ -192,3 +192,96 @@ pub fn relative(path: &Path, base: &Path) -> String {
         .map(|r| r.display().to_string())
         .unwrap_or_else(|_| p.display().to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tune::session::Objective;
+    use std::time::Duration;
+
+    /// A named change to the settings.
+    type Change = (&'static str, fn(&mut Config));
+
+    fn config() -> Config {
+        Config {
+            server: "vllm serve m --port {port} --max-num-seqs {seqs} --api-key sk-abcdefgh".into(),
+            sets: vec!["seqs=64,128".parse().unwrap()],
+            baseline: None,
+            workload: "random:in=512,out=128".parse().unwrap(),
+            slo: Some("ttft=500ms".parse().unwrap()),
+            objective: None,
+            concurrency: 8,
+            rate: None,
+            duration: Duration::from_secs(30),
+            warmup: "5s".into(),
+            repeat: 3,
+            budget: None,
+            journal: None,
+            out: "out".into(),
+            startup_timeout: Duration::from_secs(600),
+            grace: Duration::from_secs(30),
+            gpus: None,
+            numa_node: None,
+            plan_gpu: None,
+            plan_gpu_memory_gib: None,
+            attainment: 0.99,
+            max_probes: 8,
+            serve_port: 8000,
+            api: "completions".parse().unwrap(),
+            model: None,
+            max_tokens: 128,
+            timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(30),
+            seed: 0,
+            quiet: true,
+            started_at: "2026-12-04T11:00:00Z".into(),
+            tool: "inferscope test".into(),
+        }
+    }
+
+    #[test]
+    fn the_fingerprint_changes_with_what_is_measured_only() {
+        let base = fingerprint(&config());
+        let changed: [Change; 8] = [
+            ("a set value", |c| {
+                c.sets = vec!["seqs=64,256".parse().unwrap()]
+            }),
+            ("the server", |c| {
+                c.server = c.server.replace("vllm", "sglang")
+            }),
+            ("the load", |c| c.concurrency = 16),
+            ("the duration", |c| c.duration = Duration::from_secs(31)),
+            ("the SLO", |c| c.slo = Some("ttft=400ms".parse().unwrap())),
+            ("the objective", |c| {
+                c.objective = Some(Objective::Throughput)
+            }),
+            ("the workload", |c| {
+                c.workload = "random:in=256,out=128".parse().unwrap()
+            }),
+            ("the planner's GPU", |c| {
+                c.plan_gpu = Some("h100-sxm".into())
+            }),
+        ];
+        for (what, f) in changed {
+            let mut c = config();
+            f(&mut c);
+            assert_ne!(fingerprint(&c), base, "{what}");
+        }
+        let same: [Change; 5] = [
+            ("the budget", |c| c.budget = Some(Duration::from_secs(60))),
+            ("the repeats", |c| c.repeat = 5),
+            ("the output folder", |c| c.out = "elsewhere".into()),
+            ("the grace", |c| c.grace = Duration::from_secs(1)),
+            // the journal is on disk: a secret never reaches it, so it cannot tell runs apart
+            ("a secret", |c| {
+                c.server = c.server.replace("sk-abcdefgh", "sk-zyxwvuts")
+            }),
+        ];
+        for (what, f) in same {
+            let mut c = config();
+            f(&mut c);
+            assert_eq!(fingerprint(&c), base, "{what}");
+        }
+        assert!(!base.contains("sk-abcdefgh"), "{base}");
+    }
+}

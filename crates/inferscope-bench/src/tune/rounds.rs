@@ -357,17 +357,19 @@ fn measure(a: &Config, bench: &Plan, port: u16) -> Result<(Run, bool), crate::ru
         interval: Duration::from_secs(1),
     });
     match a.objective() {
-        Objective::Capacity => crate::capacity::find(&p, a.search_settings(), None, None).map(|r| {
-            let best = r.best.and_then(|i| r.probes.get(i).cloned());
-            (
+        Objective::Capacity => {
+            crate::capacity::find(&p, a.search_settings(), None, None).map(|r| {
+                let best = r.best.and_then(|i| r.probes.get(i).cloned());
                 (
-                    best.unwrap_or(r.saturation),
-                    r.best_records,
-                    Some(r.capacity),
-                ),
-                r.interrupted,
-            )
-        }),
+                    (
+                        best.unwrap_or(r.saturation),
+                        r.best_records,
+                        Some(r.capacity),
+                    ),
+                    r.interrupted,
+                )
+            })
+        }
         _ => execute(&p, None, None).map(|o: Outcome| {
             let int = o.result.stop == crate::exec::StopReason::Interrupted;
             ((o.result, o.records, None), int)

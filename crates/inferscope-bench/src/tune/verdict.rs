@@ -193,3 +193,6 @@ fn against_baseline(
     };
     (text, sig, Some(c))
 }
+
+#[cfg(test)]
+mod tests;

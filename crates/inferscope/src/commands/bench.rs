@@ -520,7 +520,8 @@ fn run_capacity(
         max_probes: a.max_probes,
     };
     settings.validate().map_err(anyhow::Error::msg)?;
-    let run = inferscope_bench::capacity::find(plan, settings, machine, show.then(progress_printer))?;
+    let run =
+        inferscope_bench::capacity::find(plan, settings, machine, show.then(progress_printer))?;
     if show {
         eprint!("\r\x1b[2K");
     }
