@@ -9,9 +9,6 @@
 //! measured; 2 = usage or input error; 130 = interrupted (the report of what finished is written).
 
 use anyhow::Context;
-use inferscope_bench::client::Api;
-use inferscope_bench::dataset::DatasetSpec;
-use inferscope_bench::stats::Slo;
 use inferscope_bench::tune::SetSpec;
 use inferscope_bench::tune::report::Report;
 use inferscope_bench::tune::session::{self, Config, Objective, hide, hide_json};
@@ -20,7 +17,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use super::{duration_arg, positive_duration_arg};
+use super::bench::{CapacityFlags, LoadFlags};
+use super::duration_arg;
 
 mod host;
 /// The keeper each server runs under (its hidden entry point is wired in `main`).
@@ -62,12 +60,9 @@ pub struct TuneArgs {
     /// except --set ones.
     #[arg(long, value_name = "CMD")]
     pub baseline: Option<String>,
-    /// Prompts, as bench's --dataset: random:in=512,out=128 | jsonl:FILE | sharegpt:FILE.
-    #[arg(long, value_name = "SPEC", default_value = "random:in=512,out=128")]
-    pub workload: DatasetSpec,
-    /// Service-level objectives, e.g. ttft=500ms,tpot=50ms (needed for goodput and capacity).
-    #[arg(long, value_name = "LIST")]
-    pub slo: Option<Slo>,
+    /// Prompts, requests, open-loop rate, SLOs and seed (shared with bench).
+    #[command(flatten)]
+    pub load: LoadFlags,
     /// What to maximise [default: goodput with --slo, else throughput].
     #[arg(long, value_enum, value_name = "WHAT")]
     pub objective: Option<ObjectiveArg>,
@@ -75,9 +70,6 @@ pub struct TuneArgs {
     /// saturation run).
     #[arg(long, value_name = "N", default_value_t = 8, conflicts_with = "rate")]
     pub concurrency: u32,
-    /// Open-loop load for goodput/throughput: R Poisson requests per second instead.
-    #[arg(long, value_name = "R")]
-    pub rate: Option<f64>,
     /// Measured time of each run (each capacity probe).
     #[arg(long, value_name = "D", default_value = "30s", value_parser = duration_arg)]
     pub duration: Duration,
@@ -117,33 +109,12 @@ pub struct TuneArgs {
     /// Plan candidates for a GPU of this much memory instead of the machine's.
     #[arg(long, value_name = "GIB")]
     pub plan_gpu_memory_gib: Option<f64>,
-    /// Capacity: share of requests that must meet every SLO.
-    #[arg(long, value_name = "F", default_value_t = 0.99)]
-    pub attainment: f64,
-    /// Capacity: most probe runs per candidate.
-    #[arg(long, value_name = "N", default_value_t = 8)]
-    pub max_probes: u32,
+    /// Capacity: its target (shared with bench --find-capacity).
+    #[command(flatten)]
+    pub capacity: CapacityFlags,
     /// Port {port} gets in the winning command printed for pasting.
     #[arg(long, value_name = "PORT", default_value_t = 8000)]
     pub serve_port: u16,
-    /// OpenAI endpoint: completions or chat.
-    #[arg(long, value_name = "API", default_value = "completions")]
-    pub api: Api,
-    /// Model name to request (default: the first the server lists).
-    #[arg(long, value_name = "NAME")]
-    pub model: Option<String>,
-    /// max_tokens for jsonl entries that do not say.
-    #[arg(long, value_name = "N", default_value_t = 128)]
-    pub max_tokens: u32,
-    /// Total time allowed per request.
-    #[arg(long, value_name = "D", default_value = "60s", value_parser = positive_duration_arg)]
-    pub timeout: Duration,
-    /// Longest silence allowed between bytes of a response (as `bench --idle-timeout`).
-    #[arg(long, value_name = "D", default_value = "30s", value_parser = positive_duration_arg)]
-    pub idle_timeout: Duration,
-    /// Seed for prompts and arrivals (the same for every candidate).
-    #[arg(long, value_name = "S", default_value_t = 0)]
-    pub seed: u64,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -159,11 +130,11 @@ impl TuneArgs {
             server: self.server,
             sets: self.sets,
             baseline: self.baseline,
-            workload: self.workload,
-            slo: self.slo,
+            workload: self.load.dataset,
+            slo: self.load.slo,
             objective: self.objective.map(Objective::from),
             concurrency: self.concurrency,
-            rate: self.rate,
+            rate: self.load.rate,
             duration: self.duration,
             warmup: self.warmup,
             repeat: self.repeat,
@@ -176,15 +147,15 @@ impl TuneArgs {
             numa_node: self.numa_node,
             plan_gpu: self.plan_gpu,
             plan_gpu_memory_gib: self.plan_gpu_memory_gib,
-            attainment: self.attainment,
-            max_probes: self.max_probes,
+            attainment: self.capacity.attainment,
+            max_probes: self.capacity.max_probes,
             serve_port: self.serve_port,
-            api: self.api,
-            model: self.model,
-            max_tokens: self.max_tokens,
-            timeout: self.timeout,
-            idle_timeout: self.idle_timeout,
-            seed: self.seed,
+            api: self.load.api,
+            model: self.load.model,
+            max_tokens: self.load.max_tokens,
+            timeout: self.load.timeout,
+            idle_timeout: self.load.idle_timeout,
+            seed: self.load.seed,
             quiet: self.quiet,
             started_at: crate::clock::now_rfc3339(),
             tool: crate::tool_name(),
