@@ -28,6 +28,7 @@
 //!   else improved; a change that is significantly better on some judged metrics and worse on
 //!   others, attainment held, is a `trade-off` (listed with its numbers), never a roll back.
 
+use crate::metric::{Family, Metric};
 use crate::record::RequestRecord;
 use crate::result::BenchResult;
 use crate::significance::{self as sig, RequestSample};
@@ -58,12 +59,7 @@ pub fn shared_slo(base: &BenchResult, cand: &BenchResult) -> Option<Slo> {
 /// `tpot_*` and `itl_*` (the same decode step, per chunk) by `tpot`, `e2e_*` by `e2e`.
 pub fn slo_bound_ms(slo: &Slo, metric: &str) -> Option<f64> {
     let fam = metric.split_once('_').map_or(metric, |(f, _)| f);
-    let d = match fam {
-        "ttft" => slo.ttft,
-        "tpot" | "itl" => slo.tpot,
-        "e2e" => slo.e2e,
-        _ => None,
-    }?;
+    let d = Family::parse(fam)?.slo_bound(slo)?;
     Some(d.as_secs_f64() * 1000.0)
 }
 
@@ -107,24 +103,9 @@ pub struct Threshold {
     pub limit: Limit,
 }
 
-/// All metric names.
+/// All metric names ([`Metric::all`]).
 pub fn metric_names() -> Vec<String> {
-    let mut v = Vec::new();
-    for fam in ["ttft", "tpot", "itl", "e2e"] {
-        for f in ["mean", "p50", "p90", "p95", "p99", "p999"] {
-            v.push(format!("{fam}_{f}"));
-        }
-    }
-    for m in [
-        "throughput",
-        "requests_per_s",
-        "goodput",
-        "slo_attainment",
-        "error_rate",
-    ] {
-        v.push(m.to_string());
-    }
-    v
+    Metric::all().iter().map(|m| m.name()).collect()
 }
 
 /// Why a `--threshold` list cannot be parsed (each names the offending `part`).
@@ -249,17 +230,15 @@ impl Samples {
     }
 
     /// Per-request values of a latency family (ITL: each request's mean gap).
-    fn per_request(&self, fam: &str) -> Vec<f64> {
+    fn per_request(&self, fam: Family) -> Vec<f64> {
         self.requests
             .iter()
             .filter_map(|r| match fam {
-                "ttft" => r.ttft,
-                "tpot" => r.tpot,
-                "e2e" => r.e2e,
-                "itl" if !r.gaps.is_empty() => {
-                    Some(r.gaps.iter().sum::<f64>() / r.gaps.len() as f64)
-                }
-                _ => None,
+                Family::Ttft => r.ttft,
+                Family::Tpot => r.tpot,
+                Family::E2e => r.e2e,
+                Family::Itl if r.gaps.is_empty() => None,
+                Family::Itl => Some(r.gaps.iter().sum::<f64>() / r.gaps.len() as f64),
             })
             .collect()
     }
@@ -433,35 +412,16 @@ pub struct Comparison {
     pub differences: Vec<String>,
 }
 
-/// A metric's value in one run's statistics.
+/// A metric's value in one run's statistics, by name ([`Metric::of`]); `None` for an unknown
+/// name or value.
 pub fn stats_value(s: &Stats, metric: &str) -> Option<f64> {
-    match metric {
-        // Uncounted tokens are not a throughput of 0.
-        "throughput" if s.token_count_source == "unknown" => None,
-        "throughput" => Some(s.output_tokens_per_s),
-        "requests_per_s" => Some(s.requests_per_s),
-        "goodput" => s.goodput.map(|g| g.requests_per_s),
-        "slo_attainment" => s.goodput.map(|g| g.fraction),
-        "error_rate" => Some(s.error_rate),
-        _ => {
-            let (fam, field) = metric.split_once('_')?;
-            let sum = match fam {
-                "ttft" => &s.ttft_ms,
-                "tpot" => &s.tpot_ms,
-                "itl" => &s.itl_ms,
-                "e2e" => &s.e2e_ms,
-                _ => return None,
-            };
-            sum.get(field)
-        }
-    }
+    Metric::parse(metric)?.of(s)
 }
 
+/// Which way is better for a metric named `metric` (names come from [`metric_names`] and
+/// parsed thresholds; an unknown one is judged as a latency).
 fn better(metric: &str) -> Better {
-    match metric {
-        "throughput" | "requests_per_s" | "goodput" | "slo_attainment" => Better::Higher,
-        _ => Better::Lower,
-    }
+    Metric::parse(metric).map_or(Better::Lower, Metric::better)
 }
 
 /// Point value and standard error of one metric on one side.
@@ -496,11 +456,11 @@ fn trace_evidence(r: &BenchResult, s: &Samples, seed: u64) -> Evidence {
         .map(|(x, e)| e / x.max(f64::MIN_POSITIVE));
     let att = attainment(s, &r.settings.slo);
     let mut sides = BTreeMap::new();
-    for metric in metric_names() {
+    for metric in Metric::all() {
         let mut side = Side::default();
-        match metric.as_str() {
-            "throughput" => {
-                side.value = stats_value(&r.stats, "throughput");
+        match metric {
+            Metric::Throughput => {
+                side.value = metric.of(&r.stats);
                 // The replay's relative error carries over to the measured throughput.
                 side.se = side
                     .value
@@ -510,34 +470,35 @@ fn trace_evidence(r: &BenchResult, s: &Samples, seed: u64) -> Evidence {
                             .map(|e| v * e / x.max(f64::MIN_POSITIVE))
                     });
             }
-            "error_rate" => {
+            Metric::ErrorRate => {
                 side.value = point.get("error_rate").copied();
                 side.se = se.get("error_rate").copied();
             }
-            "slo_attainment" => {
+            Metric::SloAttainment => {
                 side.value = att.map(|a| a.0);
                 side.se = att.map(|a| a.1);
             }
-            "goodput" => {
+            Metric::Goodput => {
                 // Goodput = requests/s × attainment: their relative errors add in quadrature.
-                side.value = stats_value(&r.stats, "goodput");
+                side.value = metric.of(&r.stats);
                 side.se = side.value.zip(rel_tp).zip(att).map(|((v, rt), (p, e))| {
                     let ra = if p > 0.0 { e / p } else { 0.0 };
                     v * (rt * rt + ra * ra).sqrt()
                 });
             }
-            "requests_per_s" => side.value = stats_value(&r.stats, &metric),
-            m => {
-                side.value = point.get(m).copied();
-                side.se = se.get(m).copied();
-                if let (Some((fam, field)), Some(v)) = (m.split_once('_'), side.value)
-                    && sig::quantile_of(field).is_some()
+            Metric::RequestsPerS => side.value = metric.of(&r.stats),
+            Metric::Latency(fam, stat) => {
+                let m = metric.name();
+                side.value = point.get(&m).copied();
+                side.se = se.get(&m).copied();
+                if let Some(v) = side.value
+                    && sig::quantile_of(stat.name()).is_some()
                 {
-                    side.above = Some(sig::tail_support(&s.requests, fam, field, v));
+                    side.above = Some(sig::tail_support(&s.requests, fam, stat.name(), v));
                 }
             }
         }
-        sides.insert(metric, side);
+        sides.insert(metric.name(), side);
     }
     let n = s.requests.len() as u64;
     Evidence {
@@ -962,9 +923,8 @@ impl<'a> Judging<'a> {
             q.map(|_| field),
         );
         let mw = match (method, self.samples) {
-            (Method::ClusterBootstrap, Some((xb, xc))) if sig::FAMILIES.contains(&fam) => {
-                mann_whitney_greater(&xb.per_request(fam), &xc.per_request(fam))
-            }
+            (Method::ClusterBootstrap, Some((xb, xc))) => Family::parse(fam)
+                .and_then(|f| mann_whitney_greater(&xb.per_request(f), &xc.per_request(f))),
             _ => None,
         };
         Row {

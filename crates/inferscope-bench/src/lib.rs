@@ -46,6 +46,7 @@ pub mod dataset;
 pub mod energy;
 pub mod exec;
 pub mod explain;
+pub mod metric;
 pub mod plot;
 pub mod record;
 pub mod replicas;

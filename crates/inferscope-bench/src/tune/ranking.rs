@@ -3,6 +3,7 @@
 
 use super::session::Cand;
 use super::{State, counted_runs, pareto_front, ranking};
+use crate::metric::{Family, Metric, Stat};
 use crate::plot::ParetoPoint;
 use crate::run::{Outcome, merge_repeats};
 use crate::stats::Slo;
@@ -67,39 +68,21 @@ pub fn rank(cands: &[Cand], baseline: usize, repeats: u32, slo: &Slo) -> Ranking
     }
 }
 
-/// Which latency a Pareto front plots against throughput.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    /// Time to first token.
-    Ttft,
-    /// Time per output token.
-    Tpot,
-}
-
-impl Family {
-    /// Both, in file order.
-    pub const ALL: [Family; 2] = [Family::Ttft, Family::Tpot];
-    /// Its name in file names.
-    pub fn name(self) -> &'static str {
-        match self {
-            Family::Ttft => "ttft",
-            Family::Tpot => "tpot",
-        }
-    }
+/// Each Pareto front with the latency it plots against throughput, in file order.
+pub fn plotted(r: &Ranking) -> [(Family, &[bool]); 2] {
+    [(Family::Ttft, &r.fronts.0), (Family::Tpot, &r.fronts.1)]
 }
 
 /// A merged outcome's p90 of `fam`, in ms.
 pub fn p90(o: &Option<Outcome>, fam: Family) -> Option<f64> {
-    o.as_ref().and_then(|o| match fam {
-        Family::Ttft => o.result.stats.ttft_ms.p90,
-        Family::Tpot => o.result.stats.tpot_ms.p90,
-    })
+    o.as_ref()
+        .and_then(|o| Metric::Latency(fam, Stat::P90).of(&o.result.stats))
 }
 
 /// A merged outcome's output throughput.
 pub fn thr(o: &Option<Outcome>) -> Option<f64> {
     o.as_ref()
-        .and_then(|o| crate::compare::stats_value(&o.result.stats, "throughput"))
+        .and_then(|o| Metric::Throughput.of(&o.result.stats))
 }
 
 /// The throughput-vs-p90 Pareto fronts (TTFT, TPOT).
@@ -115,12 +98,9 @@ pub fn fronts(merged: &[Option<Outcome>]) -> Fronts {
     (front(Family::Ttft), front(Family::Tpot))
 }
 
-/// The points of one Pareto plot: every candidate with both values.
-pub fn pareto_points(cands: &[Cand], r: &Ranking, fam: Family) -> Vec<ParetoPoint> {
-    let front = match fam {
-        Family::Ttft => &r.fronts.0,
-        Family::Tpot => &r.fronts.1,
-    };
+/// The points of one Pareto plot (`front`: the candidates on it): every candidate with both
+/// values.
+pub fn pareto_points(cands: &[Cand], r: &Ranking, fam: Family, front: &[bool]) -> Vec<ParetoPoint> {
     cands
         .iter()
         .zip(r.merged.iter())

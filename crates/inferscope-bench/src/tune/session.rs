@@ -5,7 +5,7 @@
 //! The decisions stay pure: grid, halving and journal lines in [`super`], ranking in
 //! [`super::ranking`], the verdict in [`super::verdict`], report entries in [`super::report`].
 
-use super::ranking::{self, Family};
+use super::ranking;
 use super::report::{self as report, Report, Winner};
 use super::secrets::{self, Secrets};
 use super::{SetSpec, Settings, State, Template};
@@ -55,8 +55,8 @@ impl Objective {
     /// A run's value on this objective.
     pub fn of(self, r: &BenchResult, cap: Option<&Capacity>) -> Option<f64> {
         match self {
-            Objective::Throughput => crate::compare::stats_value(&r.stats, "throughput"),
-            Objective::Goodput => r.stats.goodput.map(|g| g.requests_per_s),
+            Objective::Throughput => crate::metric::Metric::Throughput.of(&r.stats),
+            Objective::Goodput => crate::metric::Metric::Goodput.of(&r.stats),
             Objective::Capacity => cap.and_then(|c| c.requests_per_s),
         }
     }
@@ -423,12 +423,12 @@ fn build_report(
     let r = ranking::rank(cands, baseline, cfg.repeats(), &slo);
     let v = super::verdict::judge(objective, cands, &slo, &r, baseline);
     let mut files = Vec::new();
-    for fam in Family::ALL {
+    for (fam, front) in ranking::plotted(&r) {
         let name = fam.name().to_uppercase();
         let svg = crate::plot::pareto_svg(
             &format!("tune: throughput vs p90 {name}"),
             &format!("p90 {name} (ms)"),
-            &ranking::pareto_points(cands, &r, fam),
+            &ranking::pareto_points(cands, &r, fam, front),
         );
         let p = cfg.out.join(format!("pareto_{}.svg", fam.name()));
         std::fs::write(&p, svg).with_context(|| format!("writing {}", p.display()))?;

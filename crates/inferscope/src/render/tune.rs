@@ -1,5 +1,6 @@
 //! `tune`'s text report (report.txt and stdout without `--json`).
 
+use inferscope_bench::metric::Metric;
 use inferscope_bench::tune::report::{CandReport, Report};
 use inferscope_bench::tune::session::Config;
 use std::io::Write;
@@ -61,7 +62,7 @@ pub fn write_text(r: &Report, a: &Config, out: &mut dyn Write) -> std::io::Resul
             },
             f(c.objective),
             // uncounted tokens are "-", not 0
-            f(s.and_then(|s| inferscope_bench::compare::stats_value(s, "throughput"))),
+            f(s.and_then(|s| Metric::Throughput.of(s))),
             f(s.and_then(|s| s.ttft_ms.p90)),
             f(s.and_then(|s| s.tpot_ms.p90)),
             note
