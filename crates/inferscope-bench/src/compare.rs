@@ -343,7 +343,7 @@ pub struct Row {
     pub mann_whitney_p_greater: Option<f64>,
     /// Deprecated: the same value as `mann_whitney_p_greater`, under its old, misleading name.
     pub p_worse: Option<f64>,
-    /// Outcome.
+    /// Outcome of the comparison for this metric.
     pub status: CompareStatus,
     /// Why it is `inconclusive` (or what made it a regression).
     #[serde(skip_serializing_if = "Option::is_none")]

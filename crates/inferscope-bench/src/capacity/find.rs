@@ -6,7 +6,7 @@ use super::{Capacity, SearchSettings, search};
 use crate::exec::StopReason;
 use crate::record::RequestRecord;
 use crate::result::{BenchResult, MachineSummary};
-use crate::run::{BenchError, Plan, ProgressFn, execute};
+use crate::run::{BenchError, BenchPlan, ProgressFn, execute};
 use crate::schedule::{Arrival, Schedule};
 
 /// The search and every run it made.
@@ -29,7 +29,7 @@ pub struct CapacityRun {
 /// Run the search. `plan.schedule` must be the closed loop that measures saturation;
 /// `plan.slo` must be set. `machine` is recorded in every run's result, as `bench` does.
 pub fn find(
-    plan: &Plan,
+    plan: &BenchPlan,
     settings: SearchSettings,
     machine: Option<MachineSummary>,
     progress: Option<ProgressFn>,

@@ -5,16 +5,16 @@ use super::session::Cand;
 use super::{State, counted_runs, pareto_front, ranking};
 use crate::metric::{Family, Metric, Stat};
 use crate::plot::ParetoPoint;
-use crate::run::{Outcome, merge_repeats};
+use crate::run::{RunOutcome, merge_repeats};
 use crate::stats::Slo;
 
 /// A candidate's first `n` runs merged (pooled statistics, `repeats` per run for `compare`).
-pub fn merged(c: &Cand, n: usize, slo: &Slo) -> Option<Outcome> {
-    let outs: Vec<Outcome> = c
+pub fn merged(c: &Cand, n: usize, slo: &Slo) -> Option<RunOutcome> {
+    let outs: Vec<RunOutcome> = c
         .runs
         .iter()
         .take(n)
-        .map(|(r, recs, _)| Outcome {
+        .map(|(r, recs, _)| RunOutcome {
             result: r.clone(),
             records: recs.clone(),
         })
@@ -36,7 +36,7 @@ pub struct Ranking {
     /// Per candidate, how many of its first runs it is ranked and shown on (complete rounds).
     pub counted: Vec<usize>,
     /// Per candidate, those runs merged.
-    pub merged: Vec<Option<Outcome>>,
+    pub merged: Vec<Option<RunOutcome>>,
     /// The top-ranked candidate, when it was measured.
     pub top: Option<usize>,
     /// The Pareto fronts of the merged outcomes.
@@ -49,7 +49,7 @@ pub fn rank(cands: &[Cand], baseline: usize, repeats: u32, slo: &Slo) -> Ranking
     let order = ranking(&states, baseline, repeats);
     // Each candidate is shown and judged on the runs it is ranked on (complete rounds only).
     let counted = counted_runs(&states, baseline, repeats);
-    let merged: Vec<Option<Outcome>> = cands
+    let merged: Vec<Option<RunOutcome>> = cands
         .iter()
         .zip(&counted)
         .map(|(c, &n)| self::merged(c, n, slo))
@@ -74,19 +74,19 @@ pub fn plotted(r: &Ranking) -> [(Family, &[bool]); 2] {
 }
 
 /// A merged outcome's p90 of `fam`, in ms.
-pub fn p90(o: &Option<Outcome>, fam: Family) -> Option<f64> {
+pub fn p90(o: &Option<RunOutcome>, fam: Family) -> Option<f64> {
     o.as_ref()
         .and_then(|o| Metric::Latency(fam, Stat::P90).of(&o.result.stats))
 }
 
 /// A merged outcome's output throughput.
-pub fn thr(o: &Option<Outcome>) -> Option<f64> {
+pub fn thr(o: &Option<RunOutcome>) -> Option<f64> {
     o.as_ref()
         .and_then(|o| Metric::Throughput.of(&o.result.stats))
 }
 
 /// The throughput-vs-p90 Pareto fronts (TTFT, TPOT).
-pub fn fronts(merged: &[Option<Outcome>]) -> Fronts {
+pub fn fronts(merged: &[Option<RunOutcome>]) -> Fronts {
     let front = |fam| {
         pareto_front(
             &merged

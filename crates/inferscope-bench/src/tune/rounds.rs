@@ -8,7 +8,7 @@ use super::session::{Cand, Config, Host, Objective, Run, interrupted, say};
 use super::{JournalLine, State, fits_budget, halving, next_round};
 use crate::client::RequestSettings;
 use crate::record;
-use crate::run::{Outcome, Plan, execute};
+use crate::run::{BenchPlan, RunOutcome, execute};
 use crate::schedule::{Arrival, Limits, Schedule, Warmup};
 use anyhow::{Context, bail};
 use std::io::Write;
@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The bench settings every candidate is measured with (the URL is filled per run).
-pub fn bench_plan(a: &Config) -> anyhow::Result<Plan> {
+pub fn bench_plan(a: &Config) -> anyhow::Result<BenchPlan> {
     let warmup: Warmup = a
         .warmup
         .parse()
@@ -34,7 +34,7 @@ pub fn bench_plan(a: &Config) -> anyhow::Result<Plan> {
         },
     };
     schedule.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(Plan {
+    Ok(BenchPlan {
         url: String::new(),
         request: RequestSettings {
             api: a.api,
@@ -109,7 +109,7 @@ pub fn plan_all(
 
 /// A run's wall time before any was measured: the duration + warm-up + 10 s (capacity: times
 /// the probes).
-fn per_run_guess(a: &Config, bench: &Plan) -> f64 {
+fn per_run_guess(a: &Config, bench: &BenchPlan) -> f64 {
     let warm_s = match bench.warmup {
         Warmup::Duration(d) => d.as_secs_f64(),
         _ => 2.0,
@@ -126,7 +126,7 @@ fn per_run_guess(a: &Config, bench: &Plan) -> f64 {
 /// estimate the budget check uses first; if not, say that only what ran will be ranked.
 pub fn budget_warning(
     a: &Config,
-    bench: &Plan,
+    bench: &BenchPlan,
     cands: &[Cand],
     baseline: usize,
     started: Instant,
@@ -163,7 +163,7 @@ enum RunEnd {
 pub fn run_rounds(
     a: &Config,
     host: &dyn Host,
-    bench: &Plan,
+    bench: &BenchPlan,
     journal: &Path,
     cands: &mut [Cand],
     baseline: usize,
@@ -248,7 +248,7 @@ fn run_once(
     a: &Config,
     host: &dyn Host,
     c: &mut Cand,
-    bench: &Plan,
+    bench: &BenchPlan,
     run_no: usize,
 ) -> anyhow::Result<RunEnd> {
     let port = free_port()?;
@@ -347,7 +347,11 @@ fn run_once(
 }
 
 /// One measurement of the server on `port`: the run, and whether it was interrupted.
-fn measure(a: &Config, bench: &Plan, port: u16) -> Result<(Run, bool), crate::run::BenchError> {
+fn measure(
+    a: &Config,
+    bench: &BenchPlan,
+    port: u16,
+) -> Result<(Run, bool), crate::run::BenchError> {
     let mut p = bench.clone();
     p.url = format!("http://127.0.0.1:{port}");
     // Each candidate's result carries its engine metrics (issue 27): what tune's JSON report
@@ -370,7 +374,7 @@ fn measure(a: &Config, bench: &Plan, port: u16) -> Result<(Run, bool), crate::ru
                 )
             })
         }
-        _ => execute(&p, None, None).map(|o: Outcome| {
+        _ => execute(&p, None, None).map(|o: RunOutcome| {
             let int = o.result.stop == crate::exec::StopReason::Interrupted;
             ((o.result, o.records, None), int)
         }),

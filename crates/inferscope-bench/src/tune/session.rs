@@ -352,7 +352,7 @@ fn session(cfg: &Config, host: &dyn Host) -> anyhow::Result<Report> {
 }
 
 /// Check the settings and the server template; the template, grid and bench plan.
-fn check(cfg: &Config) -> anyhow::Result<(Template, Vec<Settings>, crate::run::Plan)> {
+fn check(cfg: &Config) -> anyhow::Result<(Template, Vec<Settings>, crate::run::BenchPlan)> {
     let objective = cfg.objective();
     if matches!(objective, Objective::Goodput | Objective::Capacity) && cfg.slo.is_none() {
         bail!(

@@ -13,7 +13,7 @@ use inferscope_bench::energy::Energy;
 use inferscope_bench::record;
 use inferscope_bench::result::{BenchResult, MachineSummary, TokenizerSetting};
 use inferscope_bench::run::{
-    LocalTokenizer, MetricsScrape, Plan, ProgressFn, ProgressView, Replicas, execute_repeated,
+    BenchPlan, LocalTokenizer, MetricsScrape, ProgressFn, ProgressView, Replicas, execute_repeated,
 };
 use inferscope_bench::schedule::{Arrival, Limits, Schedule, Warmup};
 use inferscope_bench::tokenizer::{MAX_TOKENIZER_BYTES, TokenCounter};
@@ -161,7 +161,7 @@ pub(crate) fn parse_warmup(s: Option<&str>) -> anyhow::Result<Warmup> {
 }
 
 /// Build the plan from flags (pure apart from the clock passed in).
-pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
+pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<BenchPlan> {
     for url in &a.urls {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             anyhow::bail!("--url {url}: expected http://HOST:PORT");
@@ -225,7 +225,7 @@ pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
         (None, None) => Some(Duration::from_secs(30)),
         (d, _) => d,
     };
-    Ok(Plan {
+    Ok(BenchPlan {
         url: a.url().to_string(),
         request: RequestSettings {
             api: a.load.api,
@@ -482,7 +482,7 @@ pub fn run(a: BenchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 /// `bench --find-capacity`.
 fn run_capacity(
     a: &BenchArgs,
-    plan: &Plan,
+    plan: &BenchPlan,
     machine: Option<MachineSummary>,
     show: bool,
     out: &mut dyn Write,
