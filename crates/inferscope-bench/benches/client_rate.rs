@@ -13,7 +13,7 @@
 
 use inferscope_bench::client::{Api, RequestSettings};
 use inferscope_bench::dataset::DatasetSpec;
-use inferscope_bench::run::{Plan, execute};
+use inferscope_bench::run::{BenchPlan, execute};
 use inferscope_bench::schedule::{Limits, Schedule, Warmup};
 use inferscope_bench::stats::Slo;
 use inferscope_testkit::{Mode, Script};
@@ -78,7 +78,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("the flood server did not start".into());
     };
     pin(1);
-    let plan = Plan {
+    let plan = BenchPlan {
         url: format!("http://127.0.0.1:{port}"),
         request: RequestSettings {
             api: Api::Completions,

@@ -2,6 +2,7 @@
 //! at or above a target, found with a bounded number of probe runs.
 //!
 //! The caller measures; this module only decides which rate to probe next and what the answer is.
+//! [`find`] (its own file, the one with I/O) is that caller for a running server.
 //!
 //! * **Start**: a closed-loop saturation rate `R` (what the server completes per second when kept
 //!   busy) bounds the search: an open loop above `R` builds a queue that grows for the whole
@@ -17,6 +18,9 @@
 //!   how sharp it is; `None` when no probed rate passed (even the lowest).
 
 use serde::{Deserialize, Serialize};
+
+mod find;
+pub use find::{CapacityRun, find};
 
 /// One probe's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -28,6 +28,7 @@
 //!   else improved; a change that is significantly better on some judged metrics and worse on
 //!   others, attainment held, is a `trade-off` (listed with its numbers), never a roll back.
 
+use crate::metric::{Family, Metric};
 use crate::record::RequestRecord;
 use crate::result::BenchResult;
 use crate::significance::{self as sig, RequestSample};
@@ -58,12 +59,7 @@ pub fn shared_slo(base: &BenchResult, cand: &BenchResult) -> Option<Slo> {
 /// `tpot_*` and `itl_*` (the same decode step, per chunk) by `tpot`, `e2e_*` by `e2e`.
 pub fn slo_bound_ms(slo: &Slo, metric: &str) -> Option<f64> {
     let fam = metric.split_once('_').map_or(metric, |(f, _)| f);
-    let d = match fam {
-        "ttft" => slo.ttft,
-        "tpot" | "itl" => slo.tpot,
-        "e2e" => slo.e2e,
-        _ => None,
-    }?;
+    let d = Family::parse(fam)?.slo_bound(slo)?;
     Some(d.as_secs_f64() * 1000.0)
 }
 
@@ -107,24 +103,9 @@ pub struct Threshold {
     pub limit: Limit,
 }
 
-/// All metric names.
+/// All metric names ([`Metric::all`]).
 pub fn metric_names() -> Vec<String> {
-    let mut v = Vec::new();
-    for fam in ["ttft", "tpot", "itl", "e2e"] {
-        for f in ["mean", "p50", "p90", "p95", "p99", "p999"] {
-            v.push(format!("{fam}_{f}"));
-        }
-    }
-    for m in [
-        "throughput",
-        "requests_per_s",
-        "goodput",
-        "slo_attainment",
-        "error_rate",
-    ] {
-        v.push(m.to_string());
-    }
-    v
+    Metric::all().iter().map(|m| m.name()).collect()
 }
 
 /// Why a `--threshold` list cannot be parsed (each names the offending `part`).
@@ -249,17 +230,15 @@ impl Samples {
     }
 
     /// Per-request values of a latency family (ITL: each request's mean gap).
-    fn per_request(&self, fam: &str) -> Vec<f64> {
+    fn per_request(&self, fam: Family) -> Vec<f64> {
         self.requests
             .iter()
             .filter_map(|r| match fam {
-                "ttft" => r.ttft,
-                "tpot" => r.tpot,
-                "e2e" => r.e2e,
-                "itl" if !r.gaps.is_empty() => {
-                    Some(r.gaps.iter().sum::<f64>() / r.gaps.len() as f64)
-                }
-                _ => None,
+                Family::Ttft => r.ttft,
+                Family::Tpot => r.tpot,
+                Family::E2e => r.e2e,
+                Family::Itl if r.gaps.is_empty() => None,
+                Family::Itl => Some(r.gaps.iter().sum::<f64>() / r.gaps.len() as f64),
             })
             .collect()
     }
@@ -268,7 +247,7 @@ impl Samples {
 /// How a metric moved (JSON: `better`, `ok`, `worse`, `regression`, `inconclusive`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Status {
+pub enum CompareStatus {
     /// Significantly better (or, without evidence, better).
     Better,
     /// Not significantly different, or within its threshold.
@@ -281,15 +260,15 @@ pub enum Status {
     Inconclusive,
 }
 
-impl Status {
+impl CompareStatus {
     /// The word used in tables and JSON.
     pub fn as_str(self) -> &'static str {
         match self {
-            Status::Better => "better",
-            Status::Ok => "ok",
-            Status::Worse => "worse",
-            Status::Regression => "regression",
-            Status::Inconclusive => "inconclusive",
+            CompareStatus::Better => "better",
+            CompareStatus::Ok => "ok",
+            CompareStatus::Worse => "worse",
+            CompareStatus::Regression => "regression",
+            CompareStatus::Inconclusive => "inconclusive",
         }
     }
 }
@@ -364,8 +343,8 @@ pub struct Row {
     pub mann_whitney_p_greater: Option<f64>,
     /// Deprecated: the same value as `mann_whitney_p_greater`, under its old, misleading name.
     pub p_worse: Option<f64>,
-    /// Outcome.
-    pub status: Status,
+    /// Outcome of the comparison for this metric.
+    pub status: CompareStatus,
     /// Why it is `inconclusive` (or what made it a regression).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -433,35 +412,16 @@ pub struct Comparison {
     pub differences: Vec<String>,
 }
 
-/// A metric's value in one run's statistics.
+/// A metric's value in one run's statistics, by name ([`Metric::of`]); `None` for an unknown
+/// name or value.
 pub fn stats_value(s: &Stats, metric: &str) -> Option<f64> {
-    match metric {
-        // Uncounted tokens are not a throughput of 0.
-        "throughput" if s.token_count_source == "unknown" => None,
-        "throughput" => Some(s.output_tokens_per_s),
-        "requests_per_s" => Some(s.requests_per_s),
-        "goodput" => s.goodput.map(|g| g.requests_per_s),
-        "slo_attainment" => s.goodput.map(|g| g.fraction),
-        "error_rate" => Some(s.error_rate),
-        _ => {
-            let (fam, field) = metric.split_once('_')?;
-            let sum = match fam {
-                "ttft" => &s.ttft_ms,
-                "tpot" => &s.tpot_ms,
-                "itl" => &s.itl_ms,
-                "e2e" => &s.e2e_ms,
-                _ => return None,
-            };
-            sum.get(field)
-        }
-    }
+    Metric::parse(metric)?.of(s)
 }
 
+/// Which way is better for a metric named `metric` (names come from [`metric_names`] and
+/// parsed thresholds; an unknown one is judged as a latency).
 fn better(metric: &str) -> Better {
-    match metric {
-        "throughput" | "requests_per_s" | "goodput" | "slo_attainment" => Better::Higher,
-        _ => Better::Lower,
-    }
+    Metric::parse(metric).map_or(Better::Lower, Metric::better)
 }
 
 /// Point value and standard error of one metric on one side.
@@ -496,11 +456,11 @@ fn trace_evidence(r: &BenchResult, s: &Samples, seed: u64) -> Evidence {
         .map(|(x, e)| e / x.max(f64::MIN_POSITIVE));
     let att = attainment(s, &r.settings.slo);
     let mut sides = BTreeMap::new();
-    for metric in metric_names() {
+    for metric in Metric::all() {
         let mut side = Side::default();
-        match metric.as_str() {
-            "throughput" => {
-                side.value = stats_value(&r.stats, "throughput");
+        match metric {
+            Metric::Throughput => {
+                side.value = metric.of(&r.stats);
                 // The replay's relative error carries over to the measured throughput.
                 side.se = side
                     .value
@@ -510,34 +470,35 @@ fn trace_evidence(r: &BenchResult, s: &Samples, seed: u64) -> Evidence {
                             .map(|e| v * e / x.max(f64::MIN_POSITIVE))
                     });
             }
-            "error_rate" => {
+            Metric::ErrorRate => {
                 side.value = point.get("error_rate").copied();
                 side.se = se.get("error_rate").copied();
             }
-            "slo_attainment" => {
+            Metric::SloAttainment => {
                 side.value = att.map(|a| a.0);
                 side.se = att.map(|a| a.1);
             }
-            "goodput" => {
+            Metric::Goodput => {
                 // Goodput = requests/s × attainment: their relative errors add in quadrature.
-                side.value = stats_value(&r.stats, "goodput");
+                side.value = metric.of(&r.stats);
                 side.se = side.value.zip(rel_tp).zip(att).map(|((v, rt), (p, e))| {
                     let ra = if p > 0.0 { e / p } else { 0.0 };
                     v * (rt * rt + ra * ra).sqrt()
                 });
             }
-            "requests_per_s" => side.value = stats_value(&r.stats, &metric),
-            m => {
-                side.value = point.get(m).copied();
-                side.se = se.get(m).copied();
-                if let (Some((fam, field)), Some(v)) = (m.split_once('_'), side.value)
-                    && sig::quantile_of(field).is_some()
+            Metric::RequestsPerS => side.value = metric.of(&r.stats),
+            Metric::Latency(fam, stat) => {
+                let m = metric.name();
+                side.value = point.get(&m).copied();
+                side.se = se.get(&m).copied();
+                if let Some(v) = side.value
+                    && sig::quantile_of(stat.name()).is_some()
                 {
-                    side.above = Some(sig::tail_support(&s.requests, fam, field, v));
+                    side.above = Some(sig::tail_support(&s.requests, fam, stat.name(), v));
                 }
             }
         }
-        sides.insert(metric, side);
+        sides.insert(metric.name(), side);
     }
     let n = s.requests.len() as u64;
     Evidence {
@@ -653,7 +614,7 @@ pub fn compare(
                 Some(needed_repeats.map_or(r, |n| n.max(r)))
             });
             match row.status {
-                Status::Regression => regressions.push(format!(
+                CompareStatus::Regression => regressions.push(format!(
                     "{}: {} -> {} ({}), past its threshold {}{}",
                     row.metric,
                     fmt_num(row.base),
@@ -664,7 +625,7 @@ pub fn compare(
                         .as_ref()
                         .map_or(String::new(), |r| format!(", {r}"))
                 )),
-                Status::Inconclusive => unsure.push(format!(
+                CompareStatus::Inconclusive => unsure.push(format!(
                     "{}: {}",
                     row.metric,
                     row.reason.clone().unwrap_or_default()
@@ -677,7 +638,7 @@ pub fn compare(
     // With an SLO, what no improvement elsewhere can excuse: attainment lost, an invalid run.
     let mut breaches: Vec<String> = rows
         .iter()
-        .filter(|r| r.metric == "slo_attainment" && r.status == Status::Regression)
+        .filter(|r| r.metric == "slo_attainment" && r.status == CompareStatus::Regression)
         .map(|r| {
             format!(
                 "slo_attainment: {} -> {} of requests met the SLO: the candidate breaks it",
@@ -757,14 +718,14 @@ fn weighs(r: &Row) -> bool {
 
 /// Judged metrics significantly better and worse; `None` unless there are both.
 fn trade_off(rows: &[Row]) -> Option<TradeOff> {
-    let pick = |f: fn(Status) -> bool| -> Vec<String> {
+    let pick = |f: fn(CompareStatus) -> bool| -> Vec<String> {
         rows.iter()
             .filter(|r| weighs(r) && f(r.status))
             .map(|r| r.metric.clone())
             .collect()
     };
-    let better = pick(|s| s == Status::Better);
-    let worse = pick(|s| matches!(s, Status::Worse | Status::Regression));
+    let better = pick(|s| s == CompareStatus::Better);
+    let worse = pick(|s| matches!(s, CompareStatus::Worse | CompareStatus::Regression));
     (!better.is_empty() && !worse.is_empty()).then_some(TradeOff { better, worse })
 }
 
@@ -962,9 +923,8 @@ impl<'a> Judging<'a> {
             q.map(|_| field),
         );
         let mw = match (method, self.samples) {
-            (Method::ClusterBootstrap, Some((xb, xc))) if sig::FAMILIES.contains(&fam) => {
-                mann_whitney_greater(&xb.per_request(fam), &xc.per_request(fam))
-            }
+            (Method::ClusterBootstrap, Some((xb, xc))) => Family::parse(fam)
+                .and_then(|f| mann_whitney_greater(&xb.per_request(f), &xc.per_request(f))),
             _ => None,
         };
         Row {
@@ -1019,7 +979,7 @@ fn method_note(method: Method, eb: &Evidence, ec: &Evidence) -> String {
     }
 }
 
-/// Status and reason of one metric. `vals` = ((base, cand), delta).
+/// CompareStatus and reason of one metric. `vals` = ((base, cand), delta).
 #[allow(clippy::too_many_arguments)]
 fn judge(
     vals: Option<((f64, f64), f64)>,
@@ -1032,10 +992,10 @@ fn judge(
     needed: Option<u64>,
     method: Method,
     percentile: Option<&str>,
-) -> (Status, Option<String>) {
+) -> (CompareStatus, Option<String>) {
     let Some(((b, _), d)) = vals else {
         return (
-            Status::Inconclusive,
+            CompareStatus::Inconclusive,
             Some("missing in one run, not judged".into()),
         );
     };
@@ -1051,7 +1011,7 @@ fn judge(
     };
     if let Some(n) = tail_need {
         return (
-            Status::Inconclusive,
+            CompareStatus::Inconclusive,
             Some(format!(
                 "too few requests above {} (need >= {} in each run): inconclusive (need >= {n} requests)",
                 percentile.unwrap_or("it"),
@@ -1062,24 +1022,24 @@ fn judge(
     let Some(se) = se else {
         return match threshold {
             Some(l) if worse_by > allowed(l, b) => (
-                Status::Inconclusive,
+                CompareStatus::Inconclusive,
                 Some(
                     "past its threshold, but no traces or repeats to tell noise from change".into(),
                 ),
             ),
-            _ if worse_by < 0.0 => (Status::Better, None),
-            _ if worse_by > 0.0 => (Status::Worse, None),
-            _ => (Status::Ok, None),
+            _ if worse_by < 0.0 => (CompareStatus::Better, None),
+            _ if worse_by > 0.0 => (CompareStatus::Worse, None),
+            _ => (CompareStatus::Ok, None),
         };
     };
     let Some(limit) = threshold else {
         return (
             if worse_by + z_95 * se < 0.0 {
-                Status::Better
+                CompareStatus::Better
             } else if worse_by - z_95 * se > 0.0 {
-                Status::Worse
+                CompareStatus::Worse
             } else {
-                Status::Ok
+                CompareStatus::Ok
             },
             None,
         );
@@ -1087,10 +1047,10 @@ fn judge(
     let t = allowed(limit, b);
     let lo = worse_by - z_a * se;
     if worse_by > t && lo > 0.0 {
-        (Status::Regression, Some("significant".into()))
+        (CompareStatus::Regression, Some("significant".into()))
     } else if worse_by > t {
         (
-            Status::Inconclusive,
+            CompareStatus::Inconclusive,
             Some(match needed {
                 Some(n) => format!(
                     "past its threshold but not significant: inconclusive (need >= {n} {unit})"
@@ -1099,11 +1059,11 @@ fn judge(
             }),
         )
     } else if worse_by + z_a * se < 0.0 {
-        (Status::Better, None)
+        (CompareStatus::Better, None)
     } else if lo > 0.0 {
-        (Status::Worse, None)
+        (CompareStatus::Worse, None)
     } else {
-        (Status::Ok, None)
+        (CompareStatus::Ok, None)
     }
 }
 
@@ -1183,7 +1143,7 @@ pub fn write_text(c: &Comparison, out: &mut dyn Write) -> std::io::Result<()> {
             continue;
         }
         let status = match r.status {
-            Status::Regression => "REGRESSION",
+            CompareStatus::Regression => "REGRESSION",
             s => s.as_str(),
         };
         writeln!(
@@ -1353,13 +1313,13 @@ mod tests {
                 None,
             )
         };
-        assert_eq!(j(30.0, 5.0).0, Status::Regression);
+        assert_eq!(j(30.0, 5.0).0, CompareStatus::Regression);
         let (s, why) = j(12.0, 10.0);
-        assert_eq!(s, Status::Inconclusive);
+        assert_eq!(s, CompareStatus::Inconclusive);
         assert!(why.unwrap().contains("need >= 500 requests per run"));
-        assert_eq!(j(5.0, 1.0).0, Status::Worse);
-        assert_eq!(j(1.0, 1.0).0, Status::Ok);
-        assert_eq!(j(-10.0, 1.0).0, Status::Better);
+        assert_eq!(j(5.0, 1.0).0, CompareStatus::Worse);
+        assert_eq!(j(1.0, 1.0).0, CompareStatus::Ok);
+        assert_eq!(j(-10.0, 1.0).0, CompareStatus::Better);
         // An unsupported tail is inconclusive whatever the delta.
         let (s, why) = judge(
             Some(((100.0, 200.0), 100.0)),
@@ -1373,7 +1333,7 @@ mod tests {
             Method::ClusterBootstrap,
             Some("p99"),
         );
-        assert_eq!(s, Status::Inconclusive);
+        assert_eq!(s, CompareStatus::Inconclusive);
         assert!(
             why.unwrap()
                 .contains("inconclusive (need >= 1000 requests)")
@@ -1391,6 +1351,6 @@ mod tests {
             Method::None,
             None,
         );
-        assert_eq!(s, Status::Inconclusive);
+        assert_eq!(s, CompareStatus::Inconclusive);
     }
 }

@@ -9,10 +9,17 @@
 //!   (hand-written SVG) and [`result`] (the documented result file).
 //! * **Tokens**: [`tokenizer`] counts generated text with a local `tokenizer.json` when the
 //!   server reports no usage.
-//! * **Tuning** (pure): [`tune`] (placeholders, grid, successive halving, Pareto front, journal)
-//!   and [`capacity`] (the highest Poisson rate meeting an SLO attainment target).
-//! * **I/O**: [`client`] (one request over reqwest/tokio, recording every chunk time) and
-//!   [`exec`] (drives one schedule through the client and collects [`record::RequestRecord`]s).
+//! * **Tuning** (pure): [`tune`] (placeholders, grid, successive halving, Pareto front, journal
+//!   lines; [`tune::ranking`], [`tune::verdict`], [`tune::report`]) and [`capacity`] (the highest
+//!   Poisson rate meeting an SLO attainment target).
+//! * **I/O**: [`client`] (one request over reqwest/tokio, recording every chunk time),
+//!   [`exec`] (drives one schedule through the client and collects [`record::RequestRecord`]s),
+//!   [`capacity::find`] (the search's probe runs), and `tune`'s session
+//!   ([`tune::session`], [`tune::rounds`], [`tune::journal`], [`tune::server`],
+//!   [`tune::keeper`]): this crate also **spawns and stops the candidate servers** of
+//!   `inferscope tune`, each in its own process group under the keeper, and writes the journal
+//!   and report files. What it needs of the binary (the planner, NVML, `run --emit`, the
+//!   bounded reader) comes through [`tune::session::Host`].
 //!
 //! Design decisions worth knowing:
 //!
@@ -39,6 +46,7 @@ pub mod dataset;
 pub mod energy;
 pub mod exec;
 pub mod explain;
+pub mod metric;
 pub mod plot;
 pub mod record;
 pub mod replicas;

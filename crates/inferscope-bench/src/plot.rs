@@ -6,6 +6,7 @@
 //! ends at the largest p99.9 of the runs shown (the tail beyond it would squash the body of the
 //! distribution); the y axis is the percentile.
 
+use crate::metric::Family;
 use crate::result::BenchResult;
 use std::fmt::Write;
 
@@ -343,9 +344,9 @@ pub fn plots(results: &[(String, &BenchResult)]) -> Vec<(String, String)> {
             cdf_svg(&format!("{title} (CDF)"), &series),
         ));
     }
-    for (m, title) in [
-        ("ttft", "TTFT vs throughput"),
-        ("e2e", "E2E latency vs throughput"),
+    for (fam, title) in [
+        (Family::Ttft, "TTFT vs throughput"),
+        (Family::E2e, "E2E latency vs throughput"),
     ] {
         let series: Vec<(String, Vec<SweepPoint>)> = results
             .iter()
@@ -355,11 +356,7 @@ pub fn plots(results: &[(String, &BenchResult)]) -> Vec<(String, String)> {
                     .steps
                     .iter()
                     .filter_map(|s| {
-                        let sum = if m == "ttft" {
-                            &s.stats.ttft_ms
-                        } else {
-                            &s.stats.e2e_ms
-                        };
+                        let sum = fam.summary(&s.stats);
                         Some((s.stats.output_tokens_per_s, sum.p50?, sum.p99?))
                     })
                     .collect::<Vec<_>>();
@@ -368,8 +365,12 @@ pub fn plots(results: &[(String, &BenchResult)]) -> Vec<(String, String)> {
             .collect();
         if !series.is_empty() {
             out.push((
-                format!("sweep_{m}.svg"),
-                sweep_svg(title, &format!("{} (ms)", m.to_uppercase()), &series),
+                format!("sweep_{}.svg", fam.name()),
+                sweep_svg(
+                    title,
+                    &format!("{} (ms)", fam.name().to_uppercase()),
+                    &series,
+                ),
             ));
         }
     }

@@ -17,9 +17,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// Everything a benchmark needs.
+/// Everything a benchmark needs: its load, requests and limits (bench's settings; not the
+/// planner's memory plan, `inferscope_plan::Plan`).
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub struct BenchPlan {
     /// Server base URL.
     pub url: String,
     /// Request settings; an empty model means "the first model the server lists".
@@ -144,9 +145,9 @@ pub enum BenchError {
     Search(#[from] crate::capacity::SearchError),
 }
 
-/// The result plus the raw records (for `--trace`).
+/// The result plus the raw records (for `--trace`); not a check's outcome.
 #[derive(Debug)]
-pub struct Outcome {
+pub struct RunOutcome {
     /// The result file.
     pub result: BenchResult,
     /// Every request of every step, warm-up included.
@@ -155,10 +156,10 @@ pub struct Outcome {
 
 /// Run the plan. Blocking: builds its own single-threaded tokio runtime.
 pub fn execute(
-    plan: &Plan,
+    plan: &BenchPlan,
     machine: Option<MachineSummary>,
     progress: Option<ProgressFn>,
-) -> Result<Outcome, BenchError> {
+) -> Result<RunOutcome, BenchError> {
     plan.schedule
         .validate()
         .map_err(|e| BenchError::Input(e.to_string()))?;
@@ -247,11 +248,11 @@ fn pool_size(s: &Schedule, max_inflight: u32) -> usize {
 }
 
 async fn execute_async(
-    plan: &Plan,
+    plan: &BenchPlan,
     machine: Option<MachineSummary>,
     progress: Option<ProgressFn>,
     dataset: &Dataset,
-) -> Result<Outcome, BenchError> {
+) -> Result<RunOutcome, BenchError> {
     let pool = pool_size(&plan.schedule, plan.max_inflight).max(plan.max_inflight as usize);
     let client =
         http_client(pool, plan.request.timeout).map_err(|e| BenchError::Input(e.to_string()))?;
@@ -364,14 +365,14 @@ fn spawn_ticker(cb: ProgressFn, prog: Arc<Progress>, step: u32) -> tokio::task::
 
 /// The result of the finished steps: statistics per step, the first step as the top level.
 fn assemble(
-    plan: &Plan,
+    plan: &BenchPlan,
     request: RequestSettings,
     info: ServerInfo,
     machine: Option<MachineSummary>,
     steps: Vec<(Schedule, crate::exec::RunOutput)>,
     cpu: crate::exec::CpuUsage,
     t_start: Instant,
-) -> Result<Outcome, BenchError> {
+) -> Result<RunOutcome, BenchError> {
     let mut all_records = Vec::new();
     let mut sweep_steps = Vec::new();
     let mut top = None;
@@ -458,7 +459,7 @@ fn assemble(
         server_metrics: None,
         energy: None,
     };
-    Ok(Outcome {
+    Ok(RunOutcome {
         result,
         records: all_records,
     })
@@ -470,11 +471,11 @@ fn assemble(
 /// every repeat is, and client usage is summed. Trace records carry their run in `repeat`.
 /// `repeat` ≤ 1 is a plain [`execute`].
 pub fn execute_repeated(
-    plan: &Plan,
+    plan: &BenchPlan,
     machine: Option<MachineSummary>,
     progress: Option<ProgressFn>,
     repeat: u32,
-) -> Result<Outcome, BenchError> {
+) -> Result<RunOutcome, BenchError> {
     if repeat <= 1 {
         return execute(plan, machine, progress);
     }
@@ -496,7 +497,7 @@ pub fn execute_repeated(
 }
 
 /// Merge the outcomes of repeated runs (pure; see [`execute_repeated`]).
-pub fn merge_repeats(outcomes: Vec<Outcome>, slo: &Slo) -> Option<Outcome> {
+pub fn merge_repeats(outcomes: Vec<RunOutcome>, slo: &Slo) -> Option<RunOutcome> {
     let mut it = outcomes.into_iter();
     let first = it.next()?;
     let mut result = first.result;
@@ -565,5 +566,5 @@ pub fn merge_repeats(outcomes: Vec<Outcome>, slo: &Slo) -> Option<Outcome> {
     result.valid = why.is_empty();
     result.invalid_reasons = why;
     result.repeats = repeats;
-    Some(Outcome { result, records })
+    Some(RunOutcome { result, records })
 }

@@ -23,6 +23,7 @@
 //! * **Sizing**: the standard error shrinks as 1/√n, so the run size at which a worsening equal to
 //!   the threshold would be significant with 80 % power is n · ((z_α + z_0.8) · SE / T)².
 
+use crate::metric::Family;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use std::collections::BTreeMap;
@@ -55,8 +56,6 @@ pub struct RequestSample {
     pub failed: bool,
 }
 
-/// Latency families with per-request samples.
-pub const FAMILIES: [&str; 4] = ["ttft", "tpot", "itl", "e2e"];
 /// Statistics per family.
 pub const FIELDS: [&str; 6] = ["mean", "p50", "p90", "p95", "p99", "p999"];
 
@@ -85,18 +84,17 @@ pub fn sorted_statistic(field: &str, xs: &[f64]) -> Option<f64> {
     xs.get(k).copied()
 }
 
-fn family_values<'a>(reqs: impl Iterator<Item = &'a RequestSample>, fam: &str) -> Vec<f64> {
+fn family_values<'a>(reqs: impl Iterator<Item = &'a RequestSample>, fam: Family) -> Vec<f64> {
     let mut v: Vec<f64> = Vec::new();
     for r in reqs {
         match fam {
-            "ttft" => v.extend(r.ttft),
-            "tpot" => v.extend(r.tpot),
-            "e2e" => v.extend(r.e2e),
-            "itl" => {
+            Family::Ttft => v.extend(r.ttft),
+            Family::Tpot => v.extend(r.tpot),
+            Family::E2e => v.extend(r.e2e),
+            Family::Itl => {
                 let step = r.gaps.len().div_ceil(MAX_GAPS_PER_REQUEST).max(1);
                 v.extend(r.gaps.iter().step_by(step));
             }
-            _ => {}
         }
     }
     v.sort_unstable_by(f64::total_cmp);
@@ -147,11 +145,11 @@ fn all_statistics<'a>(
     slots: Option<u32>,
 ) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
-    for fam in FAMILIES {
+    for fam in Family::ALL {
         let v = family_values(reqs.clone(), fam);
         for f in FIELDS {
             if let Some(x) = sorted_statistic(f, &v) {
-                out.insert(format!("{fam}_{f}"), x);
+                out.insert(format!("{}_{f}", fam.name()), x);
             }
         }
     }
@@ -214,14 +212,13 @@ pub fn bootstrap_se(
 }
 
 /// Distinct requests with a sample strictly above `value` in family `fam`.
-pub fn requests_above(reqs: &[RequestSample], fam: &str, value: f64) -> u64 {
+pub fn requests_above(reqs: &[RequestSample], fam: Family, value: f64) -> u64 {
     reqs.iter()
         .filter(|r| match fam {
-            "ttft" => r.ttft.is_some_and(|x| x > value),
-            "tpot" => r.tpot.is_some_and(|x| x > value),
-            "e2e" => r.e2e.is_some_and(|x| x > value),
-            "itl" => r.gaps.iter().any(|&x| x > value),
-            _ => false,
+            Family::Ttft => r.ttft.is_some_and(|x| x > value),
+            Family::Tpot => r.tpot.is_some_and(|x| x > value),
+            Family::E2e => r.e2e.is_some_and(|x| x > value),
+            Family::Itl => r.gaps.iter().any(|&x| x > value),
         })
         .count() as u64
 }
@@ -231,7 +228,7 @@ pub fn requests_above(reqs: &[RequestSample], fam: &str, value: f64) -> u64 {
 /// requests at once when one stall (a scheduler hiccup, a long prefill in the batch) hits every
 /// request in flight; those are one event, not many, so a request's share of the tail is the
 /// most it can count for.
-pub fn tail_support(reqs: &[RequestSample], fam: &str, field: &str, value: f64) -> u64 {
+pub fn tail_support(reqs: &[RequestSample], fam: Family, field: &str, value: f64) -> u64 {
     let above = requests_above(reqs, fam, value);
     match quantile_of(field) {
         Some(q) => above.min((reqs.len() as f64 * (1.0 - q) + 1e-9).floor() as u64),
@@ -376,14 +373,14 @@ mod tests {
         let s = statistics(&reqs, Some(8));
         assert!(s["replay_throughput"] > 0.0);
         let p99 = s["tpot_p99"];
-        assert!(requests_above(&reqs, "tpot", p99) < MIN_TAIL_REQUESTS);
+        assert!(requests_above(&reqs, Family::Tpot, p99) < MIN_TAIL_REQUESTS);
         assert_eq!(requests_for_tail(0.99, 96, 0), 1000);
         assert_eq!(requests_for_tail(0.5, 96, 48), 20);
         let p50 = s["itl_p50"];
-        assert_eq!(requests_above(&reqs, "itl", p50), 48);
+        assert_eq!(requests_above(&reqs, Family::Itl, p50), 48);
         // Every request has a gap above this value, but a p90 of 96 requests counts for 9.
-        assert_eq!(requests_above(&reqs, "itl", 0.0), 96);
-        assert_eq!(tail_support(&reqs, "itl", "p90", 0.0), 9);
+        assert_eq!(requests_above(&reqs, Family::Itl, 0.0), 96);
+        assert_eq!(tail_support(&reqs, Family::Itl, "p90", 0.0), 9);
     }
 
     #[test]

@@ -33,6 +33,15 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 pub mod halving;
+pub mod journal;
+pub mod keeper;
+pub mod ranking;
+pub mod report;
+pub mod rounds;
+pub mod secrets;
+pub mod server;
+pub mod session;
+pub mod verdict;
 
 /// A candidate's settings: `--set` name → value, as given.
 pub type Settings = BTreeMap<String, String>;

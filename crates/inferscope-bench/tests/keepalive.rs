@@ -10,14 +10,14 @@ use common::{Mode, start_in_thread};
 use inferscope_bench::client::{Api, RequestSettings};
 use inferscope_bench::dataset::DatasetSpec;
 use inferscope_bench::record::ErrorClass;
-use inferscope_bench::run::{Outcome, Plan, execute};
+use inferscope_bench::run::{BenchPlan, RunOutcome, execute};
 use inferscope_bench::schedule::{Limits, Schedule, Warmup};
 use inferscope_bench::stats::Slo;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-fn plan(url: String, requests: u64) -> Plan {
-    Plan {
+fn plan(url: String, requests: u64) -> BenchPlan {
+    BenchPlan {
         url,
         request: RequestSettings {
             api: Api::Completions,
@@ -66,7 +66,7 @@ fn flaky(cut_every: u64) -> common::TestServer {
     })
 }
 
-fn run(server: &common::TestServer, requests: u64) -> Outcome {
+fn run(server: &common::TestServer, requests: u64) -> RunOutcome {
     execute(&plan(server.url(), requests), None, None).unwrap()
 }
 

@@ -7,7 +7,7 @@ use common::{Mode, start_in_thread};
 use inferscope_bench::client::{Api, RequestSettings};
 use inferscope_bench::dataset::DatasetSpec;
 use inferscope_bench::replicas::Balance;
-use inferscope_bench::run::{Plan, Replicas, execute};
+use inferscope_bench::run::{BenchPlan, Replicas, execute};
 use inferscope_bench::schedule::{Limits, Schedule, Warmup};
 use inferscope_bench::stats::Slo;
 use std::sync::atomic::Ordering;
@@ -22,8 +22,8 @@ fn server(ttft_ms: u64) -> common::TestServer {
     })
 }
 
-fn plan(urls: &[String], balance: Balance) -> Plan {
-    Plan {
+fn plan(urls: &[String], balance: Balance) -> BenchPlan {
+    BenchPlan {
         url: urls[0].clone(),
         request: RequestSettings {
             api: Api::Completions,

@@ -7,13 +7,13 @@ use common::{Mode, start_in_thread};
 use inferscope_bench::client::{Api, RequestSettings};
 use inferscope_bench::dataset::DatasetSpec;
 use inferscope_bench::exec::StopReason;
-use inferscope_bench::run::{BenchError, Plan, execute};
+use inferscope_bench::run::{BenchError, BenchPlan, execute};
 use inferscope_bench::schedule::{Limits, Schedule, Warmup};
 use inferscope_bench::stats::Slo;
 use std::time::{Duration, Instant};
 
-fn plan(url: String) -> Plan {
-    Plan {
+fn plan(url: String) -> BenchPlan {
+    BenchPlan {
         url,
         request: RequestSettings {
             api: Api::Completions,

@@ -7,15 +7,15 @@ mod common;
 use common::{Mode, Script, start_in_thread};
 use inferscope_bench::client::{Api, RequestSettings};
 use inferscope_bench::dataset::DatasetSpec;
-use inferscope_bench::run::{MetricsScrape, Plan, execute};
+use inferscope_bench::run::{BenchPlan, MetricsScrape, execute};
 use inferscope_bench::schedule::{Limits, Schedule, Warmup};
 use inferscope_bench::stats::Slo;
 use std::net::TcpListener;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-fn plan(url: String, metrics: Option<MetricsScrape>) -> Plan {
-    Plan {
+fn plan(url: String, metrics: Option<MetricsScrape>) -> BenchPlan {
+    BenchPlan {
         url,
         request: RequestSettings {
             api: Api::Completions,

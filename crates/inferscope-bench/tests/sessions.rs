@@ -6,14 +6,14 @@ mod common;
 
 use common::{Mode, start_in_thread};
 use inferscope_bench::client::{Api, RequestSettings};
-use inferscope_bench::run::{BenchError, Plan, execute};
+use inferscope_bench::run::{BenchError, BenchPlan, execute};
 use inferscope_bench::schedule::{Limits, Schedule, Warmup};
 use inferscope_bench::stats::Slo;
 use serde_json::Value;
 use std::time::Duration;
 
-fn plan(url: String, api: Api) -> Plan {
-    Plan {
+fn plan(url: String, api: Api) -> BenchPlan {
+    BenchPlan {
         url,
         request: RequestSettings {
             api,

@@ -14,7 +14,7 @@
 //! into docs/bench.md.
 
 use inferscope_bench::client::{Api, RequestSettings, ServerInfo};
-use inferscope_bench::compare::{self, Comparison, Samples, Status, Verdict};
+use inferscope_bench::compare::{self, CompareStatus, Comparison, Samples, Verdict};
 use inferscope_bench::exec::StopReason;
 use inferscope_bench::record::RequestRecord;
 use inferscope_bench::result::{BenchResult, ClientUsage, SCHEMA_VERSION, Settings};
@@ -221,7 +221,7 @@ fn synthesised_pairs_aa_slowdown_and_tails() {
         let c = synth_pair(4000 + i as u64, 96, SAME, m, p99);
         assert_eq!(c.verdict, Verdict::Inconclusive, "{:?}", c.reasons);
         for r in c.rows.iter().filter(|r| r.threshold.is_some()) {
-            assert_eq!(r.status, Status::Inconclusive, "{}", r.metric);
+            assert_eq!(r.status, CompareStatus::Inconclusive, "{}", r.metric);
             assert!(
                 r.reason
                     .as_deref()

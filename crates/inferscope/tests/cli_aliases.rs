@@ -187,3 +187,74 @@ fn durations_read_one_way() {
     assert_eq!(code, 2);
     assert!(err.contains("2h is not in 1..=3600 seconds"), "{err}");
 }
+
+/// The help paragraph of `flag` in `cmd --help` (its line and the lines indented under it).
+fn help_of(cmd: &str, flag: &str) -> String {
+    let (_, help, _) = inferscope(&[cmd, "--help"]);
+    let mut lines = help
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with(flag));
+    let first = lines
+        .next()
+        .unwrap_or_else(|| panic!("{cmd} --help has no {flag}"));
+    let mut text = vec![first.trim().to_string()];
+    text.extend(
+        lines
+            .take_while(|l| l.starts_with("          ") && !l.trim_start().starts_with('-'))
+            .map(|l| l.trim().to_string()),
+    );
+    // clap pads the columns to each command's longest flag
+    text.join(" ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn bench_and_tune_declare_their_load_flags_once() {
+    // Declared once (issue 32): the same spelling, value, default and words in both commands.
+    for flag in [
+        "--dataset <SPEC>",
+        "--api <API>",
+        "--model <NAME>",
+        "--max-tokens <N>",
+        "--rate <R>",
+        "--slo <LIST>",
+        "--seed <S>",
+        "--timeout <D>",
+        "--idle-timeout <D>",
+        "--attainment <F>",
+        "--max-probes <N>",
+    ] {
+        assert_eq!(help_of("bench", flag), help_of("tune", flag), "{flag}");
+    }
+    // tune's first spelling, --workload, is the same flag; bench's --dataset works in tune.
+    for flag in ["--dataset", "--workload"] {
+        for cmd in ["tune", "bench"] {
+            let (code, _, err) = match cmd {
+                "tune" => inferscope(&[
+                    "tune",
+                    "--server",
+                    "srv --port {port}",
+                    flag,
+                    "random:in=8,out=2",
+                    "--objective",
+                    "goodput",
+                ]),
+                _ => inferscope(&[
+                    "bench",
+                    "--url",
+                    "http://127.0.0.1:9",
+                    flag,
+                    "sessions:turns=2,think=0s,user=8,out=2",
+                ]),
+            };
+            assert_eq!(code, 2, "{cmd} {flag}: {err}");
+            let expected = match cmd {
+                "tune" => "--objective goodput needs --slo",
+                _ => "is multi-turn chat: add --api chat",
+            };
+            assert!(err.contains(expected), "{cmd} {flag}: {err}");
+        }
+    }
+}

@@ -7,22 +7,24 @@
 //! asked); 2 = usage or input error (bad flag, unreadable dataset, server unreachable).
 
 use anyhow::Context;
-use inferscope_bench::client::{Api, RequestSettings};
+use inferscope_bench::client::RequestSettings;
 use inferscope_bench::dataset::DatasetSpec;
 use inferscope_bench::energy::Energy;
 use inferscope_bench::record;
 use inferscope_bench::result::{BenchResult, MachineSummary, TokenizerSetting};
 use inferscope_bench::run::{
-    LocalTokenizer, MetricsScrape, Plan, ProgressFn, ProgressView, Replicas, execute_repeated,
+    BenchPlan, LocalTokenizer, MetricsScrape, ProgressFn, ProgressView, Replicas, execute_repeated,
 };
 use inferscope_bench::schedule::{Arrival, Limits, Schedule, Warmup};
-use inferscope_bench::stats::Slo;
 use inferscope_bench::tokenizer::{MAX_TOKENIZER_BYTES, TokenCounter};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
+
+mod load_flags;
+pub use load_flags::{CapacityFlags, LoadFlags};
 
 /// `inferscope bench` flags.
 #[derive(Debug, clap::Args)]
@@ -34,18 +36,12 @@ pub struct BenchArgs {
     /// With several --url: round-robin, or least-outstanding (fewest requests in flight).
     #[arg(long, value_name = "POLICY", default_value = "round-robin")]
     pub balance: inferscope_bench::replicas::Balance,
-    /// OpenAI endpoint: completions (/v1/completions) or chat (/v1/chat/completions).
-    #[arg(long, value_name = "API", default_value = "completions")]
-    pub api: Api,
-    /// Model name to request (default: the first model the server lists in /v1/models).
-    #[arg(long, value_name = "NAME")]
-    pub model: Option<String>,
+    /// Prompts, requests, open-loop rate, SLOs and seed (shared with tune).
+    #[command(flatten)]
+    pub load: LoadFlags,
     /// Closed loop: keep N requests in flight (default 1 when no --rate is given).
     #[arg(long, value_name = "N", conflicts_with = "rate")]
     pub concurrency: Option<u32>,
-    /// Open loop: send R requests per second whatever the server does.
-    #[arg(long, value_name = "R")]
-    pub rate: Option<f64>,
     /// Inter-arrival gaps for --rate: poisson, constant or gamma:SHAPE (SHAPE < 1 is burstier).
     #[arg(long, value_name = "KIND", default_value = "poisson")]
     pub arrival: Arrival,
@@ -66,23 +62,9 @@ pub struct BenchArgs {
     /// Warm-up excluded from results: a duration (5s) or a number of requests (20).
     #[arg(long, value_name = "D|N")]
     pub warmup: Option<String>,
-    /// Prompts: random:in=512,out=128[,spread=0.1] | jsonl:FILE | sharegpt:FILE | trace:FILE
-    /// (timestamped replay, Mooncake or plain JSONL) | shared-prefix:groups=G,prefix=P,suffix=S[,out=O]
-    /// | sessions:turns=N,think=D,user=U,out=O[,system=S] (multi-turn chat; needs --api chat).
-    #[arg(long, value_name = "SPEC", default_value = "random:in=512,out=128")]
-    pub dataset: DatasetSpec,
     /// With --dataset trace:FILE: replay F times faster than the trace's timestamps (0.5 = slower).
     #[arg(long, value_name = "F")]
     pub trace_speed: Option<f64>,
-    /// max_tokens for jsonl entries that do not give output_tokens.
-    #[arg(long, value_name = "N", default_value_t = 128)]
-    pub max_tokens: u32,
-    /// Service-level objectives for goodput, e.g. ttft=500ms,tpot=50ms,e2e=10s.
-    #[arg(long, value_name = "LIST")]
-    pub slo: Option<Slo>,
-    /// Seed for arrivals and synthetic prompts.
-    #[arg(long, value_name = "S", default_value_t = 0)]
-    pub seed: u64,
     /// Write the result JSON here.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -104,12 +86,6 @@ pub struct BenchArgs {
     /// Sampling temperature sent with each request.
     #[arg(long, value_name = "T", default_value_t = 0.0)]
     pub temperature: f64,
-    /// Total time allowed per request.
-    #[arg(long, value_name = "D", default_value = "60s", value_parser = super::duration_arg)]
-    pub timeout: Duration,
-    /// Longest silence allowed between bytes of a response.
-    #[arg(long, value_name = "D", default_value = "30s", value_parser = super::duration_arg)]
-    pub idle_timeout: Duration,
     /// Hard cap on the sending phase of each step (warm-up included).
     #[arg(long, value_name = "D", default_value = "10m", value_parser = super::duration_arg)]
     pub max_duration: Duration,
@@ -162,12 +138,9 @@ pub struct BenchArgs {
     /// open-loop probes of --duration/--requests each bisect below it (docs/tune.md).
     #[arg(long, conflicts_with_all = ["rate", "sweep", "repeat"], requires = "slo")]
     pub find_capacity: bool,
-    /// With --find-capacity: share of requests that must meet every SLO.
-    #[arg(long, value_name = "F", default_value_t = 0.99)]
-    pub attainment: f64,
-    /// With --find-capacity: most probe runs.
-    #[arg(long, value_name = "N", default_value_t = 8)]
-    pub max_probes: u32,
+    /// With --find-capacity: its target (shared with tune).
+    #[command(flatten)]
+    pub capacity: CapacityFlags,
     /// With --find-capacity: stop when the pass/fail bracket is narrower than this fraction.
     #[arg(long, value_name = "F", default_value_t = 0.05)]
     pub capacity_resolution: f64,
@@ -188,7 +161,7 @@ pub(crate) fn parse_warmup(s: Option<&str>) -> anyhow::Result<Warmup> {
 }
 
 /// Build the plan from flags (pure apart from the clock passed in).
-pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
+pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<BenchPlan> {
     for url in &a.urls {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             anyhow::bail!("--url {url}: expected http://HOST:PORT");
@@ -199,11 +172,11 @@ pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
             );
         }
     }
-    let schedule = match (a.rate, a.concurrency, a.sweep) {
+    let schedule = match (a.load.rate, a.concurrency, a.sweep) {
         (Some(rate), _, _) => Schedule::Open {
             rate,
             arrival: a.arrival,
-            seed: a.seed,
+            seed: a.load.seed,
         },
         (None, c, Some(_)) => Schedule::Closed {
             concurrency: c.unwrap_or(16),
@@ -219,16 +192,16 @@ pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
     if a.requests == Some(0) {
         anyhow::bail!("--requests must be at least 1");
     }
-    if a.timeout.is_zero() || a.idle_timeout.is_zero() {
+    if a.load.timeout.is_zero() || a.load.idle_timeout.is_zero() {
         anyhow::bail!("--timeout and --idle-timeout must be positive");
     }
     if !a.temperature.is_finite() || a.temperature < 0.0 {
         anyhow::bail!("--temperature must be a non-negative number");
     }
     let server_metrics = server_metrics(a)?;
-    let mut dataset = a.dataset.clone();
+    let mut dataset = a.load.dataset.clone();
     let is_trace = if let DatasetSpec::Trace { speed, .. } = &mut dataset {
-        if a.rate.is_some() || a.sweep.is_some() || a.find_capacity {
+        if a.load.rate.is_some() || a.sweep.is_some() || a.find_capacity {
             anyhow::bail!(
                 "--dataset trace: sends at the trace's timestamps; --rate, --sweep and --find-capacity do not apply"
             );
@@ -252,16 +225,16 @@ pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
         (None, None) => Some(Duration::from_secs(30)),
         (d, _) => d,
     };
-    Ok(Plan {
+    Ok(BenchPlan {
         url: a.url().to_string(),
         request: RequestSettings {
-            api: a.api,
-            model: a.model.clone().unwrap_or_default(),
+            api: a.load.api,
+            model: a.load.model.clone().unwrap_or_default(),
             stream: !a.no_stream,
             ignore_eos: !a.no_ignore_eos,
             temperature: a.temperature,
-            timeout: a.timeout,
-            idle_timeout: a.idle_timeout,
+            timeout: a.load.timeout,
+            idle_timeout: a.load.idle_timeout,
         },
         schedule,
         sweep_steps: a.sweep.unwrap_or(0),
@@ -275,9 +248,9 @@ pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<Plan> {
         max_send_lag: a.max_send_lag,
         max_error_rate: a.max_error_rate,
         dataset,
-        default_max_tokens: a.max_tokens.max(1),
-        seed: a.seed,
-        slo: a.slo.unwrap_or_default(),
+        default_max_tokens: a.load.max_tokens.max(1),
+        seed: a.load.seed,
+        slo: a.load.slo.unwrap_or_default(),
         min_requests: a.min_requests,
         started_at,
         tool: crate::tool_name(),
@@ -509,18 +482,19 @@ pub fn run(a: BenchArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 /// `bench --find-capacity`.
 fn run_capacity(
     a: &BenchArgs,
-    plan: &Plan,
+    plan: &BenchPlan,
     machine: Option<MachineSummary>,
     show: bool,
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
     let settings = inferscope_bench::capacity::SearchSettings {
-        target: a.attainment,
+        target: a.capacity.attainment,
         resolution: a.capacity_resolution,
-        max_probes: a.max_probes,
+        max_probes: a.capacity.max_probes,
     };
     settings.validate().map_err(anyhow::Error::msg)?;
-    let run = super::capacity::find(plan, settings, machine, show.then(progress_printer))?;
+    let run =
+        inferscope_bench::capacity::find(plan, settings, machine, show.then(progress_printer))?;
     if show {
         eprint!("\r\x1b[2K");
     }

@@ -7,6 +7,7 @@ pub mod mem;
 pub mod metrics;
 pub mod plan;
 pub mod topo;
+pub mod tune;
 pub mod versioned;
 pub mod watch;
 

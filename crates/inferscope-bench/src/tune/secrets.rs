@@ -9,7 +9,7 @@
 //! log's tail, a planner's error quoting the command). Values shorter than [`MIN_HIDDEN`] are
 //! only redacted structurally: replacing `1` everywhere would mangle every number.
 
-use inferscope_bench::tune::{Settings, split_command};
+use super::{Settings, split_command};
 use inferscope_host::redact::{self, REDACTED};
 use inferscope_launch::emit::shell_command_line;
 
@@ -43,11 +43,11 @@ impl Secrets {
         &mut self,
         server: &str,
         baseline: Option<&str>,
-        sets: &[inferscope_bench::tune::SetSpec],
+        sets: &[super::SetSpec],
         port: u16,
         gpus: Option<&str>,
     ) {
-        use inferscope_bench::tune::{Template, grid};
+        use super::{Template, grid};
         for line in std::iter::once(server).chain(baseline) {
             if let Ok(words) = split_command(line) {
                 self.learn_command(&words);
