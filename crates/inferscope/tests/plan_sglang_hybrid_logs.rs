@@ -401,3 +401,89 @@ fn mem_startup_reads_the_kv_line_of_the_hybrid_start_ups() {
         );
     }
 }
+
+/// The start-up's body (header lines dropped, lines joined) and what it printed.
+fn start_up(file: &str) -> (String, String, Printed) {
+    let text =
+        std::fs::read_to_string(repo().join("fixtures/tools/sglang-logs").join(file)).unwrap();
+    let body: String = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let p = read_printed(&body);
+    (text, body, p)
+}
+
+/// The pinned plan of the main test (`--max-mamba-cache-size` from the log).
+fn pinned_plan(file: &str, gpu: &str) -> Value {
+    let (text, _, p) = start_up(file);
+    let model = header(&text, "model").split_whitespace().next().unwrap();
+    let tp = header_int(&text, "tp").to_string();
+    let slots = p.slots.to_string();
+    let mut args = vec![
+        "plan",
+        "--model",
+        model,
+        "--gpu",
+        gpu,
+        "--gpus",
+        &tp,
+        "--engine-version",
+        "0.5.10",
+        "--json",
+        "--",
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        model,
+        "--tp",
+        &tp,
+        "--max-mamba-cache-size",
+        &slots,
+    ];
+    if header_int(&text, "ssm_bytes") == 2 {
+        args.extend(["--mamba-ssm-dtype", "bfloat16"]);
+    }
+    let (code, out, err) = inferscope(&args);
+    assert!(code == 0 || code == 1, "{file}: exit {code}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+/// The configs whose fixture lacks weights SGLang loads, with why.
+const WEIGHTS_NOT_COMPARED: &[(&str, &str)] = &[(
+    "qwen3.5-9b-tp2-2x4090.log",
+    "the config fixture has text_config only; SGLang's Qwen3_5ForConditionalGeneration also loads the vision tower",
+)];
+
+#[test]
+fn weights_per_gpu_match_the_logged_mem_usage() {
+    // `Load weight end. ... mem usage=X GB`: model_runner.py load_model prints the free-memory
+    // drop over loading in GB = 1024³ bytes (GiB), the same figure the plan's weights per GPU
+    // (with SGLang's load extras) model
+    let mut failures = Vec::new();
+    let mut compared = 0;
+    for (file, gpu) in CASES {
+        let (_, body, _) = start_up(file);
+        let Some(logged) = printed(&body, "mem usage=") else {
+            continue;
+        };
+        if let Some((_, why)) = WEIGHTS_NOT_COMPARED.iter().find(|(f, _)| f == file) {
+            eprintln!("{file}: not compared ({why})");
+            continue;
+        }
+        let plan = pinned_plan(file, gpu);
+        let ours = plan["weights_bytes_per_gpu"].as_u64().unwrap() as f64 / GIB;
+        let d = (ours - logged) / logged * 100.0;
+        eprintln!("{file}: weights {ours:.2} GiB/GPU, logged mem usage {logged} GB ({d:+.1} %)");
+        compared += 1;
+        if d.abs() > 5.0 {
+            failures.push(format!(
+                "{file}: weights {ours:.2} GiB/GPU vs logged {logged} GB ({d:+.1} %)"
+            ));
+        }
+    }
+    assert_eq!(compared, 2, "Granite and Nemotron state mem usage");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
