@@ -801,7 +801,8 @@ fn kv_notes(
             groups, layout.group_size
         ));
     }
-    if !v1 && layout.kinds.iter().any(|k| k.kind != AttentionKind::Full) {
+    // vLLM V0's rule, about windows: state layers (no KV) and other engines are not concerned
+    if !v1 && req.engine == Engine::Vllm && layout_has_window(arch) {
         assumptions.push("V0: sliding-window layers get a full-length KV pool".into());
     }
     if quant.is_some_and(|q| q.kv_cache_fp8) && req.kv_cache_dtype.is_none() {
@@ -1002,7 +1003,9 @@ pub(crate) fn pipeline(req: &PlanRequest, own: Option<&OwnSizer>) -> Plan {
     } else {
         block
     };
-    if layout.state_bytes_per_seq > 0 {
+    // the note is vLLM's paging; an engine with its own sizing (SGLang's Mamba pool) states
+    // its own state accounting instead
+    if layout.state_bytes_per_seq > 0 && vllm {
         hybrid_notes(arch, &layout, block, state_dtypes, &mut assumptions);
     }
 

@@ -415,6 +415,43 @@ fn start_up(file: &str) -> (String, String, Printed) {
     (text, body, p)
 }
 
+/// `inferscope plan --json` for the fixture's own command (`# command:`), the model path
+/// replaced by its config fixture.
+fn plan_header_command(file: &str, gpu: &str) -> Value {
+    let (text, _, _) = start_up(file);
+    let model = header(&text, "model").split_whitespace().next().unwrap();
+    let tp = header_int(&text, "tp").to_string();
+    let words: Vec<String> = header(&text, "command")
+        .split_whitespace()
+        .map(|w| w.trim_matches('\'').to_string())
+        .collect();
+    let mut args: Vec<&str> = vec![
+        "plan",
+        "--model",
+        model,
+        "--gpu",
+        gpu,
+        "--gpus",
+        &tp,
+        "--engine-version",
+        "0.5.10",
+        "--json",
+        "--",
+    ];
+    let mut i = 0;
+    while i < words.len() {
+        args.push(&words[i]);
+        if words[i] == "--model-path" {
+            args.push(model);
+            i += 1;
+        }
+        i += 1;
+    }
+    let (code, out, err) = inferscope(&args);
+    assert!(code == 0 || code == 1, "{file}: exit {code}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
 /// The pinned plan of the main test (`--max-mamba-cache-size` from the log).
 fn pinned_plan(file: &str, gpu: &str) -> Value {
     let (text, _, p) = start_up(file);
@@ -449,6 +486,46 @@ fn pinned_plan(file: &str, gpu: &str) -> Value {
     let (code, out, err) = inferscope(&args);
     assert!(code == 0 || code == 1, "{file}: exit {code}: {err}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+#[test]
+fn sglang_hybrid_plans_state_only_sglangs_state_accounting() {
+    // the Qwen3.5-9B start-up's own command: every state figure the plan states is SGLang's
+    // (conv bfloat16, SSM float32, no vLLM block raising)
+    let plan = plan_header_command("qwen3.5-9b-tp2-2x4090.log", "RTX 4090");
+    let state = plan["state_bytes_per_sequence"].as_u64().unwrap();
+    assert!(state > 0);
+    let notes: Vec<&str> = plan["assumptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut stated = 0;
+    for a in &notes {
+        assert!(
+            !a.contains("vLLM pages") && !a.contains("block raised") && !a.starts_with("V0:"),
+            "a vLLM line in an SGLang plan: {a}"
+        );
+        for key in [" B per sequence", " B of state per request"] {
+            if let Some(at) = a.find(key) {
+                let n: String = a[..at]
+                    .chars()
+                    .rev()
+                    .take_while(char::is_ascii_digit)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                assert_eq!(n.parse::<u64>().ok(), Some(state), "{a}");
+                stated += 1;
+            }
+        }
+    }
+    assert_eq!(
+        stated, 1,
+        "one statement of the state per request: {notes:#?}"
+    );
 }
 
 /// The configs whose fixture lacks weights SGLang loads, with why.
