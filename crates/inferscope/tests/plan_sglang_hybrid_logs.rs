@@ -489,6 +489,78 @@ fn pinned_plan(file: &str, gpu: &str) -> Value {
 }
 
 #[test]
+fn the_mamba_pool_holds_the_padding_slot_as_sglang_allocates_it() {
+    // memory_pool.py MambaPool.__init__ (0.5.10, 0.5.10.post1): (size + 1) states per layer;
+    // handle_max_mamba_cache budgets size states, so the token count stays the engine's
+    let mut failures = Vec::new();
+    for (file, gpu) in CASES {
+        let (_, _, p) = start_up(file);
+        let plan = pinned_plan(file, gpu);
+        let state = plan["state_bytes_per_sequence"].as_u64().unwrap();
+        let Some(pool) = plan["state_pool_bytes"].as_u64() else {
+            failures.push(format!("{file}: no state_pool_bytes in the plan"));
+            continue;
+        };
+        eprintln!(
+            "{file}: pool {pool} B = {:.4} GiB, printed conv + ssm {:.2} GB",
+            pool as f64 / GIB,
+            p.conv_gib + p.ssm_gib
+        );
+        if pool != (p.slots + 1) * state {
+            failures.push(format!(
+                "{file}: pool {pool} B, SGLang allocates ({} + 1) × {state}",
+                p.slots
+            ));
+        }
+        if !agrees(pool as f64, p.conv_gib + p.ssm_gib, 2.0) {
+            failures.push(format!(
+                "{file}: pool {:.4} GiB, printed conv + ssm {:.2}",
+                pool as f64 / GIB,
+                p.conv_gib + p.ssm_gib
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn disable_radix_cache_with_max_running_requests_sizes_the_pool_as_the_log_shows() {
+    // the Nemotron start-up: --disable-radix-cache --max-running-requests 8 and no
+    // --max-mamba-cache-size; the log prints max_mamba_cache_size: 8
+    let file = "nemotron-3-nano-30b-a3b-tp4-xpu.log";
+    let (_, _, p) = start_up(file);
+    let plan = plan_header_command(file, "RTX 4090");
+    let state = plan["state_bytes_per_sequence"].as_u64().unwrap();
+    assert_eq!(
+        plan["state_pool_bytes"].as_u64(),
+        Some((p.slots + 1) * state),
+        "pool of {} states + padding; plan: {plan:#}",
+        p.slots
+    );
+    let notes: Vec<&str> = plan["assumptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let pool_note = notes.iter().find(|a| a.contains("mamba_pool")).unwrap();
+    assert!(
+        pool_note.contains(&format!("max_mamba_cache_size = {} requests", p.slots)),
+        "{pool_note}"
+    );
+    assert!(
+        notes.iter().any(|a| a.contains("no prefix cache")),
+        "the plan says the radix cache is off: {notes:#?}"
+    );
+    let ignored = plan["engine_settings"]["ignored"].as_array().unwrap();
+    assert!(
+        !ignored.iter().any(|f| f == "--disable-radix-cache"),
+        "{ignored:?}"
+    );
+    assert!(plan["max_concurrency"].as_f64().unwrap() <= p.slots as f64);
+}
+
+#[test]
 fn sglang_hybrid_plans_state_only_sglangs_state_accounting() {
     // the Qwen3.5-9B start-up's own command: every state figure the plan states is SGLang's
     // (conv bfloat16, SSM float32, no vLLM block raising)
