@@ -636,3 +636,41 @@ fn weights_per_gpu_match_the_logged_mem_usage() {
     assert_eq!(compared, 2, "Granite and Nemotron state mem usage");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+#[test]
+fn the_text_plan_shows_the_state_pool_as_the_log_prints_it() {
+    // Nemotron: the log's conv 0.00 + ssm 0.10 GB for 8 states + padding
+    let file = "nemotron-3-nano-30b-a3b-tp4-xpu.log";
+    let (text, _, p) = start_up(file);
+    let model = header(&text, "model").split_whitespace().next().unwrap();
+    let (code, out, err) = inferscope(&[
+        "plan",
+        "--model",
+        model,
+        "--gpu",
+        "RTX 4090",
+        "--gpus",
+        "4",
+        "--engine-version",
+        "0.5.10",
+        "--",
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        model,
+        "--tp=4",
+        "--disable-radix-cache",
+        "--max-running-requests",
+        "8",
+    ]);
+    assert!(code == 0 || code == 1, "exit {code}: {err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("State pool:"))
+        .unwrap_or_else(|| panic!("no state pool line:\n{out}"));
+    assert!(
+        line.contains(&format!("{:.2} GiB/GPU", p.conv_gib + p.ssm_gib)),
+        "{line}"
+    );
+}
