@@ -160,12 +160,17 @@ pub fn parameter_tensors(
                 } else {
                     (e, m.expert_intermediate.div_ceil(tp))
                 };
+                // plain (relu2) experts have no gate matrix
+                let up_mats = match arch.mlp {
+                    MlpKind::Gated => 2,
+                    MlpKind::Plain => 1,
+                };
                 t.push(qb(h * e, false)); // router
-                t.push(qb(here * 2 * ei * h, quant.is_some()));
+                t.push(qb(here * up_mats * ei * h, quant.is_some()));
                 t.push(qb(here * h * ei, quant.is_some()));
                 if m.shared_intermediate > 0 {
                     let s = m.shared_intermediate.div_ceil(tp);
-                    t.push(qb(2 * s * h, mlp_q));
+                    t.push(qb(up_mats * s * h, mlp_q));
                     t.push(qb(s * h, mlp_q));
                 }
             }

@@ -850,6 +850,17 @@ fn moe(
             MAX_INTERMEDIATE,
         )? {
             s
+        } else if let Some(s) = cfg.uint(
+            "moe_shared_expert_intermediate_size",
+            &["moe_shared_expert_intermediate_size"],
+            MAX_INTERMEDIATE,
+        )? {
+            // Nemotron-H: one shared expert of this size per n_shared_experts (SGLang 0.5.10.post1
+            // models/nemotron_h.py, vLLM nemotron_h.py: size × n_shared_experts)
+            let k = cfg
+                .uint("n_shared_experts", &["n_shared_experts"], 64)?
+                .unwrap_or(1);
+            s * k
         } else if let Some(k) = cfg.uint(
             "n_shared_experts",
             &["n_shared_experts", "num_shared_experts"],

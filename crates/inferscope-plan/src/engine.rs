@@ -9,6 +9,7 @@
 
 use crate::engines::CommandOptions;
 pub use crate::engines::llama_cpp::plan::{GpuLayers, LlamaCppSettings};
+pub use crate::engines::sglang::settings::SglangSettings;
 use serde::{Deserialize, Serialize};
 
 /// The one engine identity (issue 32); what each engine does is asked of its room.
@@ -62,6 +63,9 @@ pub struct EngineSettings {
     /// this object in JSON.
     #[serde(flatten)]
     pub llama_cpp: LlamaCppSettings,
+    /// SGLang's own settings (`--disable-radix-cache`), as keys of this object in JSON.
+    #[serde(flatten)]
+    pub sglang: SglangSettings,
     /// Hybrid (Mamba / linear-attention) state settings, as keys of this object in JSON.
     #[serde(flatten)]
     pub hybrid: HybridSettings,
@@ -114,6 +118,7 @@ impl EngineSettings {
             block_size: None,
             enable_expert_parallel: None,
             llama_cpp: LlamaCppSettings::default(),
+            sglang: SglangSettings::default(),
             hybrid: HybridSettings::default(),
             no_memory_effect: Vec::new(),
             ignored: Vec::new(),
@@ -275,6 +280,8 @@ pub enum Meaning {
     MambaSsmDtype,
     MambaPoolSize,
     MambaRatio,
+    /// SGLang `--disable-radix-cache` (a switch).
+    NoRadixCache,
     /// Known, no memory effect; takes a value.
     Inert,
     /// Known, no memory effect; a switch.
@@ -372,6 +379,7 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
                 | Meaning::InertSwitch
                 | Meaning::KvUnified(_)
                 | Meaning::SwaFull
+                | Meaning::NoRadixCache
         ) || (m == Meaning::FlashAttn
             // `-fa` was a switch before llama.cpp took `on|off|auto`.
             && !next_value.is_some_and(|v| matches!(v.as_str(), "on" | "off" | "auto")));
@@ -469,6 +477,7 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
             Meaning::Ubatch => s.llama_cpp.ubatch_size = Some(parse_len(&flag, &v)?),
             Meaning::KvUnified(on) => s.llama_cpp.kv_unified = Some(on),
             Meaning::SwaFull => s.llama_cpp.swa_full = true,
+            Meaning::NoRadixCache => s.sglang.disable_radix_cache = true,
             Meaning::FlashAttn => {
                 s.llama_cpp.flash_attn = Some(value.unwrap_or_else(|| "on".into()))
             }

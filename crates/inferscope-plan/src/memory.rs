@@ -331,15 +331,20 @@ fn weights_sized(
             } else {
                 (h, ei_rank)
             };
-            let per_expert = 3 * eh * ei;
+            // gated experts hold gate, up and down; plain ones (relu2, Nemotron-H) up and down
+            let up_mats = match arch.mlp {
+                MlpKind::Gated => 2,
+                MlpKind::Plain => 1,
+            };
+            let per_expert = (up_mats + 1) * eh * ei;
             w.experts += qb(experts_here * per_expert, quant.is_some());
             if moe.expert_bias {
-                w.other += qb(experts_here * (2 * ei + eh), false);
+                w.other += qb(experts_here * (up_mats * ei + eh), false);
             }
             if moe.shared_intermediate > 0 {
                 let s_rank = cdiv(moe.shared_intermediate, tp);
                 w.mlp += qb(
-                    3 * h * s_rank,
+                    (up_mats + 1) * h * s_rank,
                     mlp_q || quant.is_some_and(|q| !q.dense_mlp_unquantized),
                 );
             }

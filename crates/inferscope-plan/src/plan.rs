@@ -89,6 +89,8 @@ pub struct PlanRequest {
     pub concurrency: Option<u32>,
     /// llama-server settings with no vLLM counterpart (used when `engine` is llama.cpp).
     pub llama_cpp: LlamaCppSettings,
+    /// SGLang settings with no vLLM counterpart (used when `engine` is SGLang).
+    pub sglang: crate::engine::SglangSettings,
     /// CUDA compute capability of the GPUs, when known (vLLM 0.8–0.9 fall back to V0 below 8.0).
     pub compute_capability: Option<(u32, u32)>,
     /// Free memory per GPU when the engine starts, bytes, for a room that sizes from it
@@ -154,6 +156,7 @@ impl PlanRequest {
             req.expert_parallel = e;
         }
         req.llama_cpp = s.llama_cpp.clone();
+        req.sglang = s.sglang.clone();
     }
 
     /// Take what the catalog knows of the GPU kind beyond its memory: how its GPUs are linked
@@ -193,6 +196,7 @@ impl PlanRequest {
             offline: false,
             concurrency: None,
             llama_cpp: LlamaCppSettings::default(),
+            sglang: Default::default(),
             compute_capability: None,
             free_bytes_at_start: None,
             checkpoint: None,
@@ -274,6 +278,11 @@ pub struct Plan {
     /// linear attention, Mamba), before the engine pads them to its page size.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub state_bytes_per_sequence: u64,
+    /// Bytes of a separate recurrent-state pool on one GPU as the engine allocates it (SGLang's
+    /// Mamba pool: `max_mamba_cache_size + 1` states, slot 0 a padding slot); absent where the
+    /// state lives in the KV cache (vLLM) or no pool is modelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_pool_bytes: Option<u64>,
     /// KV cache blocks (`num_gpu_blocks`).
     pub blocks: u64,
     /// Tokens per block.
@@ -694,6 +703,8 @@ pub(crate) struct OwnSizing {
     pub(crate) state_per_seq: Option<u64>,
     /// The engine starts with less KV than one max-length request (a note, not a problem).
     pub(crate) starts_short: bool,
+    /// Bytes of the engine's separate state pool as allocated ([`Plan::state_pool_bytes`]).
+    pub(crate) state_pool: Option<u64>,
 }
 
 /// What an engine's own sizing reads: the request and the shared figures.
@@ -801,7 +812,8 @@ fn kv_notes(
             groups, layout.group_size
         ));
     }
-    if !v1 && layout.kinds.iter().any(|k| k.kind != AttentionKind::Full) {
+    // vLLM V0's rule, about windows: state layers (no KV) and other engines are not concerned
+    if !v1 && req.engine == Engine::Vllm && layout_has_window(arch) {
         assumptions.push("V0: sliding-window layers get a full-length KV pool".into());
     }
     if quant.is_some_and(|q| q.kv_cache_fp8) && req.kv_cache_dtype.is_none() {
@@ -1002,7 +1014,9 @@ pub(crate) fn pipeline(req: &PlanRequest, own: Option<&OwnSizer>) -> Plan {
     } else {
         block
     };
-    if layout.state_bytes_per_seq > 0 {
+    // the note is vLLM's paging; an engine with its own sizing (SGLang's Mamba pool) states
+    // its own state accounting instead
+    if layout.state_bytes_per_seq > 0 && vllm {
         hybrid_notes(arch, &layout, block, state_dtypes, &mut assumptions);
     }
 
@@ -1056,6 +1070,7 @@ pub(crate) fn pipeline(req: &PlanRequest, own: Option<&OwnSizer>) -> Plan {
     let mut block_out = block as u32;
     let mut cell_out = layout.bytes_per_token;
     let mut state_per_seq = layout.state_bytes_per_seq;
+    let mut state_pool = None;
     if let Some(sizer) = own_sizing {
         let input = SizingInput {
             req,
@@ -1083,6 +1098,7 @@ pub(crate) fn pipeline(req: &PlanRequest, own: Option<&OwnSizer>) -> Plan {
         if let Some(b) = own.state_per_seq {
             state_per_seq = b;
         }
+        state_pool = own.state_pool;
         first.kv = kv_bytes;
         first.free_after = outside as i64;
         usable_out = budget as u64;
@@ -1125,6 +1141,7 @@ pub(crate) fn pipeline(req: &PlanRequest, own: Option<&OwnSizer>) -> Plan {
         numa_nodes: Vec::new(),
         kv_bytes_per_token: cell_out,
         state_bytes_per_sequence: state_per_seq,
+        state_pool_bytes: state_pool,
         blocks,
         block_size: block_out,
         kv_cache_groups: groups,
@@ -1226,6 +1243,7 @@ fn refused(req: &PlanRequest, why: String) -> Plan {
         numa_nodes: Vec::new(),
         kv_bytes_per_token: 0,
         state_bytes_per_sequence: 0,
+        state_pool_bytes: None,
         blocks: 0,
         block_size: 0,
         kv_cache_groups: 0,

@@ -401,3 +401,276 @@ fn mem_startup_reads_the_kv_line_of_the_hybrid_start_ups() {
         );
     }
 }
+
+/// The start-up's body (header lines dropped, lines joined) and what it printed.
+fn start_up(file: &str) -> (String, String, Printed) {
+    let text =
+        std::fs::read_to_string(repo().join("fixtures/tools/sglang-logs").join(file)).unwrap();
+    let body: String = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let p = read_printed(&body);
+    (text, body, p)
+}
+
+/// `inferscope plan --json` for the fixture's own command (`# command:`), the model path
+/// replaced by its config fixture.
+fn plan_header_command(file: &str, gpu: &str) -> Value {
+    let (text, _, _) = start_up(file);
+    let model = header(&text, "model").split_whitespace().next().unwrap();
+    let tp = header_int(&text, "tp").to_string();
+    let words: Vec<String> = header(&text, "command")
+        .split_whitespace()
+        .map(|w| w.trim_matches('\'').to_string())
+        .collect();
+    let mut args: Vec<&str> = vec![
+        "plan",
+        "--model",
+        model,
+        "--gpu",
+        gpu,
+        "--gpus",
+        &tp,
+        "--engine-version",
+        "0.5.10",
+        "--json",
+        "--",
+    ];
+    let mut i = 0;
+    while i < words.len() {
+        args.push(&words[i]);
+        if words[i] == "--model-path" {
+            args.push(model);
+            i += 1;
+        }
+        i += 1;
+    }
+    let (code, out, err) = inferscope(&args);
+    assert!(code == 0 || code == 1, "{file}: exit {code}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+/// The pinned plan of the main test (`--max-mamba-cache-size` from the log).
+fn pinned_plan(file: &str, gpu: &str) -> Value {
+    let (text, _, p) = start_up(file);
+    let model = header(&text, "model").split_whitespace().next().unwrap();
+    let tp = header_int(&text, "tp").to_string();
+    let slots = p.slots.to_string();
+    let mut args = vec![
+        "plan",
+        "--model",
+        model,
+        "--gpu",
+        gpu,
+        "--gpus",
+        &tp,
+        "--engine-version",
+        "0.5.10",
+        "--json",
+        "--",
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        model,
+        "--tp",
+        &tp,
+        "--max-mamba-cache-size",
+        &slots,
+    ];
+    if header_int(&text, "ssm_bytes") == 2 {
+        args.extend(["--mamba-ssm-dtype", "bfloat16"]);
+    }
+    let (code, out, err) = inferscope(&args);
+    assert!(code == 0 || code == 1, "{file}: exit {code}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+#[test]
+fn the_mamba_pool_holds_the_padding_slot_as_sglang_allocates_it() {
+    // memory_pool.py MambaPool.__init__ (0.5.10, 0.5.10.post1): (size + 1) states per layer;
+    // handle_max_mamba_cache budgets size states, so the token count stays the engine's
+    let mut failures = Vec::new();
+    for (file, gpu) in CASES {
+        let (_, _, p) = start_up(file);
+        let plan = pinned_plan(file, gpu);
+        let state = plan["state_bytes_per_sequence"].as_u64().unwrap();
+        let Some(pool) = plan["state_pool_bytes"].as_u64() else {
+            failures.push(format!("{file}: no state_pool_bytes in the plan"));
+            continue;
+        };
+        eprintln!(
+            "{file}: pool {pool} B = {:.4} GiB, printed conv + ssm {:.2} GB",
+            pool as f64 / GIB,
+            p.conv_gib + p.ssm_gib
+        );
+        if pool != (p.slots + 1) * state {
+            failures.push(format!(
+                "{file}: pool {pool} B, SGLang allocates ({} + 1) × {state}",
+                p.slots
+            ));
+        }
+        if !agrees(pool as f64, p.conv_gib + p.ssm_gib, 2.0) {
+            failures.push(format!(
+                "{file}: pool {:.4} GiB, printed conv + ssm {:.2}",
+                pool as f64 / GIB,
+                p.conv_gib + p.ssm_gib
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn disable_radix_cache_with_max_running_requests_sizes_the_pool_as_the_log_shows() {
+    // the Nemotron start-up: --disable-radix-cache --max-running-requests 8 and no
+    // --max-mamba-cache-size; the log prints max_mamba_cache_size: 8
+    let file = "nemotron-3-nano-30b-a3b-tp4-xpu.log";
+    let (_, _, p) = start_up(file);
+    let plan = plan_header_command(file, "RTX 4090");
+    let state = plan["state_bytes_per_sequence"].as_u64().unwrap();
+    assert_eq!(
+        plan["state_pool_bytes"].as_u64(),
+        Some((p.slots + 1) * state),
+        "pool of {} states + padding; plan: {plan:#}",
+        p.slots
+    );
+    let notes: Vec<&str> = plan["assumptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let pool_note = notes.iter().find(|a| a.contains("mamba_pool")).unwrap();
+    assert!(
+        pool_note.contains(&format!("max_mamba_cache_size = {} requests", p.slots)),
+        "{pool_note}"
+    );
+    assert!(
+        notes.iter().any(|a| a.contains("no prefix cache")),
+        "the plan says the radix cache is off: {notes:#?}"
+    );
+    let ignored = plan["engine_settings"]["ignored"].as_array().unwrap();
+    assert!(
+        !ignored.iter().any(|f| f == "--disable-radix-cache"),
+        "{ignored:?}"
+    );
+    assert!(plan["max_concurrency"].as_f64().unwrap() <= p.slots as f64);
+}
+
+#[test]
+fn sglang_hybrid_plans_state_only_sglangs_state_accounting() {
+    // the Qwen3.5-9B start-up's own command: every state figure the plan states is SGLang's
+    // (conv bfloat16, SSM float32, no vLLM block raising)
+    let plan = plan_header_command("qwen3.5-9b-tp2-2x4090.log", "RTX 4090");
+    let state = plan["state_bytes_per_sequence"].as_u64().unwrap();
+    assert!(state > 0);
+    let notes: Vec<&str> = plan["assumptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut stated = 0;
+    for a in &notes {
+        assert!(
+            !a.contains("vLLM pages") && !a.contains("block raised") && !a.starts_with("V0:"),
+            "a vLLM line in an SGLang plan: {a}"
+        );
+        for key in [" B per sequence", " B of state per request"] {
+            if let Some(at) = a.find(key) {
+                let n: String = a[..at]
+                    .chars()
+                    .rev()
+                    .take_while(char::is_ascii_digit)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                assert_eq!(n.parse::<u64>().ok(), Some(state), "{a}");
+                stated += 1;
+            }
+        }
+    }
+    assert_eq!(
+        stated, 1,
+        "one statement of the state per request: {notes:#?}"
+    );
+}
+
+/// The configs whose fixture lacks weights SGLang loads, with why.
+const WEIGHTS_NOT_COMPARED: &[(&str, &str)] = &[(
+    "qwen3.5-9b-tp2-2x4090.log",
+    "the config fixture has text_config only; SGLang's Qwen3_5ForConditionalGeneration also loads the vision tower",
+)];
+
+#[test]
+fn weights_per_gpu_match_the_logged_mem_usage() {
+    // `Load weight end. ... mem usage=X GB`: model_runner.py load_model prints the free-memory
+    // drop over loading in GB = 1024³ bytes (GiB), the same figure the plan's weights per GPU
+    // (with SGLang's load extras) model
+    let mut failures = Vec::new();
+    let mut compared = 0;
+    for (file, gpu) in CASES {
+        let (_, body, _) = start_up(file);
+        let Some(logged) = printed(&body, "mem usage=") else {
+            continue;
+        };
+        if let Some((_, why)) = WEIGHTS_NOT_COMPARED.iter().find(|(f, _)| f == file) {
+            eprintln!("{file}: not compared ({why})");
+            continue;
+        }
+        let plan = pinned_plan(file, gpu);
+        let ours = plan["weights_bytes_per_gpu"].as_u64().unwrap() as f64 / GIB;
+        let d = (ours - logged) / logged * 100.0;
+        eprintln!("{file}: weights {ours:.2} GiB/GPU, logged mem usage {logged} GB ({d:+.1} %)");
+        compared += 1;
+        if d.abs() > 5.0 {
+            failures.push(format!(
+                "{file}: weights {ours:.2} GiB/GPU vs logged {logged} GB ({d:+.1} %)"
+            ));
+        }
+    }
+    assert_eq!(compared, 2, "Granite and Nemotron state mem usage");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_text_plan_shows_the_state_pool_as_the_log_prints_it() {
+    // Nemotron: the log's conv 0.00 + ssm 0.10 GB for 8 states + padding
+    let file = "nemotron-3-nano-30b-a3b-tp4-xpu.log";
+    let (text, _, p) = start_up(file);
+    let model = header(&text, "model").split_whitespace().next().unwrap();
+    let (code, out, err) = inferscope(&[
+        "plan",
+        "--model",
+        model,
+        "--gpu",
+        "RTX 4090",
+        "--gpus",
+        "4",
+        "--engine-version",
+        "0.5.10",
+        "--",
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        model,
+        "--tp=4",
+        "--disable-radix-cache",
+        "--max-running-requests",
+        "8",
+    ]);
+    assert!(code == 0 || code == 1, "exit {code}: {err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("State pool:"))
+        .unwrap_or_else(|| panic!("no state pool line:\n{out}"));
+    assert!(
+        line.contains(&format!("{:.2} GiB/GPU", p.conv_gib + p.ssm_gib)),
+        "{line}"
+    );
+}

@@ -289,7 +289,16 @@ fn write_vllm_memory(p: &Plan, out: &mut dyn Write) -> io::Result<()> {
             String::new()
         },
         p.max_concurrency
-    )
+    )?;
+    if let Some(b) = p.state_pool_bytes {
+        // SGLang's Mamba pool sits beside the KV cache in the budget, padding slot included
+        writeln!(
+            out,
+            "State pool: {:.2} GiB/GPU as the engine allocates it (states of the running requests + 1 padding slot)",
+            b as f64 / (1u64 << 30) as f64
+        )?;
+    }
+    Ok(())
 }
 
 /// Fit, speed, suggestions, ignored flags and assumptions (every engine).

@@ -774,6 +774,8 @@ pub fn plan(req: &PlanRequest) -> Plan {
         numa_nodes: Vec::new(),
         kv_bytes_per_token,
         state_bytes_per_sequence: rs.per_sequence,
+        // llama.cpp's recurrent cells are reported in its own KV figures
+        state_pool_bytes: None,
         blocks: 0,
         block_size: 1,
         kv_cache_groups: 1 + u32::from(kv.has_swa),

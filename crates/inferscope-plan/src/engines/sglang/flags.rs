@@ -18,6 +18,7 @@ pub(super) fn meaning(f: &str) -> Option<Meaning> {
         "--mamba-ssm-dtype" => MambaSsmDtype,
         "--max-mamba-cache-size" => MambaPoolSize,
         "--mamba-full-memory-ratio" => MambaRatio,
+        "--disable-radix-cache" => NoRadixCache,
         "--tp" | "--tp-size" | "--tensor-parallel-size" => Tp,
         "--pp" | "--pp-size" => Pp,
         "--context-length" => MaxLen,

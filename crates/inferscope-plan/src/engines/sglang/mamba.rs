@@ -23,8 +23,39 @@ pub struct MambaPool {
     pub per_request: u64,
     /// `max_mamba_cache_size`: requests whose state fits.
     pub requests: u64,
-    /// Bytes the pool takes.
+    /// Bytes `handle_max_mamba_cache` takes out of the KV budget: `requests × per_request`
+    /// (what the token count is computed from).
     pub bytes: u64,
+    /// Bytes `MambaPool.__init__` really allocates: `requests + 1` states, slot 0 being the
+    /// padding slot; the extra state comes out of the memory left outside the budget.
+    pub held: u64,
+    /// Which branch of `handle_max_mamba_cache` set `requests`.
+    pub sized_by: PoolSize,
+}
+
+/// The branch of `handle_max_mamba_cache` (0.5.10 and 0.5.10.post1, the same code) that sizes
+/// the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolSize {
+    /// `--max-mamba-cache-size N`.
+    Explicit,
+    /// `--disable-radix-cache` with `--max-running-requests N` (and no `--max-mamba-cache-size`).
+    RunningRequests,
+    /// `rest × r / (1 + r)` of the KV budget (`--mamba-full-memory-ratio` r).
+    Ratio,
+}
+
+/// The flags `handle_max_mamba_cache` reads, in the order its branches test them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PoolFlags {
+    /// `--max-mamba-cache-size`.
+    pub max_mamba_cache_size: Option<u64>,
+    /// `--disable-radix-cache`.
+    pub disable_radix_cache: bool,
+    /// `--max-running-requests`.
+    pub max_running_requests: Option<u64>,
+    /// `--mamba-full-memory-ratio` ([`MAMBA_FULL_MEMORY_RATIO`] when not given).
+    pub ratio: f64,
 }
 
 /// One request's state bytes on one GPU over the state layers in `range`; `None` when a layer
@@ -50,25 +81,64 @@ pub fn per_request(
     Some(total)
 }
 
-/// The pool `handle_max_mamba_cache` carves out of `rest` bytes of KV budget, with
-/// `--max-mamba-cache-size` when given, else `ratio` (`--mamba-full-memory-ratio`).
-pub fn pool(
-    rest: f64,
-    per_request: u64,
-    max_mamba_cache_size: Option<u64>,
-    ratio: f64,
-) -> MambaPool {
-    let requests = match max_mamba_cache_size {
-        Some(n) => n,
-        None if per_request > 0 && rest > 0.0 => {
-            let raw = rest * ratio / (1.0 + ratio);
-            (raw / per_request as f64).floor() as u64
+/// The pool `handle_max_mamba_cache` carves out of `rest` bytes of KV budget: an explicit
+/// `--max-mamba-cache-size`, else `--max-running-requests` when the radix cache is off, else the
+/// ratio split. Speculative decoding's intermediate states and DP attention's split are not
+/// modelled.
+pub fn pool(rest: f64, per_request: u64, flags: PoolFlags) -> MambaPool {
+    let (requests, sized_by) = match (
+        flags.max_mamba_cache_size,
+        flags.disable_radix_cache,
+        flags.max_running_requests,
+    ) {
+        (Some(n), _, _) => (n, PoolSize::Explicit),
+        (None, true, Some(n)) => (n, PoolSize::RunningRequests),
+        _ if per_request > 0 && rest > 0.0 => {
+            let raw = rest * flags.ratio / (1.0 + flags.ratio);
+            ((raw / per_request as f64).floor() as u64, PoolSize::Ratio)
         }
-        None => 0,
+        _ => (0, PoolSize::Ratio),
     };
     MambaPool {
         per_request,
         requests,
         bytes: requests.saturating_mul(per_request),
+        // memory_pool.py MambaPool.__init__: torch.zeros((layers, size + 1) + shape), 0.5.10
+        // to 0.5.23
+        held: requests.saturating_add(1).saturating_mul(per_request),
+        sized_by,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(explicit: Option<u64>, radix_off: bool, running: Option<u64>) -> PoolFlags {
+        PoolFlags {
+            max_mamba_cache_size: explicit,
+            disable_radix_cache: radix_off,
+            max_running_requests: running,
+            ratio: MAMBA_FULL_MEMORY_RATIO,
+        }
+    }
+
+    #[test]
+    fn the_branches_of_handle_max_mamba_cache_in_its_order() {
+        // 1.9 GB of rest: the ratio split gives 0.9 GB = 9 states of 100 MB
+        let rest = 1.9e9;
+        let per = 100_000_000;
+        let p = pool(rest, per, flags(Some(5), true, Some(8)));
+        assert_eq!((p.requests, p.sized_by), (5, PoolSize::Explicit));
+        let p = pool(rest, per, flags(None, true, Some(8)));
+        assert_eq!((p.requests, p.sized_by), (8, PoolSize::RunningRequests));
+        // --max-running-requests alone, or the radix cache off alone: the ratio
+        let p = pool(rest, per, flags(None, false, Some(8)));
+        assert_eq!((p.requests, p.sized_by), (9, PoolSize::Ratio));
+        let p = pool(rest, per, flags(None, true, None));
+        assert_eq!((p.requests, p.sized_by), (9, PoolSize::Ratio));
+        // budgeted: size states; allocated: size + 1 (the padding slot)
+        assert_eq!(p.bytes, 9 * per);
+        assert_eq!(p.held, 10 * per);
     }
 }

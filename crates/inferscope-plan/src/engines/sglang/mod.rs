@@ -5,6 +5,7 @@
 mod flags;
 pub mod kv;
 pub mod mamba;
+pub mod settings;
 pub mod sizing;
 
 use super::{

@@ -102,35 +102,49 @@ pub(crate) fn size(
         .hybrid
         .mamba_full_memory_ratio
         .unwrap_or(super::mamba::MAMBA_FULL_MEMORY_RATIO);
+    let flags = super::mamba::PoolFlags {
+        max_mamba_cache_size: req.hybrid.max_mamba_cache_size,
+        disable_radix_cache: req.sglang.disable_radix_cache,
+        max_running_requests: req.max_num_seqs.map(u64::from),
+        ratio,
+    };
+    if req.sglang.disable_radix_cache {
+        r.info.rules.push(crate::rules::Rule {
+            rule: "radix_cache".into(),
+            value: "off (--disable-radix-cache): no prefix cache, a prompt's shared prefix is computed again for every request".into(),
+            source: "0.5.10.post1 sglang/srt/server_args.py disable_radix_cache; managers/scheduler.py init_cache (a ChunkCache: no prefix matching)".into(),
+        });
+    }
     let mamba = super::mamba::per_request(arch, range, tp, ssm)
         .filter(|b| *b > 0)
         .map(|per_req| {
-            let pool = super::mamba::pool(
-                r.rest as f64,
-                per_req,
-                req.hybrid.max_mamba_cache_size,
-                ratio,
-            );
+            let pool = super::mamba::pool(r.rest as f64, per_req, flags);
+            // the token count is the engine's: rest − max_mamba_cache_size states
             let rest = r.rest - pool.bytes as i64;
             r.tokens = if rest > 0 && cell > 0 { rest as u64 / cell } else { 0 };
             r.rest = rest;
             r.info.rules.push(crate::rules::Rule {
                 rule: "mamba_pool".into(),
                 value: format!(
-                    "{} B of state per request (conv bfloat16, SSM {ssm}); max_mamba_cache_size = {} requests{}; tokens = what is left // {cell} B",
+                    "{} B of state per request (conv bfloat16, SSM {ssm}); max_mamba_cache_size = {} requests{}; tokens = what is left // {cell} B; the pool allocates {} + 1 states ({} B, slot 0 is padding), the extra one outside the budget",
                     pool.per_request,
                     pool.requests,
-                    if req.hybrid.max_mamba_cache_size.is_some() {
-                        " (--max-mamba-cache-size)".to_string()
-                    } else {
-                        format!(" = rest × {ratio} / (1 + {ratio})")
+                    match pool.sized_by {
+                        super::mamba::PoolSize::Explicit => " (--max-mamba-cache-size)".to_string(),
+                        super::mamba::PoolSize::RunningRequests =>
+                            " (--max-running-requests, the radix cache being off)".to_string(),
+                        super::mamba::PoolSize::Ratio => format!(" = rest × {ratio} / (1 + {ratio})"),
                     },
+                    pool.requests,
+                    pool.held,
                 ),
-                source: "0.5.10.post1 sglang/srt/model_executor/model_runner_kv_cache_mixin.py handle_max_mamba_cache; sglang/srt/configs/mamba_utils.py mamba2_state_dtype, Mamba2StateShape.create; server_args.py mamba_full_memory_ratio".into(),
+                source: "0.5.10.post1 sglang/srt/model_executor/model_runner_kv_cache_mixin.py handle_max_mamba_cache; mem_cache/memory_pool.py MambaPool.__init__ (size + 1); sglang/srt/configs/mamba_utils.py mamba2_state_dtype, Mamba2StateShape.create; server_args.py mamba_full_memory_ratio".into(),
             });
             pool
         });
     let f = r.mem_fraction_static;
+    // the padding slot is allocated beyond what handle_max_mamba_cache budgeted
+    let padding = mamba.map_or(0, |m| m.held - m.bytes) as f64;
     // activations and CUDA graphs live outside mem_fraction_static
     first.activation = 0;
     first.non_torch = 0;
@@ -141,12 +155,13 @@ pub(crate) fn size(
         cell,
         kv: r.rest,
         budget: f * free as f64,
-        outside: (1.0 - f) * free as f64,
+        outside: (1.0 - f) * free as f64 - padding,
         block: 1,
         rules: r.info,
         max_requests: mamba.map(|m| m.requests),
         state_per_seq: mamba.map(|m| m.per_request),
         // SGLang starts anyway; long requests wait or are cut
         starts_short: true,
+        state_pool: mamba.map(|m| m.held),
     }
 }

@@ -54,5 +54,6 @@ pub(crate) fn size(
         max_requests: None,
         state_per_seq: None,
         starts_short: false,
+        state_pool: None,
     }
 }
