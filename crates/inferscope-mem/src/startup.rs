@@ -289,7 +289,7 @@ pub fn model_candidates(name: &str) -> Vec<String> {
 }
 
 /// The catalog id for a model as launched.
-fn resolve_model(name: &str) -> Option<(String, inferscope_plan::ModelArch)> {
+fn catalog_model(name: &str) -> Option<(String, inferscope_plan::ModelArch)> {
     model_candidates(name)
         .into_iter()
         .find_map(|t| catalog::lookup(&t).ok().map(|a| (t, a)))
@@ -568,7 +568,7 @@ fn request(
     }
     let resolved = match (&hints.model_arch, r.model_id.as_deref()) {
         (Some(read), _) => Some(read.clone()),
-        (None, Some(model)) => resolve_model(model),
+        (None, Some(model)) => catalog_model(model),
         (None, None) => {
             return Err("the log does not name the model: pass --model ID".to_string());
         }

@@ -24,6 +24,7 @@ pub mod host;
 pub mod hub;
 pub mod import;
 pub mod load;
+pub mod model_source;
 pub mod numa;
 pub mod nvml;
 mod nvproc;

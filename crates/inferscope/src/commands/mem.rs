@@ -242,7 +242,7 @@ pub fn startup_report(
 }
 
 /// Resolve the model a start-up names (or `--model`) the way `plan` does (one function,
-/// [`crate::commands::plan::resolve_model_with`]): a folder, the Hugging Face cache, the
+/// [`inferscope_probe::model_source::resolve_model_with`]): a folder, the Hugging Face cache, the
 /// catalog, then the Hub — asked only for the name as given, never for a repo id guessed from a
 /// path. A folder that cannot be read is an error; a name that cannot be resolved leaves the
 /// report without a prediction, saying why (as before: the log's analysis still stands).
@@ -252,7 +252,7 @@ fn resolve_named(
     hints: &mut inferscope_mem::startup::Hints,
 ) -> anyhow::Result<()> {
     if Path::new(named).is_dir() {
-        let model = crate::commands::plan::resolve_model(named, None)
+        let model = inferscope_probe::model_source::resolve_model(named, None)
             .with_context(|| format!("{log_name}: cannot read the model folder {named}"))?;
         hints.model_arch = Some((named.to_string(), model.arch));
         return Ok(());
@@ -262,7 +262,7 @@ fn resolve_named(
         .into_iter()
         .enumerate()
     {
-        match crate::commands::plan::resolve_model_with(&candidate, None, i == 0) {
+        match inferscope_probe::model_source::resolve_model_with(&candidate, None, i == 0) {
             Ok(m) => {
                 hints.model_arch = Some((candidate, m.arch));
                 return Ok(());
