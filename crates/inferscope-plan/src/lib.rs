@@ -32,6 +32,7 @@ pub mod prices;
 pub mod rules;
 pub mod state;
 pub mod suggest;
+pub mod target;
 
 pub use arch::{ModelArch, PlanError, from_hf_config};
 pub use memory::EngineVersion;

@@ -9,14 +9,13 @@
 use inferscope_probe::model_source::{ResolvedModel, read_bounded, resolve_model};
 
 use anyhow::bail;
-use inferscope_host::{GpuVendor, Snapshot};
 use inferscope_plan::engine::{self, Engine, EngineSettings};
 use inferscope_plan::find::{self, Workload};
 use inferscope_plan::gguf_quant::GgufFileType;
 use inferscope_plan::gpus;
-use inferscope_plan::memory::GIB;
 use inferscope_plan::speed::engines as speed_engines;
 use inferscope_plan::suggest;
+use inferscope_plan::target;
 use inferscope_plan::{ModelArch, PlanRequest};
 use serde::Serialize;
 use std::io::Write;
@@ -91,107 +90,6 @@ pub struct EngineFlags {
     pub max_num_batched_tokens: Option<u64>,
     /// `--enforce-eager`.
     pub enforce_eager: bool,
-}
-
-/// GPUs from the machine or a snapshot: the most common NVIDIA model, its count, and the
-/// torch-visible total (NVML's total minus its reservation when known, else the catalog's).
-fn gpus_from_snapshot(
-    s: &Snapshot,
-) -> anyhow::Result<(
-    inferscope_plan::plan::GpuSpec,
-    Vec<inferscope_host::PciBusId>,
-    String,
-)> {
-    let all_nvidia = s
-        .gpus
-        .iter()
-        .filter(|g| g.vendor == GpuVendor::Nvidia)
-        .count();
-    // The most common model (by driver name, else PCI device id); ties go to the first seen.
-    let model_of = |g: &&inferscope_host::Gpu| {
-        g.details
-            .known()
-            .and_then(|d| d.name.known().cloned())
-            .unwrap_or_else(|| g.device_id.to_string())
-    };
-    let mut groups: Vec<(String, Vec<&inferscope_host::Gpu>)> = Vec::new();
-    for g in s.gpus.iter().filter(|g| g.vendor == GpuVendor::Nvidia) {
-        let m = model_of(&g);
-        match groups.iter_mut().find(|(k, _)| *k == m) {
-            Some((_, v)) => v.push(g),
-            None => groups.push((m, vec![g])),
-        }
-    }
-    let nvidia = groups.into_iter().fold(
-        Vec::new(),
-        |best, (_, v)| if v.len() > best.len() { v } else { best },
-    );
-    let Some(first) = nvidia.first() else {
-        bail!(
-            "no NVIDIA GPU in {}: pass --gpu NAME (e.g. h100-sxm, l40s, rtx-4090) or --gpu-memory-gib N",
-            s.source.root
-        );
-    };
-    let by_id = first
-        .device_id
-        .known()
-        .and_then(|id| gpus::by_pci_device_id(id.0));
-    let by_name = first
-        .details
-        .known()
-        .and_then(|d| d.name.known())
-        .and_then(|n| gpus::lookup(n).ok());
-    let spec = by_name.or(by_id);
-    // Only when the reservation is known: NVML's total alone overstates what torch sees.
-    let nvml_total = first
-        .details
-        .known()
-        .and_then(|d| d.memory.known())
-        .and_then(|m| {
-            m.reserved_bytes
-                .known()
-                .map(|r| m.total_bytes.saturating_sub(*r))
-        });
-    let (name, total, how) = match (spec, nvml_total) {
-        (Some(g), Some(t)) => (g.name.clone(), t, "NVML total minus driver reservation"),
-        (Some(g), None) => (
-            g.name.clone(),
-            (g.torch_total_gib * GIB) as u64,
-            "catalog torch-visible total (NVML's memory or reservation unknown)",
-        ),
-        (None, Some(t)) => (
-            format!("GPU {}", first.pci_bus_id),
-            t,
-            "NVML total minus driver reservation",
-        ),
-        (None, None) => bail!(
-            "GPU {} (device id {}) is not in the GPU catalog and its memory is unknown without NVML: pass --gpu NAME or --gpu-memory-gib N",
-            first.pci_bus_id,
-            first.device_id
-        ),
-    };
-    let ids = nvidia.iter().map(|g| g.pci_bus_id).collect();
-    Ok((
-        inferscope_plan::plan::GpuSpec {
-            name: name.clone(),
-            total_bytes: total,
-            count: nvidia.len() as u32,
-        },
-        ids,
-        format!(
-            "{name} ×{} from {} ({how}){}",
-            nvidia.len(),
-            s.source.root,
-            if all_nvidia > nvidia.len() {
-                format!(
-                    "; {} other NVIDIA GPUs of other models not used",
-                    all_nvidia - nvidia.len()
-                )
-            } else {
-                String::new()
-            }
-        ),
-    ))
 }
 
 /// JSON of `inferscope plan --json`: the plan's own keys at the top level, plus context.
@@ -343,7 +241,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         .into_iter()
         .take((req.tp * req.pp) as usize)
         .collect();
-    let suggestions = suggestions_for(&req, &gpu);
+    let suggestions = target::suggestions_for(&req, &gpu);
     let speed = speed_of(args, &arch, &req, &p, &gpu, speed_engine, gguf);
     if args.json {
         let report = PlanReport {
@@ -533,42 +431,14 @@ fn target_gpu(
                 (None, Some(r)) => super::capture_root(r)?,
                 (None, None) => super::capture_root(Path::new("/"))?,
             };
-            let (mut g, ids, how) = gpus_from_snapshot(&snap)?;
+            let t = target::from_snapshot(&snap).map_err(anyhow::Error::msg)?;
+            let (mut g, ids, how) = (t.spec, t.pci_ids, t.source);
             if let Some(n) = args.gpus {
                 g.count = n;
             }
             (g, ids, how)
         }
     })
-}
-
-/// What to change: the planner's suggestions, with other GPU types cut to the three best.
-fn suggestions_for(
-    req: &PlanRequest,
-    gpu: &inferscope_plan::plan::GpuSpec,
-) -> Vec<suggest::Suggestion> {
-    let others: Vec<inferscope_plan::plan::GpuSpec> = gpus::all()
-        .map(|all| {
-            all.iter()
-                .filter(|g| g.torch_total_gib * GIB > gpu.total_bytes as f64)
-                .map(|g| inferscope_plan::plan::GpuSpec::from_catalog(g, gpu.count))
-                .collect()
-        })
-        .unwrap_or_default();
-    // Other GPU types: keep the three best (those that meet the target first), not the catalog.
-    let mut suggestions = suggest::suggest(req, &others);
-    let (mut other_gpus, mut rest): (Vec<_>, Vec<_>) = suggestions
-        .drain(..)
-        .partition(|s| s.kind == suggest::ChangeKind::OtherGpu);
-    other_gpus.sort_by(|a, b| {
-        b.meets_target.cmp(&a.meets_target).then(if a.meets_target {
-            std::cmp::Ordering::Equal
-        } else {
-            b.max_concurrency.total_cmp(&a.max_concurrency)
-        })
-    });
-    rest.extend(other_gpus.into_iter().take(3));
-    rest
 }
 
 /// The speed bounds, at the concurrency the KV cache can actually hold.
