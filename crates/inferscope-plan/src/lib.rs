@@ -28,6 +28,7 @@ pub mod gguf_quant;
 pub mod hybrid;
 pub mod memory;
 pub mod plan;
+pub mod plan_speed;
 pub mod prices;
 pub mod rules;
 pub mod state;

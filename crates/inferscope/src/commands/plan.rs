@@ -101,7 +101,7 @@ struct PlanReport<'a> {
     gpu_source: String,
     engine_settings: Option<&'a EngineSettings>,
     suggestions: Vec<suggest::Suggestion>,
-    speed: crate::render::plan::SpeedBounds,
+    speed: inferscope_plan::plan_speed::SpeedBounds,
 }
 
 fn apply_flags(req: &mut PlanRequest, f: &EngineFlags) {
@@ -242,7 +242,13 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         .take((req.tp * req.pp) as usize)
         .collect();
     let suggestions = target::suggestions_for(&req, &gpu);
-    let speed = speed_of(args, &arch, &req, &p, &gpu, speed_engine, gguf);
+    let asked = inferscope_plan::plan_speed::Asked {
+        concurrency: args.concurrency,
+        input_len: args.input_len,
+        disk_gbps: args.disk_gbps,
+    };
+    let speed =
+        inferscope_plan::plan_speed::speed_of(&asked, &arch, &req, &p, &gpu, speed_engine, gguf);
     if args.json {
         let report = PlanReport {
             plan: &p,
@@ -439,71 +445,4 @@ fn target_gpu(
             (g, ids, how)
         }
     })
-}
-
-/// The speed bounds, at the concurrency the KV cache can actually hold.
-fn speed_of(
-    args: &PlanArgs,
-    arch: &ModelArch,
-    req: &PlanRequest,
-    p: &inferscope_plan::Plan,
-    gpu: &inferscope_plan::plan::GpuSpec,
-    speed_engine: Engine,
-    gguf: Option<GgufFileType>,
-) -> crate::render::plan::SpeedBounds {
-    let running = args
-        .concurrency
-        .unwrap_or(1)
-        .min(p.max_concurrency.floor().max(1.0) as u32)
-        .max(1);
-    let prompt = args
-        .input_len
-        .unwrap_or_else(|| p.max_model_len.unwrap_or(1024).min(1024));
-    let disk = args.disk_gbps.unwrap_or(2.0);
-    // the weights' effective quantization (a --quantization flag over the checkpoint's own)
-    let speed_arch = match req
-        .quantization
-        .as_deref()
-        .and_then(inferscope_plan::arch::Quantization::from_method)
-    {
-        Some(q) if arch.quantization.is_none() => ModelArch {
-            quantization: Some(q),
-            ..arch.clone()
-        },
-        _ => arch.clone(),
-    };
-    match gpus::lookup(&gpu.name) {
-        Ok(spec) => crate::render::plan::speed_bounds(
-            &speed_arch,
-            p,
-            &crate::render::plan::SpeedSetup {
-                gpu: spec,
-                gpus: if speed_engines::splits_layers(speed_engine) {
-                    gpu.count.max(1)
-                } else {
-                    req.tp.saturating_mul(req.pp).max(1)
-                },
-                engine: speed_engine,
-                gguf,
-                kv_fp8: req
-                    .kv_cache_dtype
-                    .as_deref()
-                    .is_some_and(|k| k.starts_with("fp8")),
-                eager: req.enforce_eager,
-                pipeline_stages: req.pp.max(1),
-                sequences: running,
-                prompt_tokens: prompt,
-                disk_gbps: disk,
-            },
-        ),
-        Err(e) => crate::render::plan::SpeedBounds {
-            decode: None,
-            prefill: None,
-            load: None,
-            sequences: running,
-            disk_gbps: disk,
-            engine: speed_engine,
-            unavailable: Some(e.to_string()),
-        },
-    }
 }
