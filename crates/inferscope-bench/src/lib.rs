@@ -57,6 +57,7 @@ pub mod schedule;
 pub mod scrape;
 pub mod server_metrics;
 pub mod sessions;
+pub mod setup;
 pub mod significance;
 pub mod sse;
 pub mod stats;

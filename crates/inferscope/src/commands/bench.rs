@@ -11,12 +11,12 @@ use inferscope_bench::client::RequestSettings;
 use inferscope_bench::dataset::DatasetSpec;
 use inferscope_bench::energy::Energy;
 use inferscope_bench::record;
-use inferscope_bench::result::{BenchResult, MachineSummary, TokenizerSetting};
+use inferscope_bench::result::{BenchResult, MachineSummary};
 use inferscope_bench::run::{
     BenchPlan, LocalTokenizer, MetricsScrape, ProgressFn, ProgressView, Replicas, execute_repeated,
 };
 use inferscope_bench::schedule::{Arrival, Limits, Schedule, Warmup};
-use inferscope_bench::tokenizer::{MAX_TOKENIZER_BYTES, TokenCounter};
+use inferscope_bench::setup;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -162,16 +162,7 @@ pub(crate) fn parse_warmup(s: Option<&str>) -> anyhow::Result<Warmup> {
 
 /// Build the plan from flags (pure apart from the clock passed in).
 pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<BenchPlan> {
-    for url in &a.urls {
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            anyhow::bail!("--url {url}: expected http://HOST:PORT");
-        }
-        if url.starts_with("https://") && !inferscope_bench::TLS_ENABLED {
-            anyhow::bail!(
-                "--url {url}: this build has no TLS (built with --no-default-features; rebuild with the default `tls` feature)"
-            );
-        }
-    }
+    setup::check_urls(&a.urls).map_err(anyhow::Error::msg)?;
     let schedule = match (a.load.rate, a.concurrency, a.sweep) {
         (Some(rate), _, _) => Schedule::Open {
             rate,
@@ -264,50 +255,20 @@ pub fn plan(a: &BenchArgs, started_at: String) -> anyhow::Result<BenchPlan> {
     })
 }
 
-/// `--server-metrics`/`--no-server-metrics`/`--server-metrics-interval`: by default the
-/// server's own `/metrics`.
+/// `--server-metrics` and its companions, checked by the library.
 fn server_metrics(a: &BenchArgs) -> anyhow::Result<Option<MetricsScrape>> {
-    if a.no_server_metrics {
-        return Ok(None);
-    }
-    if a.server_metrics_interval < Duration::from_millis(100) {
-        anyhow::bail!(
-            "--server-metrics-interval {:?}: at least 100ms (scrapes cost the server time)",
-            a.server_metrics_interval
-        );
-    }
-    let url = match &a.server_metrics {
-        Some(u) if u.starts_with("http://") || u.starts_with("https://") => u.clone(),
-        Some(u) => anyhow::bail!("--server-metrics {u}: expected http://HOST:PORT/PATH"),
-        None => format!("{}/metrics", inferscope_bench::client::base_url(a.url())),
-    };
-    Ok(Some(MetricsScrape {
-        url,
-        interval: a.server_metrics_interval,
-    }))
+    setup::metrics_scrape(
+        a.no_server_metrics,
+        a.server_metrics_interval,
+        a.server_metrics.as_deref(),
+        a.url(),
+    )
+    .map_err(anyhow::Error::msg)
 }
 
 /// Read and load `--tokenizer FILE` (bounded: the size is checked before reading).
 pub fn load_tokenizer(path: &Path) -> anyhow::Result<LocalTokenizer> {
-    let name = path.display();
-    let cannot = |e: std::io::Error| anyhow::anyhow!("--tokenizer {name}: cannot read: {e}");
-    let len = std::fs::metadata(path).map_err(cannot)?.len();
-    if len > MAX_TOKENIZER_BYTES as u64 {
-        anyhow::bail!(
-            "--tokenizer {name}: {len} bytes, larger than the {} MiB a tokenizer.json can plausibly be",
-            MAX_TOKENIZER_BYTES >> 20
-        );
-    }
-    let bytes = std::fs::read(path).map_err(cannot)?;
-    let counter =
-        TokenCounter::from_json(&bytes).map_err(|e| anyhow::anyhow!("--tokenizer {name}: {e}"))?;
-    Ok(LocalTokenizer {
-        setting: TokenizerSetting {
-            path: name.to_string(),
-            vocab_size: counter.vocab_size(),
-        },
-        counter: Arc::new(counter),
-    })
+    setup::load_tokenizer(path).map_err(anyhow::Error::msg)
 }
 
 fn machine(snapshot: Option<&Path>) -> anyhow::Result<Option<MachineSummary>> {
