@@ -22,6 +22,7 @@ pub mod dsa;
 pub mod engine;
 pub mod engines;
 pub mod find;
+pub mod find_context;
 pub mod flags;
 pub mod gguf_arch;
 pub mod gguf_quant;

@@ -292,40 +292,6 @@ fn speed_engine_of(args: &PlanArgs, settings: Option<&EngineSettings>) -> anyhow
     })
 }
 
-/// The context `--find` plans every request for, and why: `--max-model-len`, the pasted
-/// command's, `--input-len` + `--output-len`, else the model's full context (what the engines
-/// reserve when no length is given; said first in the output, with the answer at 8k beside it).
-fn find_context(
-    args: &PlanArgs,
-    settings: Option<&EngineSettings>,
-    arch: &ModelArch,
-) -> anyhow::Result<(u64, String, bool)> {
-    if let Some(l) = args.flags.max_model_len {
-        return Ok((l, "--max-model-len".into(), false));
-    }
-    if let Some(l) = settings.and_then(|s| s.max_model_len) {
-        return Ok((l, "the serving command's context flag".into(), false));
-    }
-    match (args.input_len, args.output_len) {
-        (Some(i), Some(o)) => Ok((
-            i.saturating_add(o),
-            format!("--input-len {i} + --output-len {o}"),
-            false,
-        )),
-        (Some(_), None) | (None, Some(_)) => bail!(
-            "--find needs both --input-len and --output-len to size the context (or --max-model-len)"
-        ),
-        (None, None) => Ok((
-            arch.max_position_embeddings,
-            format!(
-                "the model's full context ({} tokens, max_position_embeddings) — what vLLM reserves when --max-model-len is not given; pass --max-model-len N or --input-len/--output-len for your requests",
-                arch.max_position_embeddings
-            ),
-            true,
-        )),
-    }
-}
-
 /// The catalog `--find` searches: `--gpu NAME` or `--gpu-memory-gib N` narrows it to one GPU.
 fn find_catalog(args: &PlanArgs) -> anyhow::Result<Vec<gpus::GpuSpec>> {
     Ok(match (&args.gpu, args.gpu_memory_gib) {
@@ -356,7 +322,14 @@ fn run_find(
     speed_engine: Engine,
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
-    let (max_model_len, context_basis, defaulted) = find_context(args, settings, arch)?;
+    let (max_model_len, context_basis, defaulted) = inferscope_plan::find_context::find_context(
+        args.flags.max_model_len,
+        settings,
+        args.input_len,
+        args.output_len,
+        arch,
+    )
+    .map_err(anyhow::Error::msg)?;
     if args.top == Some(0) {
         bail!("--top 0: expected at least 1 row");
     }
