@@ -74,9 +74,50 @@ pub fn load_tokenizer(path: &Path) -> Result<LocalTokenizer, String> {
     })
 }
 
+/// Why NVML on this machine cannot measure the server, if it cannot: a `--server-snapshot` of
+/// another host (`server_host`), or a `--url` that is neither loopback nor this host (`here`).
+pub fn energy_not_here(
+    urls: &[String],
+    here: Option<&str>,
+    server_host: Option<&str>,
+) -> Option<String> {
+    if let Some(h) = server_host
+        && here != Some(h)
+    {
+        return Some(format!(
+            "the server's snapshot is of {h}, not this machine: NVML here cannot measure it"
+        ));
+    }
+    urls.iter()
+        .find(|u| !crate::energy::url_is_local(u, here))
+        .map(|u| {
+            format!(
+                "the server at {} is not on this machine (bench reads NVML where it runs)",
+                inferscope_host::redact::scrub(u)
+            )
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn energy_is_measured_only_for_a_server_here() {
+        let local = vec!["http://127.0.0.1:8000".to_string()];
+        assert_eq!(energy_not_here(&local, Some("box"), None), None);
+        assert!(
+            energy_not_here(&local, Some("box"), Some("other"))
+                .unwrap()
+                .contains("of other")
+        );
+        let far = vec!["http://10.9.8.7:8000".to_string()];
+        assert!(
+            energy_not_here(&far, Some("box"), None)
+                .unwrap()
+                .contains("not on this machine")
+        );
+    }
 
     #[test]
     fn urls_must_be_http() {

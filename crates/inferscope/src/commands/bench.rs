@@ -357,22 +357,8 @@ fn energy_counters(a: &BenchArgs, server_host: Option<&str>) -> Result<Vec<u64>,
     let here = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .ok();
-    if let Some(h) = server_host
-        && here.as_deref() != Some(h)
-    {
-        return Err(format!(
-            "the server's snapshot is of {h}, not this machine: NVML here cannot measure it"
-        ));
-    }
-    if let Some(u) = a
-        .urls
-        .iter()
-        .find(|u| !inferscope_bench::energy::url_is_local(u, here.as_deref()))
-    {
-        return Err(format!(
-            "the server at {} is not on this machine (bench reads NVML where it runs)",
-            inferscope_host::redact::scrub(u)
-        ));
+    if let Some(why) = setup::energy_not_here(&a.urls, here.as_deref(), server_host) {
+        return Err(why);
     }
     read_energy()
 }
