@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod diff;
+pub mod exposition;
 pub mod labels;
 
 /// The fleet fixtures (`fixtures/fleet/`), for the unit tests.

@@ -53,7 +53,7 @@ fn exported_families() -> BTreeSet<String> {
         gpu_memory_bytes: [(0, 1 << 30)].into_iter().collect(),
         ..ProcessSample::default()
     }];
-    let text = inferscope::render::metrics::write_metrics(&snap, &findings, &gpus, &procs);
+    let text = inferscope_fleet::exposition::write_metrics(&snap, &findings, &gpus, &procs);
     text.lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))
         .filter_map(|l| l.split_whitespace().next())

@@ -62,7 +62,7 @@ fn exposition_of_a_gpu_host_passes_promtool() {
         numa_bytes: [(0, 1 << 29), (1, 1 << 29)].into_iter().collect(),
         ..ProcessSample::default()
     }];
-    let text = inferscope::render::metrics::write_metrics(&snap, &findings, &gpus, &procs);
+    let text = inferscope_fleet::exposition::write_metrics(&snap, &findings, &gpus, &procs);
     promtool_check(&text);
     let mut families = std::collections::BTreeSet::new();
     for l in text.lines().filter(|l| l.starts_with("# TYPE ")) {

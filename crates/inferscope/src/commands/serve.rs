@@ -62,7 +62,7 @@ pub fn scrape_under(fs: &FsRoot, sampler: &mut Sampler, pids: &[u32], all: bool)
         .iter()
         .map(|p| sampler.sample_process(*p, gpu_procs.get(p)))
         .collect();
-    crate::render::metrics::write_metrics(&snap, &findings, &gpus, &procs)
+    inferscope_fleet::exposition::write_metrics(&snap, &findings, &gpus, &procs)
 }
 
 /// The NFD feature file's text for the node under `fs`: the same labels and header as

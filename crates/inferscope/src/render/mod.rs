@@ -4,7 +4,6 @@ pub mod check;
 pub mod escape;
 pub mod fleet;
 pub mod mem;
-pub mod metrics;
 pub mod plan;
 pub mod topo;
 pub mod tune;

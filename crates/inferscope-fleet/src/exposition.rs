@@ -5,7 +5,7 @@
 
 use inferscope_check::{Finding, Status};
 use inferscope_host::Snapshot;
-use inferscope_probe::watch::{GpuSample, ProcessSample};
+use inferscope_mem::watch_sample::{GpuSample, ProcessSample};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -384,5 +384,32 @@ fn gpu_links(
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_family_is_declared_once_and_label_values_are_escaped() {
+        let snap = crate::testing::node("b");
+        let procs = vec![ProcessSample {
+            pid: 7,
+            alive: true,
+            name: Some("vllm \"serve\"\\x\ny".into()),
+            rss_bytes: Some(1 << 30),
+            ..ProcessSample::default()
+        }];
+        let text = write_metrics(&snap, &[], &[], &procs);
+        let mut types = std::collections::BTreeSet::new();
+        for l in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+            assert!(types.insert(l), "TYPE twice: {l}");
+        }
+        assert!(text.contains("inferscope_info{"), "{text}");
+        assert!(
+            text.contains(r#"name="vllm \"serve\"\\x\ny""#),
+            "escaped name missing:\n{text}"
+        );
     }
 }
