@@ -127,7 +127,7 @@ pub fn emit(
 
 /// Text for a `#` comment line: one line, control and line-separator characters shown as
 /// escapes, and never ending in a backslash (systemd would join the next line to it).
-fn comment(s: &str) -> String {
+pub(crate) fn comment(s: &str) -> String {
     let mut out = String::new();
     for ch in s.chars() {
         match ch {
@@ -389,7 +389,7 @@ fn json_string(s: &str) -> String {
 
 /// A value Kubernetes passes through unchanged: it expands `$(VAR)` in a container's command,
 /// args and env values and turns `$$` into `$`, so every `$` is doubled.
-fn k8s_string(s: &str) -> String {
+pub(crate) fn k8s_string(s: &str) -> String {
     json_string(&s.replace('$', "$$"))
 }
 

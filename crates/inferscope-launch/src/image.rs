@@ -126,10 +126,33 @@ pub fn choose(
     image: Option<&str>,
     engine_version: Option<&str>,
 ) -> Result<ImagePlan, LaunchError> {
-    let cmd = &plan.command;
+    let gpus = Vendors {
+        nvidia: plan.gpus.iter().any(|g| g.nvidia),
+        amd: plan.gpus.iter().any(|g| !g.nvidia),
+    };
+    choose_for(plan.engine, &plan.command, gpus, image, engine_version)
+}
+
+/// Which GPU vendors the container must run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Vendors {
+    /// NVIDIA GPUs.
+    pub nvidia: bool,
+    /// AMD GPUs.
+    pub amd: bool,
+}
+
+/// [`choose`] for a command and engine without a one-machine plan (`run --emit lws`).
+pub fn choose_for(
+    engine: Option<inferscope_host::engine::Engine>,
+    cmd: &[String],
+    gpus: Vendors,
+    image: Option<&str>,
+    engine_version: Option<&str>,
+) -> Result<ImagePlan, LaunchError> {
     let first = cmd.first().map(String::as_str).unwrap_or("");
     let rest: Vec<String> = cmd.iter().skip(1).cloned().collect();
-    if plan.engine.is_none() && is_image_reference(first) {
+    if engine.is_none() && is_image_reference(first) {
         if let Some(i) = image {
             return Err(LaunchError::Usage(format!(
                 "--image {i:?} and an image as the command's first word ({first:?}): give the image once"
@@ -165,13 +188,11 @@ pub fn choose(
     let shape = inferscope_plan::engines::ImageShape {
         version,
         python: program.starts_with("python"),
-        nvidia: plan.gpus.iter().any(|g| g.nvidia),
-        amd: plan.gpus.iter().any(|g| !g.nvidia),
+        nvidia: gpus.nvidia,
+        amd: gpus.amd,
         rest,
     };
-    let official = plan
-        .engine
-        .map(|e| inferscope_plan::engines::room(e).official_image(&shape));
+    let official = engine.map(|e| inferscope_plan::engines::room(e).official_image(&shape));
     let Some(Ok(inferscope_plan::engines::OfficialImage {
         image: default,
         entrypoint,
@@ -190,13 +211,13 @@ pub fn choose(
         return Ok(ImagePlan {
             image: i.to_string(),
             entrypoint: None,
-            args: cmd.clone(),
+            args: cmd.to_vec(),
             why: format!(
                 "{i} from --image; the whole command is its arguments (inferscope does not know this image's entrypoint)"
             ),
         });
     };
-    let engine = crate::engine::rules(plan.engine).name;
+    let engine = crate::engine::rules(engine).name;
     Ok(match image {
         Some(i) => ImagePlan {
             image: i.to_string(),

@@ -57,6 +57,7 @@ pub mod engine;
 mod env;
 pub mod error;
 pub mod image;
+pub mod multi_node;
 pub mod plan;
 pub mod request;
 mod resolve;
@@ -64,6 +65,7 @@ mod resolve;
 pub use emit::{Emit, EmitOptions, emit};
 pub use engine::Engine;
 pub use error::LaunchError;
+pub use multi_node::{MultiNodeFormat, MultiNodeOptions, Network, emit_multi_node};
 pub use plan::{LaunchPlan, MemoryPlan, PlannedGpu, WorkerSlice};
 pub use request::{
     DeviceIds, GpuRef, MemMode, OmpThreads, RunRequest, Target, parse_gpus, parse_nodes,

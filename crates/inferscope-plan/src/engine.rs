@@ -32,6 +32,10 @@ pub struct EngineSettings {
     pub tensor_parallel_size: Option<u32>,
     /// Pipeline-parallel size.
     pub pipeline_parallel_size: Option<u32>,
+    /// Data-parallel size (replicas of the model inside one server): no per-GPU memory effect,
+    /// read for multi-node launches (`run --emit nodes|lws`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_parallel_size: Option<u32>,
     /// Maximum context length.
     pub max_model_len: Option<u64>,
     /// vLLM `--max-model-len auto` / `-1` (0.14+): the largest length whose one request fits.
@@ -105,6 +109,7 @@ impl EngineSettings {
             model: None,
             tensor_parallel_size: None,
             pipeline_parallel_size: None,
+            data_parallel_size: None,
             max_model_len: None,
             max_model_len_auto: false,
             kv_cache_memory_bytes: None,
@@ -256,6 +261,9 @@ pub fn refused_by_release(s: &EngineSettings, version: Option<&str>) -> Option<S
 pub enum Meaning {
     Tp,
     Pp,
+    /// Data-parallel size: no per-GPU memory effect (listed with the ignored flags), read by
+    /// multi-node launches.
+    Dp,
     MaxLen,
     KvBytes,
     GpuUtil,
@@ -400,6 +408,11 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
         match m {
             Meaning::Tp => s.tensor_parallel_size = Some(parse_num(&flag, &v)?),
             Meaning::Pp => s.pipeline_parallel_size = Some(parse_num(&flag, &v)?),
+            Meaning::Dp => {
+                s.data_parallel_size = Some(parse_num(&flag, &v)?);
+                // each replica holds the whole model: the plan per GPU is unchanged
+                s.ignored.push(format!("{flag} {v}"));
+            }
             Meaning::MaxLen if opts.zero_len_is_model_default && v == "0" => s.max_model_len = None,
             Meaning::MaxLen if opts.auto_len && (v == "-1" || v.eq_ignore_ascii_case("auto")) => {
                 s.max_model_len = None;

@@ -17,6 +17,7 @@ pub mod llama_cpp;
 /// LMDeploy (TurboMind and PyTorch backends): standalone until its `EngineRoom` is wired.
 pub mod lmdeploy;
 pub mod mlc;
+pub mod multi_node;
 pub mod ollama;
 pub mod sglang;
 pub mod tgi;
@@ -206,6 +207,15 @@ pub trait EngineRoom: Sync {
     /// Its fitted speed efficiency (docs/speed.md).
     fn speed(&self) -> Result<EngineEfficiency, NotModelled> {
         Err(NotModelled::new(self.engine(), "speed"))
+    }
+    /// What one node of a server spread over several machines runs (`run --emit nodes|lws`).
+    fn multi_node(
+        &self,
+        _req: &multi_node::NodeRequest<'_>,
+    ) -> Result<multi_node::NodeCommand, multi_node::MultiNodeError> {
+        Err(multi_node::MultiNodeError(
+            NotModelled::new(self.engine(), "multi-node launch").to_string(),
+        ))
     }
 }
 

@@ -59,6 +59,10 @@ pub enum EmitArg {
     Systemd,
     /// Kubernetes kubelet settings and a pod.
     K8s,
+    /// With --nodes N: one shell command per node of a server spread over N machines.
+    Nodes,
+    /// With --nodes N: a Kubernetes LeaderWorkerSet (leader + workers) and the leader's Service.
+    Lws,
 }
 
 /// Arguments of `inferscope run`.
@@ -105,6 +109,15 @@ pub struct RunArgs {
     /// With --emit docker|k8s: the engine release whose official image to use (e.g. 0.10.2).
     #[arg(long, value_name = "VERSION")]
     pub engine_version: Option<String>,
+    /// With --emit nodes|lws: machines one server spans (the command is its one-node form).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=1024))]
+    pub nodes: Option<u32>,
+    /// With --emit nodes: the leader's address [default: $LEADER_ADDR, set on every node].
+    #[arg(long, value_name = "ADDR")]
+    pub leader_addr: Option<String>,
+    /// With --emit nodes|lws: ib-ndr, ib-hdr, roce-400, roce-200 or eth-100 (RDMA or TCP settings).
+    #[arg(long, value_name = "NET", value_parser = |s: &str| inferscope_launch::Network::parse(s).map_err(|e| e.to_string()))]
+    pub network: Option<inferscope_launch::Network>,
     /// Plan from a snapshot written by `inferscope snapshot` (with --dry-run or --emit only).
     #[arg(long, value_name = "FILE", conflicts_with = "root")]
     pub snapshot: Option<PathBuf>,
@@ -130,13 +143,15 @@ impl From<MemArg> for MemMode {
     }
 }
 
-impl From<EmitArg> for Emit {
-    fn from(e: EmitArg) -> Self {
-        match e {
-            EmitArg::Numactl => Emit::Numactl,
-            EmitArg::Docker => Emit::Docker,
-            EmitArg::Systemd => Emit::Systemd,
-            EmitArg::K8s => Emit::K8s,
+impl EmitArg {
+    /// The one-machine format; `None` for the multi-node ones (`multi_node`).
+    fn one_machine(self) -> Option<Emit> {
+        match self {
+            EmitArg::Numactl => Some(Emit::Numactl),
+            EmitArg::Docker => Some(Emit::Docker),
+            EmitArg::Systemd => Some(Emit::Systemd),
+            EmitArg::K8s => Some(Emit::K8s),
+            EmitArg::Nodes | EmitArg::Lws => None,
         }
     }
 }
@@ -151,6 +166,10 @@ fn process_env() -> BTreeMap<String, String> {
 
 /// Plan, then print, emit, or bind and exec. Returns only when nothing is executed.
 pub fn run(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let multi = matches!(args.emit, Some(EmitArg::Nodes | EmitArg::Lws));
+    if multi || args.nodes.is_some() || args.leader_addr.is_some() || args.network.is_some() {
+        return multi_node(&args, out);
+    }
     let planning_only = args.dry_run || args.emit.is_some();
     let target = match (&args.gpus, &args.numa_node) {
         (Some(_), Some(_)) => {
@@ -163,7 +182,10 @@ pub fn run(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         ),
     };
     if (args.image.is_some() || args.engine_version.is_some())
-        && !matches!(args.emit, Some(EmitArg::Docker | EmitArg::K8s))
+        && !matches!(
+            args.emit,
+            Some(EmitArg::Docker | EmitArg::K8s | EmitArg::Lws)
+        )
     {
         bail!(
             "{} chooses the container image of --emit docker or --emit k8s; add one of them",
@@ -225,11 +247,14 @@ pub fn run(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     // Emitted before the warnings are printed, so a refusal is the only line on stderr.
     let emitted = match args.emit {
         Some(format) => {
+            let Some(format) = format.one_machine() else {
+                bail!("--emit nodes|lws needs --nodes N");
+            };
             let opts = EmitOptions {
                 image: args.image.clone(),
                 engine_version: args.engine_version.clone(),
             };
-            Some(emit(&plan, format.into(), &opts)?)
+            Some(emit(&plan, format, &opts)?)
         }
         None => None,
     };
@@ -260,6 +285,39 @@ pub fn run(args: RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     out.flush()?;
     let err = act::bind_and_exec(plan, &args.command);
     Err(err)
+}
+
+/// `--emit nodes|lws --nodes N`: no binding here; each node binds itself.
+fn multi_node(args: &RunArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+    let format = match args.emit {
+        Some(EmitArg::Nodes) => inferscope_launch::MultiNodeFormat::Nodes,
+        Some(EmitArg::Lws) => inferscope_launch::MultiNodeFormat::Lws,
+        _ => bail!(
+            "--nodes, --leader-addr and --network describe a multi-node server: add --emit nodes or --emit lws"
+        ),
+    };
+    let Some(nodes) = args.nodes else {
+        bail!("--emit nodes|lws needs --nodes N (the machines one server spans)");
+    };
+    if args.gpus.is_some() || args.numa_node.is_some() || args.dry_run {
+        bail!(
+            "--emit nodes|lws writes what every node runs; binding (--gpus, --numa-node, --dry-run) is each node's own `inferscope run`"
+        );
+    }
+    let command: Vec<String> = args
+        .command
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let opts = inferscope_launch::MultiNodeOptions {
+        nodes,
+        leader_addr: args.leader_addr.clone(),
+        image: args.image.clone(),
+        engine_version: args.engine_version.clone(),
+        network: args.network,
+    };
+    out.write_all(inferscope_launch::emit_multi_node(&command, format, &opts)?.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The `--dry-run` text.

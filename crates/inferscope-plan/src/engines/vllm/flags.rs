@@ -18,6 +18,7 @@ pub(super) fn meaning(f: &str) -> Option<Meaning> {
     Some(match f {
         "--tensor-parallel-size" | "-tp" => Tp,
         "--pipeline-parallel-size" | "-pp" => Pp,
+        "--data-parallel-size" | "-dp" => Dp,
         "--max-model-len" => MaxLen,
         "--kv-cache-memory-bytes" => KvBytes,
         "--mamba-cache-dtype" => MambaConvDtype,

@@ -3,6 +3,7 @@
 //! `crate::rules`), and its fitted speed.
 
 mod flags;
+mod multi_node;
 pub mod rules;
 
 use super::{
@@ -126,6 +127,13 @@ impl EngineRoom for Vllm {
                 how: "--entrypoint vllm and `serve ...`: the image's ENTRYPOINT is `vllm serve` today but `python3 -m vllm.entrypoints.openai.api_server` in releases up to at least 0.10.2, and both have the vllm CLI",
             }
         })
+    }
+
+    fn multi_node(
+        &self,
+        req: &super::multi_node::NodeRequest<'_>,
+    ) -> Result<super::multi_node::NodeCommand, super::multi_node::MultiNodeError> {
+        multi_node::node_command(req)
     }
 
     fn release_label(&self, version: Option<&str>) -> String {
