@@ -1,0 +1,451 @@
+//! Step time of a multi-GPU / multi-node layout: the single-node roofline per GPU (weights and
+//! KV read at the GPU's bandwidth, FLOPs at its tensor rate, the engine's fitted efficiency from
+//! `crate::speed::engines`) plus communication costed by size, bandwidth and latency:
+//!
+//! * TP: 2 all-reduces per layer, each `α + 2(n−1)/n × bytes / bw` (nccl-tests
+//!   `doc/PERFORMANCE.md` @ 03a204a: all-reduce bus bandwidth factor 2(n−1)/n, "independent of
+//!   the algorithm used (ring, tree …)"); α per call from gpus.toml `[[link_latency]]` (NVLink),
+//!   [`Constants::pcie_hop_s`] × (n−1) over PCIe (ring hops), the network's latency across nodes.
+//! * EP: dispatch + combine per MoE layer. Across nodes in decode, DeepEP's low-latency kernel
+//!   times (README @ 0aaa674, H800 + CX7 400 Gb/s, 128 tokens, hidden 7168, top-8) scaled by
+//!   tokens, hidden, top-k and NIC speed; otherwise `α + tokens × top_k × hidden × 3 B ×
+//!   remote share / bandwidth` (FP8 dispatch 1 B + BF16 combine 2 B) at a fitted share of the
+//!   link ([`Constants::ep_share`]). With two-batch overlap (SGLang TBO, vLLM DBO) it overlaps
+//!   the compute of the other micro-batch.
+//! * PP: one hand-over of the hidden state per stage boundary (`α + tokens × hidden × 2 B /
+//!   bw`), `m` micro-batches in flight (vLLM/SGLang keep `pp` of them), and an exposed bubble
+//!   of [`Constants::pp_bubble`] × (pp−1) stage times per round without send/recv overlap
+//!   (GPipe's (p−1)/(m+p−1), Huang et al. 2019).
+//!
+//! The constants marked fitted are fitted on the `half: calibration` records of
+//! `fixtures/speed/multi-gpu.jsonl` only (tests/multi_gpu_speed.rs refits them and fails when
+//! they drift); the check half is reported in docs/speed.md.
+
+use super::memory::GpuMemory;
+use super::{IntraLink, Layout, Network, NetworkSpec};
+use crate::gpus::GpuSpec;
+use crate::speed::ComputeDtype;
+use crate::speed::engines::EngineEfficiency;
+use crate::speed::estimate::{KERNELS_PER_LAYER, ModelNumbers};
+use serde::Serialize;
+
+/// Communication constants of the multi-GPU model.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Constants {
+    /// Seconds per ring hop of a small all-reduce over PCIe (× (n−1) hops). Fitted; the
+    /// single-node model's 20 µs at 4 GPUs (sglang-V100 PR #2) is 6.7 µs per hop.
+    pub pcie_hop_s: f64,
+    /// Share of link bandwidth EP all-to-all reaches in prefill (DeepEP normal kernels).
+    /// Fitted.
+    pub ep_share: f64,
+    /// Share of the GPipe bubble, (pp−1) stage times per round, left exposed without PP
+    /// send/recv overlap. Fitted (one calibration record: SGLang before PR #7979).
+    pub pp_bubble: f64,
+}
+
+/// The fitted constants (tests/multi_gpu_speed.rs, calibration half).
+pub const FITTED: Constants = Constants {
+    pcie_hop_s: 60.0e-6,
+    ep_share: 0.50,
+    pp_bubble: 0.50,
+};
+
+/// DeepEP low-latency kernels, dispatch + combine µs per MoE layer at 128 tokens per rank,
+/// hidden 7168, top-8, H800 with CX7 400 Gb/s (DeepEP README @ 0aaa674): EP 8, 16, 32, 64,
+/// 128, 256.
+pub const DEEPEP_LL_US: [(u32, f64); 6] = [
+    (8, 77.0 + 114.0),
+    (16, 118.0 + 195.0),
+    (32, 155.0 + 273.0),
+    (64, 173.0 + 314.0),
+    (128, 192.0 + 369.0),
+    (256, 194.0 + 360.0),
+];
+
+/// Engine features that hide communication.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Overlap {
+    /// PP send/recv overlapped with compute (SGLang after PR #7979; vLLM's async PP).
+    pub pp_send_recv: bool,
+    /// Two micro-batches alternate compute and EP all-to-all (SGLang TBO, vLLM DBO, DeepSeek).
+    pub two_batch: bool,
+}
+
+/// One layout serving one workload.
+#[derive(Debug, Clone)]
+pub struct ClusterScenario<'a> {
+    /// The whole model's numbers (FLOPs, routing, shapes).
+    pub model: &'a ModelNumbers,
+    /// The fullest GPU's memory (weights and KV per token on it).
+    pub memory: &'a GpuMemory,
+    /// The GPU.
+    pub gpu: &'a GpuSpec,
+    /// The layout.
+    pub layout: Layout,
+    /// The link inside a node.
+    pub intra: IntraLink,
+    /// The network between nodes.
+    pub network: Network,
+    /// Sequences decoding together on one DP replica (one rank under DP attention).
+    pub batch: u64,
+    /// Mean context per sequence during decode, tokens.
+    pub context: u64,
+    /// Prompt tokens per request.
+    pub prompt_tokens: u64,
+    /// Overlap features of the engine.
+    pub overlap: Overlap,
+}
+
+/// Decode and prefill figures of a layout.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClusterFigures {
+    /// Seconds for every sequence of a replica to advance one token.
+    pub round_s: f64,
+    /// Output tokens/s of one sequence.
+    pub tokens_per_s_per_sequence: f64,
+    /// Output tokens/s per GPU (all replicas together / all GPUs).
+    pub tokens_per_s_per_gpu: f64,
+    /// Parts of one stage's step (per micro-batch): memory, compute, launches.
+    pub memory_s: f64,
+    /// Compute time of a stage step.
+    pub compute_s: f64,
+    /// Launch floor of a stage step.
+    pub launch_s: f64,
+    /// TP all-reduces of a stage step.
+    pub tp_comm_s: f64,
+    /// EP dispatch + combine of a stage step.
+    pub ep_comm_s: f64,
+    /// PP hand-overs and exposed bubble per round.
+    pub pp_s: f64,
+    /// Time to first token of one prompt alone on an idle replica, s.
+    pub ttft_s: f64,
+    /// Prompt tokens/s per GPU under saturating prefill (chunks of `prompt_tokens`).
+    pub prefill_tokens_per_s_per_gpu: f64,
+}
+
+/// Roofline and expected figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClusterEstimate {
+    /// 100 % of bandwidth and the fastest tensor path, every GPU busy, no communication.
+    pub roofline: ClusterFigures,
+    /// The engine's efficiency plus communication.
+    pub expected: ClusterFigures,
+}
+
+/// Why no estimate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    /// The GPU has no datasheet bandwidth or tensor rate.
+    #[error("GPU {0} lacks datasheet bandwidth or tensor rate")]
+    UnknownGpu(String),
+}
+
+fn peak_tflops(gpu: &GpuSpec, path: ComputeDtype, best: bool) -> Option<f64> {
+    // same rule as the single-node model (speed::estimate): GeForce FP16 accumulate is twice the
+    // stored FP32-accumulate rate, which only the roofline takes
+    let geforce =
+        gpu.name.starts_with("RTX ") && !gpu.name.contains("A6000") && !gpu.name.contains("Ada");
+    let fp16_any = if geforce {
+        gpu.fp16_tflops.map(|f| 2.0 * f)
+    } else {
+        gpu.fp16_tflops
+    };
+    let fp16 = gpu.fp16_tflops;
+    let own = match path {
+        ComputeDtype::Fp16 => fp16,
+        ComputeDtype::Fp8 => gpu.fp8_tflops.or(fp16),
+        ComputeDtype::Int8 => gpu.int8_tops.or(fp16),
+        ComputeDtype::Fp4 => gpu.fp4_tflops.or(gpu.fp8_tflops).or(fp16),
+    };
+    if best {
+        [own, fp16_any].into_iter().flatten().reduce(f64::max)
+    } else {
+        own
+    }
+}
+
+fn nvlink_latency_s() -> f64 {
+    crate::gpus::catalog()
+        .ok()
+        .and_then(|c| c.link_latency("nvlink"))
+        .map_or(5e-6, |l| l.allreduce_us * 1e-6)
+}
+
+/// Mean KV tokens a sequence's attention reads at context `ctx`, relative to `ctx` (sliding
+/// windows read less), and Σ layers × attended tokens.
+fn kv_share(m: &ModelNumbers, ctx: u64) -> (f64, f64) {
+    let mut bytes = 0.0;
+    let mut full = 0.0;
+    let mut attended = 0.0;
+    for &(b, w) in &m.kv_layers {
+        let t = if w > 0 { ctx.min(w) } else { ctx } as f64;
+        bytes += b * t;
+        full += b * ctx as f64;
+        attended += t;
+    }
+    let share = if full > 0.0 { bytes / full } else { 1.0 };
+    (share, attended)
+}
+
+/// DeepEP low-latency dispatch + combine seconds per MoE layer at `ep` ranks (log-linear
+/// between the table's sizes, clamped at its ends).
+pub fn deepep_ll_s(ep: u32) -> f64 {
+    let e = f64::from(ep.max(1));
+    let mut prev = DEEPEP_LL_US[0];
+    if e <= f64::from(prev.0) {
+        return prev.1 * 1e-6;
+    }
+    for &(n, us) in &DEEPEP_LL_US[1..] {
+        if e <= f64::from(n) {
+            let t =
+                (e.ln() - f64::from(prev.0).ln()) / (f64::from(n).ln() - f64::from(prev.0).ln());
+            return (prev.1 + t * (us - prev.1)) * 1e-6;
+        }
+        prev = (n, us);
+    }
+    prev.1 * 1e-6
+}
+
+struct Rates {
+    bw: f64,
+    flops: f64,
+    eff: Option<(EngineEfficiency, Constants)>,
+}
+
+/// Layers of MoE in the model, as a share of all layers.
+fn moe_share(m: &ModelNumbers) -> f64 {
+    if m.experts == 0 { 0.0 } else { 1.0 }
+}
+
+fn figures(s: &ClusterScenario<'_>, r: &Rates) -> ClusterFigures {
+    let m = s.model;
+    let l = s.layout;
+    let (tp, pp) = (f64::from(l.tp.max(1)), f64::from(l.pp.max(1)));
+    let stage_layers = f64::from(s.memory.layers.max(1));
+    let stage_share = stage_layers / m.layers.max(1) as f64;
+    let b = s.batch.max(1) as f64;
+    let net: NetworkSpec = s.network.spec();
+    let (kv_share_ctx, attended) = kv_share(m, s.context);
+    let (_, attended_p) = kv_share(m, s.prompt_tokens.max(1));
+    let k = f64::from(m.experts_per_token);
+    let experts = f64::from(m.experts.max(1));
+    // expert bytes a step of `tokens` tokens per rank touches on this GPU: tokens reach this
+    // GPU's experts from every rank of the EP group (uniform routing)
+    let expert_read = |tokens: f64| -> f64 {
+        if m.experts == 0 {
+            return s.memory.expert_bytes as f64;
+        }
+        let group_tokens = if l.ep > 1 {
+            tokens * f64::from(l.ep) / tp
+        } else {
+            tokens
+        };
+        let touched = 1.0 - (1.0 - k / experts).powf(group_tokens);
+        s.memory.expert_bytes as f64 * touched
+    };
+    let flops_per_token = 2.0 * m.active_params + 4.0 * attended * m.attention_dim as f64;
+    let stage_time = |tokens: f64, r: &Rates| -> (f64, f64, f64, f64, f64, f64) {
+        let bytes = s.memory.dense_bytes as f64
+            + expert_read(tokens)
+            + tokens * s.memory.kv_bytes_per_token as f64 * s.context as f64 * kv_share_ctx;
+        let mem = bytes / r.bw;
+        let comp = tokens * flops_per_token * stage_share / tp / r.flops;
+        let Some((e, c)) = &r.eff else {
+            return (mem, comp, 0.0, 0.0, 0.0, mem.max(comp));
+        };
+        let (mem, comp) = (mem / e.memory_bandwidth, comp / e.compute);
+        let launch = stage_layers * KERNELS_PER_LAYER * e.per_kernel_s;
+        let act = tokens * m.hidden as f64 * m.activation_bytes;
+        let tp_comm = if l.tp > 1 {
+            let (alpha, bw) = if !l.tp_within_node() {
+                (net.latency_s, net.bytes_per_s())
+            } else if s.intra.nvlink {
+                (nvlink_latency_s(), s.intra.gbps_per_direction * 1e9)
+            } else {
+                (c.pcie_hop_s * (tp - 1.0), s.intra.gbps_per_direction * 1e9)
+            };
+            2.0 * stage_layers * (alpha + 2.0 * (tp - 1.0) / tp * act / bw)
+        } else {
+            0.0
+        };
+        let ep_comm = if l.ep > 1 {
+            let ep = f64::from(l.ep);
+            let moe_layers = stage_layers * moe_share(m);
+            let wire = tokens * k * m.hidden as f64 * 3.0 * (ep - 1.0) / ep;
+            let per_layer = if l.ep_across_nodes() && s.network != Network::NvlinkDomain {
+                // DeepEP low-latency table, scaled by tokens, hidden, top-k and NIC speed
+                deepep_ll_s(l.ep)
+                    * (tokens / 128.0).max(0.25)
+                    * (m.hidden as f64 / 7168.0)
+                    * (k / 8.0)
+                    * (50.0 / net.line_gbps)
+            } else {
+                let bw = if l.ep_across_nodes() {
+                    net.bytes_per_s()
+                } else {
+                    s.intra.gbps_per_direction * 1e9
+                };
+                2.0 * nvlink_latency_s() + wire / (bw * c.ep_share)
+            };
+            moe_layers * per_layer
+        } else {
+            0.0
+        };
+        let core = mem.max(comp);
+        let step = if s.overlap.two_batch {
+            (core + launch).max(ep_comm) + tp_comm
+        } else {
+            core + launch + ep_comm + tp_comm
+        };
+        (mem, comp, launch, tp_comm, ep_comm, step)
+    };
+    // decode: m micro-batches through pp stages
+    let micro = if l.pp > 1 { b.min(pp) } else { 1.0 };
+    let bm = b / micro;
+    let (mem, comp, launch, tp_comm, ep_comm, t_stage) = stage_time(bm, r);
+    let handoff = |tokens: f64| -> f64 {
+        let act = tokens * m.hidden as f64 * m.activation_bytes;
+        if l.pp_across_nodes() {
+            net.latency_s + act / net.bytes_per_s()
+        } else if s.intra.nvlink {
+            nvlink_latency_s() + act / (s.intra.gbps_per_direction * 1e9)
+        } else {
+            FITTED.pcie_hop_s + act / (s.intra.gbps_per_direction * 1e9)
+        }
+    };
+    let (round, pp_s) = match &r.eff {
+        None => (t_stage, 0.0),
+        Some((e, c)) => {
+            let host = e.per_sequence_step_s * b;
+            if l.pp > 1 {
+                let exposed = if s.overlap.pp_send_recv {
+                    0.0
+                } else {
+                    c.pp_bubble * (pp - 1.0) * (t_stage + handoff(bm))
+                };
+                let pp_s = exposed + (pp - 1.0) * handoff(bm) / micro.max(1.0);
+                (micro.max(pp) * t_stage + pp_s + host, pp_s)
+            } else {
+                (t_stage + host, 0.0)
+            }
+        }
+    };
+    let round = if r.eff.is_none() {
+        // reads the stage's weights once for the whole batch, all stages in parallel
+        let (.., full) = stage_time(b, r);
+        full
+    } else {
+        round
+    };
+    let per_gpu = b / round / (tp * pp);
+    // prefill: one prompt alone (TTFT) and saturating chunks of prompt_tokens per rank
+    let p = s.prompt_tokens.max(1) as f64;
+    let pf_flops_tok = 2.0 * m.active_params + 2.0 * attended_p * m.attention_dim as f64;
+    let prefill_pass = |tokens: f64, r: &Rates| -> f64 {
+        let comp = tokens * pf_flops_tok / tp / r.flops;
+        let mem = (s.memory.dense_bytes as f64 + expert_read(tokens)) * pp / r.bw;
+        let Some((e, c)) = &r.eff else {
+            // roofline: all stages of the replica work at once
+            return (comp / pp).max(mem / pp);
+        };
+        let core = (comp / e.compute).max(mem / e.memory_bandwidth);
+        let launch = f64::from(l.pp.max(1)) * stage_layers * KERNELS_PER_LAYER * e.per_kernel_s;
+        let act = tokens * m.hidden as f64 * m.activation_bytes;
+        let layers = m.layers as f64;
+        let tp_comm = if l.tp > 1 {
+            let (alpha, bw) = if !l.tp_within_node() {
+                (net.latency_s, net.bytes_per_s())
+            } else if s.intra.nvlink {
+                (nvlink_latency_s(), s.intra.gbps_per_direction * 1e9)
+            } else {
+                (c.pcie_hop_s * (tp - 1.0), s.intra.gbps_per_direction * 1e9)
+            };
+            2.0 * layers * (alpha + 2.0 * (tp - 1.0) / tp * act / bw)
+        } else {
+            0.0
+        };
+        let ep_comm = if l.ep > 1 {
+            let ep = f64::from(l.ep);
+            let gpn = f64::from(l.gpus_per_node.max(1));
+            let per_token = k * m.hidden as f64 * 3.0;
+            let (remote_node, local) = if l.ep_across_nodes() && s.network != Network::NvlinkDomain
+            {
+                ((ep - gpn) / ep, (gpn - 1.0) / ep)
+            } else {
+                (0.0, (ep - 1.0) / ep)
+            };
+            let local_bw = if l.ep_across_nodes() && s.network == Network::NvlinkDomain {
+                net.bytes_per_s()
+            } else {
+                s.intra.gbps_per_direction * 1e9
+            };
+            let t_net = tokens * per_token * remote_node / (net.bytes_per_s() * c.ep_share);
+            let t_local = tokens * per_token * local / (local_bw * c.ep_share);
+            layers
+                * moe_share(m)
+                * (2.0 * net.latency_s.max(nvlink_latency_s()) + t_net.max(t_local))
+        } else {
+            0.0
+        };
+        let pp_comm = (pp - 1.0) * handoff(tokens);
+        let body = if s.overlap.two_batch {
+            core.max(ep_comm)
+        } else {
+            core + ep_comm
+        };
+        body + launch + tp_comm + pp_comm
+    };
+    let ttft = prefill_pass(p, r);
+    // saturating prefill: a chunk of `p` tokens per rank, stages pipelined (pp chunks in flight)
+    let chunk = prefill_pass(p, r);
+    let prefill_per_gpu = match &r.eff {
+        None => p / chunk / tp,
+        Some(_) => p / (chunk / pp) / (tp * pp),
+    };
+    ClusterFigures {
+        round_s: round,
+        tokens_per_s_per_sequence: 1.0 / round,
+        tokens_per_s_per_gpu: per_gpu,
+        memory_s: mem,
+        compute_s: comp,
+        launch_s: launch,
+        tp_comm_s: tp_comm,
+        ep_comm_s: ep_comm,
+        pp_s,
+        ttft_s: ttft,
+        prefill_tokens_per_s_per_gpu: prefill_per_gpu,
+    }
+}
+
+/// Roofline and expected figures of a scenario with an engine's efficiency and constants.
+pub fn estimate(
+    s: &ClusterScenario<'_>,
+    eff: &EngineEfficiency,
+    c: &Constants,
+) -> Result<ClusterEstimate, ClusterError> {
+    let g = s.gpu;
+    let bw = g
+        .memory_bandwidth_gbps
+        .filter(|b| *b > 0.0)
+        .ok_or_else(|| ClusterError::UnknownGpu(g.name.clone()))?;
+    let best = peak_tflops(g, s.model.roofline_path, true)
+        .ok_or_else(|| ClusterError::UnknownGpu(g.name.clone()))?;
+    let own = peak_tflops(g, s.model.path, false).unwrap_or(best);
+    let roofline = figures(
+        s,
+        &Rates {
+            bw: bw * 1e9,
+            flops: best * 1e12,
+            eff: None,
+        },
+    );
+    let expected = figures(
+        s,
+        &Rates {
+            bw: bw * 1e9,
+            flops: own * 1e12,
+            eff: Some((eff.clone(), *c)),
+        },
+    );
+    Ok(ClusterEstimate { roofline, expected })
+}
