@@ -5,7 +5,8 @@
 //! * TP: 2 all-reduces per layer, each `α + 2(n−1)/n × bytes / bw` (nccl-tests
 //!   `doc/PERFORMANCE.md` @ 03a204a: all-reduce bus bandwidth factor 2(n−1)/n, "independent of
 //!   the algorithm used (ring, tree …)"); α per call from gpus.toml `[[link_latency]]` (NVLink),
-//!   [`Constants::pcie_hop_s`] × (n−1) over PCIe (ring hops), the network's latency across nodes.
+//!   [`Constants::pcie_call_s`] over PCIe inside CUDA graphs, [`Constants::pcie_eager_hop_s`] ×
+//!   (n−1) when launched eagerly, the network's latency across nodes.
 //! * EP: dispatch + combine per MoE layer. Across nodes in decode, DeepEP's low-latency kernel
 //!   times (README @ 0aaa674, H800 + CX7 400 Gb/s, 128 tokens, hidden 7168, top-8) scaled by
 //!   tokens, hidden, top-k and NIC speed; otherwise `α + tokens × top_k × hidden × 3 B ×
@@ -26,29 +27,81 @@ use super::{IntraLink, Layout, Network, NetworkSpec};
 use crate::gpus::GpuSpec;
 use crate::speed::ComputeDtype;
 use crate::speed::engines::EngineEfficiency;
-use crate::speed::estimate::{KERNELS_PER_LAYER, ModelNumbers};
+use crate::speed::estimate::{EAGER_KERNEL_S, KERNELS_PER_LAYER, ModelNumbers};
 use serde::Serialize;
 
 /// Communication constants of the multi-GPU model.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Constants {
-    /// Seconds per ring hop of a small all-reduce over PCIe (× (n−1) hops). Fitted; the
-    /// single-node model's 20 µs at 4 GPUs (sglang-V100 PR #2) is 6.7 µs per hop.
-    pub pcie_hop_s: f64,
+    /// Seconds per small all-reduce over PCIe when the engine replays CUDA graphs (the
+    /// collectives are launched from the graph). Cited, not fitted: gpus.toml `[[link_latency]]`
+    /// pcie, 19.4–22.3 µs for 4 GPUs behind one switch (sglang-V100 PR #2). A free fit ran to
+    /// the grid's 1 µs floor, absorbing MLC's low single-node efficiency — not physical.
+    pub pcie_call_s: f64,
+    /// Seconds per ring hop (× (n−1)) of a small all-reduce over PCIe launched eagerly from the
+    /// host (no CUDA graphs: vLLM before 0.2.5, PR #1926, or `--enforce-eager`). Fitted.
+    pub pcie_eager_hop_s: f64,
+    /// Share of the PCIe per-direction bandwidth a ring all-reduce reaches (P2P through a
+    /// switch ~22–26 of 31.5 GB/s; through the host bridge or without P2P much less:
+    /// docs/research/multinode.md). Fitted.
+    pub pcie_share: f64,
     /// Share of link bandwidth EP all-to-all reaches in prefill (DeepEP normal kernels).
     /// Fitted.
     pub ep_share: f64,
     /// Share of the GPipe bubble, (pp−1) stage times per round, left exposed without PP
     /// send/recv overlap. Fitted (one calibration record: SGLang before PR #7979).
     pub pp_bubble: f64,
+    /// Share of the shorter of compute and EP all-to-all that two-batch overlap hides
+    /// (1: step = max of the two; 0: their sum). Fitted.
+    pub tbo_overlap: f64,
 }
 
 /// The fitted constants (tests/multi_gpu_speed.rs, calibration half).
 pub const FITTED: Constants = Constants {
-    pcie_hop_s: 60.0e-6,
-    ep_share: 0.50,
-    pp_bubble: 0.50,
+    pcie_call_s: 20.0e-6,
+    pcie_eager_hop_s: 67.0e-6,
+    pcie_share: 0.47,
+    ep_share: 1.00,
+    pp_bubble: 1.00,
+    tbo_overlap: 0.05,
 };
+
+/// Attention FLOPs per (query token, attended token) pair summed over one layer.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct AttentionFlops {
+    /// Decode: QKᵀ and PV, 2 × 2 × heads × head_dim; MLA in its absorbed form (FlashMLA, the
+    /// decode path of vLLM and SGLang): 2 × heads × (kv_lora_rank + rope) for the scores plus
+    /// 2 × heads × kv_lora_rank for the values.
+    pub decode: f64,
+    /// Prefill, causal (half of the square already counted by the attended-token sum, as the
+    /// single-node model does): 2 × heads × head_dim; MLA unabsorbed (MHA over
+    /// qk_nope + rope and v_head_dim): heads × (qk_nope + rope + v).
+    pub prefill: f64,
+}
+
+impl AttentionFlops {
+    /// From the architecture.
+    pub fn of(arch: &crate::arch::ModelArch) -> AttentionFlops {
+        let heads = f64::from(arch.num_attention_heads);
+        match arch.mla {
+            Some(m) => {
+                let (r, rope) = (f64::from(m.kv_lora_rank), f64::from(m.qk_rope_head_dim));
+                AttentionFlops {
+                    decode: 2.0 * heads * (r + rope) + 2.0 * heads * r,
+                    prefill: heads
+                        * f64::from(m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim),
+                }
+            }
+            None => {
+                let dim = heads * f64::from(arch.head_dim);
+                AttentionFlops {
+                    decode: 4.0 * dim,
+                    prefill: 2.0 * dim,
+                }
+            }
+        }
+    }
+}
 
 /// DeepEP low-latency kernels, dispatch + combine µs per MoE layer at 128 tokens per rank,
 /// hidden 7168, top-8, H800 with CX7 400 Gb/s (DeepEP README @ 0aaa674): EP 8, 16, 32, 64,
@@ -76,6 +129,8 @@ pub struct Overlap {
 pub struct ClusterScenario<'a> {
     /// The whole model's numbers (FLOPs, routing, shapes).
     pub model: &'a ModelNumbers,
+    /// Attention FLOPs per attended token ([`AttentionFlops::of`]).
+    pub attention: AttentionFlops,
     /// The fullest GPU's memory (weights and KV per token on it).
     pub memory: &'a GpuMemory,
     /// The GPU.
@@ -94,6 +149,8 @@ pub struct ClusterScenario<'a> {
     pub prompt_tokens: u64,
     /// Overlap features of the engine.
     pub overlap: Overlap,
+    /// Kernels and collectives launched one by one from the host (no CUDA graphs).
+    pub eager: bool,
 }
 
 /// Decode and prefill figures of a layout.
@@ -206,6 +263,25 @@ pub fn deepep_ll_s(ep: u32) -> f64 {
     prev.1 * 1e-6
 }
 
+/// Latency of one small all-reduce over PCIe among `tp` GPUs.
+fn pcie_alpha(c: &Constants, eager: bool, tp: f64) -> f64 {
+    if eager {
+        c.pcie_eager_hop_s * (tp - 1.0)
+    } else {
+        c.pcie_call_s
+    }
+}
+
+/// Host cost per kernel: the engine's fitted one, at least [`EAGER_KERNEL_S`] when eager (as the
+/// single-node model).
+fn per_kernel(e: &EngineEfficiency, eager: bool) -> f64 {
+    if eager {
+        e.per_kernel_s.max(EAGER_KERNEL_S)
+    } else {
+        e.per_kernel_s
+    }
+}
+
 struct Rates {
     bw: f64,
     flops: f64,
@@ -243,7 +319,7 @@ fn figures(s: &ClusterScenario<'_>, r: &Rates) -> ClusterFigures {
         let touched = 1.0 - (1.0 - k / experts).powf(group_tokens);
         s.memory.expert_bytes as f64 * touched
     };
-    let flops_per_token = 2.0 * m.active_params + 4.0 * attended * m.attention_dim as f64;
+    let flops_per_token = 2.0 * m.active_params + attended * s.attention.decode;
     let stage_time = |tokens: f64, r: &Rates| -> (f64, f64, f64, f64, f64, f64) {
         let bytes = s.memory.dense_bytes as f64
             + expert_read(tokens)
@@ -254,7 +330,7 @@ fn figures(s: &ClusterScenario<'_>, r: &Rates) -> ClusterFigures {
             return (mem, comp, 0.0, 0.0, 0.0, mem.max(comp));
         };
         let (mem, comp) = (mem / e.memory_bandwidth, comp / e.compute);
-        let launch = stage_layers * KERNELS_PER_LAYER * e.per_kernel_s;
+        let launch = stage_layers * KERNELS_PER_LAYER * per_kernel(e, s.eager);
         let act = tokens * m.hidden as f64 * m.activation_bytes;
         let tp_comm = if l.tp > 1 {
             let (alpha, bw) = if !l.tp_within_node() {
@@ -262,7 +338,10 @@ fn figures(s: &ClusterScenario<'_>, r: &Rates) -> ClusterFigures {
             } else if s.intra.nvlink {
                 (nvlink_latency_s(), s.intra.gbps_per_direction * 1e9)
             } else {
-                (c.pcie_hop_s * (tp - 1.0), s.intra.gbps_per_direction * 1e9)
+                (
+                    pcie_alpha(c, s.eager, tp),
+                    s.intra.gbps_per_direction * 1e9 * c.pcie_share,
+                )
             };
             2.0 * stage_layers * (alpha + 2.0 * (tp - 1.0) / tp * act / bw)
         } else {
@@ -292,11 +371,12 @@ fn figures(s: &ClusterScenario<'_>, r: &Rates) -> ClusterFigures {
             0.0
         };
         let core = mem.max(comp);
-        let step = if s.overlap.two_batch {
-            (core + launch).max(ep_comm) + tp_comm
+        let hidden = if s.overlap.two_batch {
+            c.tbo_overlap * (core + launch).min(ep_comm)
         } else {
-            core + launch + ep_comm + tp_comm
+            0.0
         };
+        let step = core + launch + ep_comm - hidden + tp_comm;
         (mem, comp, launch, tp_comm, ep_comm, step)
     };
     // decode: m micro-batches through pp stages
@@ -310,7 +390,7 @@ fn figures(s: &ClusterScenario<'_>, r: &Rates) -> ClusterFigures {
         } else if s.intra.nvlink {
             nvlink_latency_s() + act / (s.intra.gbps_per_direction * 1e9)
         } else {
-            FITTED.pcie_hop_s + act / (s.intra.gbps_per_direction * 1e9)
+            FITTED.pcie_call_s + act / (s.intra.gbps_per_direction * 1e9)
         }
     };
     let (round, pp_s) = match &r.eff {
@@ -340,7 +420,7 @@ fn figures(s: &ClusterScenario<'_>, r: &Rates) -> ClusterFigures {
     let per_gpu = b / round / (tp * pp);
     // prefill: one prompt alone (TTFT) and saturating chunks of prompt_tokens per rank
     let p = s.prompt_tokens.max(1) as f64;
-    let pf_flops_tok = 2.0 * m.active_params + 2.0 * attended_p * m.attention_dim as f64;
+    let pf_flops_tok = 2.0 * m.active_params + attended_p * s.attention.prefill;
     let prefill_pass = |tokens: f64, r: &Rates| -> f64 {
         let comp = tokens * pf_flops_tok / tp / r.flops;
         let mem = (s.memory.dense_bytes as f64 + expert_read(tokens)) * pp / r.bw;
@@ -349,7 +429,8 @@ fn figures(s: &ClusterScenario<'_>, r: &Rates) -> ClusterFigures {
             return (comp / pp).max(mem / pp);
         };
         let core = (comp / e.compute).max(mem / e.memory_bandwidth);
-        let launch = f64::from(l.pp.max(1)) * stage_layers * KERNELS_PER_LAYER * e.per_kernel_s;
+        let launch =
+            f64::from(l.pp.max(1)) * stage_layers * KERNELS_PER_LAYER * per_kernel(e, s.eager);
         let act = tokens * m.hidden as f64 * m.activation_bytes;
         let layers = m.layers as f64;
         let tp_comm = if l.tp > 1 {
@@ -358,7 +439,10 @@ fn figures(s: &ClusterScenario<'_>, r: &Rates) -> ClusterFigures {
             } else if s.intra.nvlink {
                 (nvlink_latency_s(), s.intra.gbps_per_direction * 1e9)
             } else {
-                (c.pcie_hop_s * (tp - 1.0), s.intra.gbps_per_direction * 1e9)
+                (
+                    pcie_alpha(c, s.eager, tp),
+                    s.intra.gbps_per_direction * 1e9 * c.pcie_share,
+                )
             };
             2.0 * layers * (alpha + 2.0 * (tp - 1.0) / tp * act / bw)
         } else {
@@ -368,9 +452,15 @@ fn figures(s: &ClusterScenario<'_>, r: &Rates) -> ClusterFigures {
             let ep = f64::from(l.ep);
             let gpn = f64::from(l.gpus_per_node.max(1));
             let per_token = k * m.hidden as f64 * 3.0;
+            // DeepEP normal dispatch sends a token once to each remote node holding one of its
+            // experts and forwards it over NVLink inside that node (README @ 0aaa674:
+            // "asymmetric-domain bandwidth forwarding"): RDMA copies per token = expected
+            // remote nodes touched by top-k uniform routing; NVLink copies = top-k share local
             let (remote_node, local) = if l.ep_across_nodes() && s.network != Network::NvlinkDomain
             {
-                ((ep - gpn) / ep, (gpn - 1.0) / ep)
+                let nodes = ep / gpn;
+                let touched = 1.0 - (1.0 - gpn / ep).powf(k);
+                ((nodes - 1.0) * touched / k, (gpn - 1.0) / ep)
             } else {
                 (0.0, (ep - 1.0) / ep)
             };
@@ -389,7 +479,7 @@ fn figures(s: &ClusterScenario<'_>, r: &Rates) -> ClusterFigures {
         };
         let pp_comm = (pp - 1.0) * handoff(tokens);
         let body = if s.overlap.two_batch {
-            core.max(ep_comm)
+            core + ep_comm - c.tbo_overlap * core.min(ep_comm)
         } else {
             core + ep_comm
         };
