@@ -539,3 +539,207 @@ pub fn estimate(
     );
     Ok(ClusterEstimate { roofline, expected })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::{Dtype, ModelArch};
+    use crate::cluster::memory::fullest_gpu;
+    use crate::speed::estimate::{Weights, model_numbers};
+
+    struct Fixture {
+        arch: ModelArch,
+        model: ModelNumbers,
+        gpu: &'static GpuSpec,
+    }
+
+    fn fixture(id: &str, gpu: &str) -> Fixture {
+        let arch = crate::catalog::lookup(id).unwrap();
+        let model = model_numbers(
+            &arch,
+            &Weights::Checkpoint(arch.quantization.as_ref()),
+            Dtype::Bf16,
+        );
+        Fixture {
+            arch,
+            model,
+            gpu: crate::gpus::lookup(gpu).unwrap(),
+        }
+    }
+
+    fn layout(tp: u32, pp: u32, dp: u32, ep: u32, nodes: u32, gpn: u32) -> Layout {
+        Layout {
+            tp,
+            pp,
+            dp,
+            ep,
+            nodes,
+            gpus_per_node: gpn,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        f: &Fixture,
+        l: Layout,
+        net: Network,
+        pcie: bool,
+        batch: u64,
+        overlap: Overlap,
+    ) -> ClusterEstimate {
+        let memory = fullest_gpu(&f.arch, f.arch.quantization.as_ref(), Dtype::Bf16, &l);
+        let s = ClusterScenario {
+            model: &f.model,
+            attention: AttentionFlops::of(&f.arch),
+            memory: &memory,
+            gpu: f.gpu,
+            layout: l,
+            intra: IntraLink::from_gpu(f.gpu, l.tp.min(l.gpus_per_node), pcie),
+            network: net,
+            batch,
+            context: 1024,
+            prompt_tokens: 1024,
+            overlap,
+            eager: false,
+        };
+        let eff = crate::speed::engines::efficiency(crate::speed::engines::Engine::Vllm).unwrap();
+        estimate(&s, &eff, &FITTED).unwrap()
+    }
+
+    #[test]
+    fn tp_all_reduce_follows_the_ring_formula() {
+        let f = fixture("meta-llama/Llama-3.1-70B-Instruct", "H100 SXM");
+        let e = run(
+            &f,
+            layout(8, 1, 1, 1, 1, 8),
+            Network::IbNdr,
+            false,
+            64,
+            Overlap::default(),
+        );
+        // 2 per layer × 80 layers × (5 µs + 2·7/8 × 64 tokens × 8192 × 2 B / 450 GB/s)
+        let bytes = 64.0 * 8192.0 * 2.0;
+        let want = 2.0 * 80.0 * (5e-6 + 2.0 * 7.0 / 8.0 * bytes / 450e9);
+        assert!(
+            (e.expected.tp_comm_s - want).abs() < 1e-9,
+            "{} vs {want}",
+            e.expected.tp_comm_s
+        );
+        // no communication and 100 % rates in the roofline: never slower than expected
+        assert!(e.roofline.tp_comm_s == 0.0);
+        assert!(e.roofline.tokens_per_s_per_gpu >= e.expected.tokens_per_s_per_gpu);
+        assert!(e.roofline.prefill_tokens_per_s_per_gpu >= e.expected.prefill_tokens_per_s_per_gpu);
+    }
+
+    #[test]
+    fn pcie_costs_more_than_nvlink_and_tcp_tp_more_than_pp() {
+        let f = fixture("meta-llama/Llama-3.1-70B-Instruct", "H100 SXM");
+        let nv = run(
+            &f,
+            layout(4, 1, 1, 1, 1, 4),
+            Network::IbNdr,
+            false,
+            1,
+            Overlap::default(),
+        );
+        let pcie = run(
+            &f,
+            layout(4, 1, 1, 1, 1, 4),
+            Network::IbNdr,
+            true,
+            1,
+            Overlap::default(),
+        );
+        assert!(pcie.expected.tp_comm_s > 2.0 * nv.expected.tp_comm_s);
+        assert!(pcie.expected.round_s > nv.expected.round_s);
+        // across two nodes over TCP: TP16 all-reduces cross the network every layer, PP2×TP8
+        // hands over once per stage — the vLLM 405B blog's 6.6× has this sign
+        let big = fixture("meta-llama/Llama-3.1-405B-Instruct", "H100 SXM");
+        let tp16 = run(
+            &big,
+            layout(16, 1, 1, 1, 2, 8),
+            Network::Eth100,
+            false,
+            64,
+            Overlap::default(),
+        );
+        let pp2 = run(
+            &big,
+            layout(8, 2, 1, 1, 2, 8),
+            Network::Eth100,
+            false,
+            64,
+            Overlap::default(),
+        );
+        assert!(tp16.expected.round_s > 3.0 * pp2.expected.round_s);
+        // over InfiniBand the gap shrinks
+        let tp16_ib = run(
+            &big,
+            layout(16, 1, 1, 1, 2, 8),
+            Network::IbNdr,
+            false,
+            64,
+            Overlap::default(),
+        );
+        assert!(tp16_ib.expected.round_s < tp16.expected.round_s / 3.0);
+    }
+
+    #[test]
+    fn pp_bubble_and_two_batch_overlap() {
+        let f = fixture("Qwen/Qwen3-235B-A22B", "H200 SXM");
+        let l = layout(8, 4, 1, 1, 4, 8);
+        let plain = run(&f, l, Network::IbNdr, false, 128, Overlap::default());
+        let ov = Overlap {
+            pp_send_recv: true,
+            two_batch: false,
+        };
+        let overlapped = run(&f, l, Network::IbNdr, false, 128, ov);
+        assert!(plain.expected.pp_s > overlapped.expected.pp_s);
+        assert!(plain.expected.round_s > overlapped.expected.round_s);
+        // one stage: no PP cost at all
+        let one = run(
+            &f,
+            layout(8, 1, 1, 1, 1, 8),
+            Network::IbNdr,
+            false,
+            128,
+            Overlap::default(),
+        );
+        assert!(one.expected.pp_s == 0.0);
+        // DeepSeek-V3 DP/EP 32 over 4 nodes: EP all-to-all costed, TBO hides part of it
+        let ds = fixture("deepseek-ai/DeepSeek-V3", "H100 SXM");
+        let l = layout(1, 1, 32, 32, 4, 8);
+        let no = run(&ds, l, Network::IbNdr, false, 128, Overlap::default());
+        let tbo = Overlap {
+            pp_send_recv: false,
+            two_batch: true,
+        };
+        let yes = run(&ds, l, Network::IbNdr, false, 128, tbo);
+        assert!(no.expected.ep_comm_s > 0.0 && no.expected.tp_comm_s == 0.0);
+        assert!(yes.expected.round_s < no.expected.round_s);
+        // a slower network costs more all-to-all
+        let hdr = run(&ds, l, Network::IbHdr, false, 128, Overlap::default());
+        assert!(hdr.expected.ep_comm_s > no.expected.ep_comm_s);
+    }
+
+    #[test]
+    fn deepep_table_interpolates() {
+        assert!((deepep_ll_s(8) - 191e-6).abs() < 1e-12);
+        assert!((deepep_ll_s(4) - 191e-6).abs() < 1e-12);
+        assert!((deepep_ll_s(64) - 487e-6).abs() < 1e-12);
+        assert!((deepep_ll_s(512) - 554e-6).abs() < 1e-12);
+        let mid = deepep_ll_s(72);
+        assert!(mid > 487e-6 && mid < 561e-6, "{mid}");
+    }
+
+    #[test]
+    fn mla_attention_flops_use_the_latent() {
+        let ds = crate::catalog::lookup("deepseek-ai/DeepSeek-V3").unwrap();
+        let a = AttentionFlops::of(&ds);
+        // 2 × 128 × (512 + 64) + 2 × 128 × 512 = 278,528 per attended token per layer
+        assert!((a.decode - 278_528.0).abs() < 1e-6);
+        assert!((a.prefill - 128.0 * 320.0).abs() < 1e-6);
+        let llama = crate::catalog::lookup("meta-llama/Llama-3.1-70B-Instruct").unwrap();
+        assert!((AttentionFlops::of(&llama).decode - 4.0 * 8192.0).abs() < 1e-6);
+    }
+}
