@@ -503,26 +503,35 @@ fn figs(case: &Case, c: &Constants) -> Result<Vec<Fig>, String> {
                 two_batch: true,
             };
             let s = Setup::new(case, l, network, overlap);
-            let (measured, prompt) = match num(&x["input_tokens_per_s_per_node"]) {
-                Some(v) => (v, input),
-                // DeepSeek production: tokens computed (cache hits excluded, SGLang's table);
-                // prompt length not stated: 4,096 as DeepSeek's own profile
-                None => (
-                    num(&x["input_tokens_per_s_per_node_excl_cache_hits_sglang_table"])
-                        .ok_or("no per-node prefill figure")?,
-                    4096,
-                ),
-            };
-            let e = s.est(1, prompt, prompt, c);
+            // (figure, prompt tokens, what): the per-node rate at a stated prompt length; for
+            // DeepSeek's production record both figures it carries — the 24-hour average of
+            // computed tokens (cache hits excluded, SGLang's table; prompt mix not stated, 4,096
+            // assumed) and DeepSeek's own profile at 4,096 input tokens
+            let mut rows = Vec::new();
+            if let Some(v) = num(&x["input_tokens_per_s_per_node"]) {
+                rows.push((v, input, "prefill tok/s/node"));
+            }
+            if let Some(v) = num(&x["input_tokens_per_s_per_node_excl_cache_hits_sglang_table"]) {
+                rows.push((v, 4096, "prefill tok/s/node, 24-h production average"));
+            }
+            if let Some(v) = num(&x["deepseek_profile_per_node_4096in"]) {
+                rows.push((v, 4096, "prefill tok/s/node, DeepSeek profile"));
+            }
+            if rows.is_empty() {
+                return Err(String::from("no per-node prefill figure"));
+            }
             let gpn = f64::from(l.gpus_per_node);
-            out.push(fig(
-                &format!("prefill tok/s/node ({prompt} in)"),
-                measured,
-                (
-                    e.roofline.prefill_tokens_per_s_per_gpu * gpn,
-                    e.expected.prefill_tokens_per_s_per_gpu * gpn,
-                ),
-            ));
+            for (measured, prompt, what) in rows {
+                let e = s.est(1, prompt, prompt, c);
+                out.push(fig(
+                    &format!("{what} ({prompt} in)"),
+                    measured,
+                    (
+                        e.roofline.prefill_tokens_per_s_per_gpu * gpn,
+                        e.expected.prefill_tokens_per_s_per_gpu * gpn,
+                    ),
+                ));
+            }
         }
         "decode_throughput_per_node_at_batch" => {
             if wl["mode"].as_str().unwrap_or("").contains("simulated MTP") {
@@ -754,7 +763,7 @@ fn check_half_errors_and_rooflines() {
                         beaten.push(format!("{} {}: expected above roofline", case.id, g.what));
                     }
                     if !case.calibration {
-                        check.push((case.id.clone(), g.error()));
+                        check.push((format!("{} {}", case.id, g.what), g.error()));
                     }
                 }
             }
@@ -762,14 +771,14 @@ fn check_half_errors_and_rooflines() {
     }
     let med = median(check.iter().map(|c| c.1).collect());
     let worst = check.iter().map(|c| c.1).fold(0.0, f64::max);
-    // Known gap (docs/speed.md): DeepSeek's production prefill figure is a 24-hour per-node
-    // average (load varies over the day; prompt length not stated), which the model, a
-    // saturated-prefill rate, over-predicts by ~53 %. Named here rather than hidden; the
-    // ≤ 50 % bound is asserted on every other check figure.
-    const KNOWN_GAP: &str = "deepseek-prod-v3r1-prefill-ep32-4x8h800-per-node";
+    // Known gap (docs/speed.md): DeepSeek's production prefill average over 24 hours (load
+    // varies over the day; prompt mix not stated), which the model, a saturated-prefill rate,
+    // over-predicts by ~53 %. Named here rather than hidden; the ≤ 50 % bound is asserted on
+    // every other check figure, including the same record's profiled peak.
+    const KNOWN_GAP: &str = "24-h production average";
     let worst_rest = check
         .iter()
-        .filter(|c| c.0 != KNOWN_GAP)
+        .filter(|c| !c.0.contains(KNOWN_GAP))
         .map(|c| c.1)
         .fold(0.0, f64::max);
     println!("worst without {KNOWN_GAP}: {:.1} %", 100.0 * worst_rest);
