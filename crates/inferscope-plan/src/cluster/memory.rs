@@ -33,6 +33,22 @@ impl GpuMemory {
         self.dense_bytes + self.expert_bytes
     }
 
+    /// KV-cache bytes of `seqs` sequences of `context` tokens on this GPU. Under TP every rank
+    /// holds its share of every sequence of its replica; under DP attention a rank holds only
+    /// the sequences it serves (pass that rank's count).
+    pub fn kv_bytes(&self, seqs: u64, context: u64) -> u64 {
+        self.kv_bytes_per_token
+            .saturating_mul(seqs)
+            .saturating_mul(context)
+    }
+
+    /// Weights plus the KV of `seqs` sequences of `context` tokens, bytes (no activations,
+    /// CUDA graphs or communication buffers: the engine's own accounting adds those).
+    pub fn bytes(&self, seqs: u64, context: u64) -> u64 {
+        self.weight_bytes()
+            .saturating_add(self.kv_bytes(seqs, context))
+    }
+
     /// KV tokens (sequences × context) that fit in `budget` bytes left after the weights.
     pub fn kv_tokens(&self, budget: u64) -> u64 {
         budget
@@ -172,6 +188,10 @@ mod tests {
         let tp16 = gpu_memory(&a, None, Dtype::Bf16, &layout(16, 1, 1, 1, 2, 8), 0);
         assert_eq!(tp16.kv_bytes_per_token, 40_960);
         assert_eq!(pp2.layers, 40);
+        // 32 sequences of 4096 tokens at TP8: 32 × 4096 × 40,960 B = 5 GiB beside the weights
+        assert_eq!(tp8.kv_bytes(32, 4096), 5 << 30);
+        assert_eq!(tp8.bytes(32, 4096), tp8.weight_bytes() + (5 << 30));
+        assert_eq!(tp8.kv_tokens(tp8.weight_bytes() + (5 << 30)), 32 * 4096);
     }
 
     #[test]
