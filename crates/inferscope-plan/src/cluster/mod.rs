@@ -129,6 +129,41 @@ impl Layout {
         self.pp > 1 && u64::from(self.tp) * u64::from(self.pp) > u64::from(self.gpus_per_node)
     }
 
+    /// Every valid layout of `arch` on `nodes × gpus_per_node` GPUs (for `plan --find`): each
+    /// tp × pp × dp factorisation of the world size, with ep = 1 and, for MoE models, ep = tp × dp
+    /// (experts spread over every rank of a stage, vLLM `--enable-expert-parallel`), plus the
+    /// DP-attention form tp = 1, dp = ep. Kept only when [`Layout::validate`] passes; ordered by
+    /// (pp, tp, dp, ep).
+    pub fn enumerate(arch: &ModelArch, nodes: u32, gpus_per_node: u32) -> Vec<Layout> {
+        let world = u64::from(nodes) * u64::from(gpus_per_node);
+        let Ok(world) = u32::try_from(world) else {
+            return Vec::new();
+        };
+        let moe = arch.moe.as_ref().is_some_and(|m| m.experts > 0);
+        let mut out = Vec::new();
+        for pp in (1..=world).filter(|p| world.is_multiple_of(*p)) {
+            for tp in (1..=world / pp).filter(|t| (world / pp).is_multiple_of(*t)) {
+                let dp = world / pp / tp;
+                let eps: &[u32] = if moe { &[1, 0] } else { &[1] };
+                for &ep in eps {
+                    let ep = if ep == 0 { tp * dp } else { ep };
+                    let l = Layout {
+                        tp,
+                        pp,
+                        dp,
+                        ep,
+                        nodes,
+                        gpus_per_node,
+                    };
+                    if l.validate(arch).is_ok() && !out.contains(&l) {
+                        out.push(l);
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// Checks the layout against a model. The engines' rules, by source:
     ///
     /// * world size = tp × pp × dp — vLLM `ParallelConfig.world_size` (`vllm/config/parallel.py`,
@@ -441,6 +476,23 @@ mod tests {
             layout(1, 95, 1, 1, 95, 1).validate(&q),
             Err(LayoutError::PpLayers { .. })
         ));
+    }
+
+    #[test]
+    fn enumerate_lists_only_valid_layouts() {
+        let llama = arch("meta-llama/Llama-3.1-70B-Instruct");
+        let ls = Layout::enumerate(&llama, 2, 8);
+        assert!(ls.iter().all(|l| l.validate(&llama).is_ok() && l.ep == 1));
+        assert!(ls.contains(&layout(8, 2, 1, 1, 2, 8)));
+        assert!(ls.contains(&layout(16, 1, 1, 1, 2, 8)));
+        assert!(ls.contains(&layout(1, 1, 16, 1, 2, 8)));
+        // 80 layers allow pp up to 16; 64 heads allow tp 1..16
+        assert_eq!(ls.len(), 15, "{ls:?}");
+        let ds = arch("deepseek-ai/DeepSeek-V3");
+        let ls = Layout::enumerate(&ds, 4, 8);
+        assert!(ls.contains(&layout(1, 1, 32, 32, 4, 8)));
+        assert!(ls.contains(&layout(8, 4, 1, 8, 4, 8)));
+        assert!(ls.iter().all(|l| l.validate(&ds).is_ok()));
     }
 
     #[test]

@@ -195,6 +195,75 @@ pub enum ClusterError {
     /// The GPU has no datasheet bandwidth or tensor rate.
     #[error("GPU {0} lacks datasheet bandwidth or tensor rate")]
     UnknownGpu(String),
+    /// The layout cannot run the model.
+    #[error(transparent)]
+    Layout(#[from] super::LayoutError),
+    /// The engine's speed is not modelled.
+    #[error("no fitted efficiency for engine {0}")]
+    Engine(String),
+}
+
+/// Everything [`estimate_layout`] needs, from the model and the deployment.
+#[derive(Debug, Clone)]
+pub struct LayoutRequest<'a> {
+    /// The model.
+    pub arch: &'a crate::arch::ModelArch,
+    /// Effective quantization (checkpoint or flag).
+    pub quant: Option<&'a crate::arch::Quantization>,
+    /// KV-cache dtype.
+    pub kv: crate::arch::Dtype,
+    /// The GPU.
+    pub gpu: &'a GpuSpec,
+    /// The layout.
+    pub layout: Layout,
+    /// The network between nodes.
+    pub network: Network,
+    /// The GPUs of a node talk over PCIe even if the catalog lists NVLink.
+    pub force_pcie: bool,
+    /// The engine (its fitted efficiency).
+    pub engine: crate::speed::engines::Engine,
+    /// Sequences per DP replica (per rank under DP attention).
+    pub batch: u64,
+    /// Mean decode context, tokens.
+    pub context: u64,
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Overlap features of the engine.
+    pub overlap: Overlap,
+    /// No CUDA graphs.
+    pub eager: bool,
+}
+
+/// Validates the layout, sizes the fullest GPU and estimates speed with [`FITTED`]: the one call
+/// `plan` needs per candidate layout.
+pub fn estimate_layout(
+    r: &LayoutRequest<'_>,
+) -> Result<(GpuMemory, ClusterEstimate), ClusterError> {
+    r.layout.validate(r.arch)?;
+    let eff = crate::speed::engines::efficiency(r.engine)
+        .ok_or_else(|| ClusterError::Engine(r.engine.cli_id().to_string()))?;
+    let model = crate::speed::estimate::model_numbers(
+        r.arch,
+        &crate::speed::estimate::Weights::Checkpoint(r.quant),
+        r.kv,
+    );
+    let memory = super::memory::fullest_gpu(r.arch, r.quant, r.kv, &r.layout);
+    let s = ClusterScenario {
+        model: &model,
+        attention: AttentionFlops::of(r.arch),
+        memory: &memory,
+        gpu: r.gpu,
+        layout: r.layout,
+        intra: IntraLink::from_gpu(r.gpu, r.layout.tp.min(r.layout.gpus_per_node), r.force_pcie),
+        network: r.network,
+        batch: r.batch,
+        context: r.context,
+        prompt_tokens: r.prompt_tokens,
+        overlap: r.overlap,
+        eager: r.eager,
+    };
+    let e = estimate(&s, &eff, &FITTED)?;
+    Ok((memory, e))
 }
 
 fn peak_tflops(gpu: &GpuSpec, path: ComputeDtype, best: bool) -> Option<f64> {
@@ -720,6 +789,38 @@ mod tests {
         // a slower network costs more all-to-all
         let hdr = run(&ds, l, Network::IbHdr, false, 128, Overlap::default());
         assert!(hdr.expected.ep_comm_s > no.expected.ep_comm_s);
+    }
+
+    #[test]
+    fn estimate_layout_validates_then_estimates() {
+        let a = crate::catalog::lookup("meta-llama/Llama-3.1-70B-Instruct").unwrap();
+        let gpu = crate::gpus::lookup("H100 SXM").unwrap();
+        let mut r = LayoutRequest {
+            arch: &a,
+            quant: None,
+            kv: Dtype::Bf16,
+            gpu,
+            layout: layout(8, 2, 1, 1, 2, 8),
+            network: Network::IbNdr,
+            force_pcie: false,
+            engine: crate::speed::engines::Engine::Vllm,
+            batch: 32,
+            context: 2048,
+            prompt_tokens: 1024,
+            overlap: Overlap::default(),
+            eager: false,
+        };
+        let (m, e) = estimate_layout(&r).unwrap();
+        assert_eq!(m.layers, 40);
+        assert!(e.expected.pp_s > 0.0 && e.expected.tp_comm_s > 0.0);
+        assert!(e.expected.tokens_per_s_per_gpu > 0.0);
+        r.layout = layout(8, 1, 1, 1, 2, 8);
+        assert!(matches!(
+            estimate_layout(&r),
+            Err(ClusterError::Layout(
+                crate::cluster::LayoutError::WorldSize { .. }
+            ))
+        ));
     }
 
     #[test]
