@@ -266,6 +266,46 @@ pub enum Network {
     NvlinkDomain,
 }
 
+/// The network a snapshot's NICs suggest, with the reason in words. A snapshot records which
+/// functions are RDMA devices (`infiniband/` in sysfs) and their interface names, not the link
+/// rate or layer, so the generation is assumed and said: RDMA with an `ib*` interface (the IPoIB
+/// naming of `ibp24s0`) → InfiniBand, NDR assumed (the HGX H100/H200 pairing); RDMA with
+/// Ethernet names → RoCE, 400 Gb/s assumed; no RDMA NIC → 100 Gb/s Ethernet over TCP.
+/// `--network` overrides it.
+pub fn network_from_nics(nics: &[inferscope_host::Nic]) -> (Network, String) {
+    let rdma: Vec<&inferscope_host::Nic> =
+        nics.iter().filter(|n| !n.rdma_devices.is_empty()).collect();
+    if rdma.is_empty() {
+        return (
+            Network::Eth100,
+            String::from("no RDMA NIC in the snapshot: NCCL over TCP, 100 Gb/s assumed"),
+        );
+    }
+    let ib = rdma
+        .iter()
+        .any(|n| n.net_devices.iter().any(|d| d.starts_with("ib")));
+    let names: Vec<String> = rdma.iter().map(|n| n.display_name()).collect();
+    if ib {
+        (
+            Network::IbNdr,
+            format!(
+                "{} RDMA NIC(s) with InfiniBand interfaces ({}); link rate not in the snapshot, NDR 400 Gb/s assumed",
+                rdma.len(),
+                names.join(", ")
+            ),
+        )
+    } else {
+        (
+            Network::Roce400,
+            format!(
+                "{} RDMA NIC(s) with Ethernet interfaces ({}): RoCE; link rate not in the snapshot, 400 Gb/s assumed",
+                rdma.len(),
+                names.join(", ")
+            ),
+        )
+    }
+}
+
 /// Bandwidth and latency of a [`Network`], with where they come from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NetworkSpec {
@@ -517,6 +557,35 @@ mod tests {
         assert!(Network::IbHdr.spec().bytes_per_s() > Network::Eth100.spec().bytes_per_s());
         // 400 Gb/s = 50 GB/s line
         assert!((Network::IbNdr.spec().line_gbps - 50.0).abs() < 1e-9);
+    }
+
+    fn nic(bus: &str, rdma: &[&str], net: &[&str]) -> inferscope_host::Nic {
+        inferscope_host::Nic {
+            pci_bus_id: bus.parse().unwrap(),
+            vendor_id: "0x15b3".parse().unwrap(),
+            rdma_devices: rdma.iter().map(|s| s.to_string()).collect(),
+            net_devices: net.iter().map(|s| s.to_string()).collect(),
+            numa_node: inferscope_host::Reading::unknown(
+                inferscope_host::UnknownReason::NotCaptured,
+                "test",
+            ),
+        }
+    }
+
+    #[test]
+    fn network_guessed_from_snapshot_nics() {
+        let ib = [
+            nic("0000:18:00.0", &["mlx5_0"], &["ibp24s0"]),
+            nic("0000:19:00.0", &[], &["eno1"]),
+        ];
+        let (n, why) = network_from_nics(&ib);
+        assert_eq!(n, Network::IbNdr);
+        assert!(why.contains("mlx5_0") && why.contains("assumed"), "{why}");
+        let roce = [nic("0000:18:00.0", &["mlx5_0"], &["enp24s0np0"])];
+        assert_eq!(network_from_nics(&roce).0, Network::Roce400);
+        let tcp = [nic("0000:19:00.0", &[], &["eno1"])];
+        assert_eq!(network_from_nics(&tcp).0, Network::Eth100);
+        assert_eq!(network_from_nics(&[]).0, Network::Eth100);
     }
 
     #[test]
