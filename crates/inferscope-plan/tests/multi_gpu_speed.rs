@@ -9,7 +9,7 @@ use inferscope_plan::catalog;
 use inferscope_plan::cluster::memory::{GpuMemory, fullest_gpu};
 use inferscope_plan::cluster::step::{
     AttentionFlops, ClusterEstimate, ClusterFigures, ClusterScenario, Constants, FITTED, Overlap,
-    estimate,
+    estimate, moe_layer_share,
 };
 use inferscope_plan::cluster::{IntraLink, Layout, Network};
 use inferscope_plan::gpus::{self, GpuSpec};
@@ -270,6 +270,7 @@ impl<'a> Setup<'a> {
         let s = ClusterScenario {
             model: &self.model,
             attention: AttentionFlops::of(&self.case.arch),
+            moe_layer_share: moe_layer_share(&self.case.arch),
             memory: &self.memory,
             gpu: self.case.gpu,
             layout: self.layout,

@@ -63,7 +63,7 @@ pub const FITTED: Constants = Constants {
     pcie_share: 0.47,
     ep_share: 1.00,
     pp_bubble: 1.00,
-    tbo_overlap: 0.05,
+    tbo_overlap: 0.0,
 };
 
 /// Attention FLOPs per (query token, attended token) pair summed over one layer.
@@ -131,6 +131,8 @@ pub struct ClusterScenario<'a> {
     pub model: &'a ModelNumbers,
     /// Attention FLOPs per attended token ([`AttentionFlops::of`]).
     pub attention: AttentionFlops,
+    /// Share of layers that are MoE ([`moe_layer_share`]).
+    pub moe_layer_share: f64,
     /// The fullest GPU's memory (weights and KV per token on it).
     pub memory: &'a GpuMemory,
     /// The GPU.
@@ -251,6 +253,7 @@ pub fn estimate_layout(
     let s = ClusterScenario {
         model: &model,
         attention: AttentionFlops::of(r.arch),
+        moe_layer_share: moe_layer_share(r.arch),
         memory: &memory,
         gpu: r.gpu,
         layout: r.layout,
@@ -357,9 +360,16 @@ struct Rates {
     eff: Option<(EngineEfficiency, Constants)>,
 }
 
-/// Layers of MoE in the model, as a share of all layers.
-fn moe_share(m: &ModelNumbers) -> f64 {
-    if m.experts == 0 { 0.0 } else { 1.0 }
+/// Share of the model's layers that are MoE layers (EP all-to-all runs only there): DeepSeek-V3
+/// has 3 dense layers of 61 (`first_k_dense_replace`), Qwen3-235B none. 0 for dense models.
+pub fn moe_layer_share(arch: &crate::arch::ModelArch) -> f64 {
+    let Some(m) = arch.moe.as_ref().filter(|m| m.experts > 0) else {
+        return 0.0;
+    };
+    if m.moe_layers.is_empty() || arch.num_layers == 0 {
+        return 1.0;
+    }
+    m.moe_layers.iter().filter(|x| **x).count() as f64 / f64::from(arch.num_layers)
 }
 
 fn figures(s: &ClusterScenario<'_>, r: &Rates) -> ClusterFigures {
@@ -418,7 +428,7 @@ fn figures(s: &ClusterScenario<'_>, r: &Rates) -> ClusterFigures {
         };
         let ep_comm = if l.ep > 1 {
             let ep = f64::from(l.ep);
-            let moe_layers = stage_layers * moe_share(m);
+            let moe_layers = stage_layers * s.moe_layer_share;
             let wire = tokens * k * m.hidden as f64 * 3.0 * (ep - 1.0) / ep;
             let per_layer = if l.ep_across_nodes() && s.network != Network::NvlinkDomain {
                 // DeepEP low-latency table, scaled by tokens, hidden, top-k and NIC speed
@@ -541,7 +551,7 @@ fn figures(s: &ClusterScenario<'_>, r: &Rates) -> ClusterFigures {
             let t_net = tokens * per_token * remote_node / (net.bytes_per_s() * c.ep_share);
             let t_local = tokens * per_token * local / (local_bw * c.ep_share);
             layers
-                * moe_share(m)
+                * s.moe_layer_share
                 * (2.0 * net.latency_s.max(nvlink_latency_s()) + t_net.max(t_local))
         } else {
             0.0
@@ -660,6 +670,7 @@ mod tests {
         let s = ClusterScenario {
             model: &f.model,
             attention: AttentionFlops::of(&f.arch),
+            moe_layer_share: moe_layer_share(&f.arch),
             memory: &memory,
             gpu: f.gpu,
             layout: l,
@@ -842,5 +853,7 @@ mod tests {
         assert!((a.prefill - 128.0 * 320.0).abs() < 1e-6);
         let llama = crate::catalog::lookup("meta-llama/Llama-3.1-70B-Instruct").unwrap();
         assert!((AttentionFlops::of(&llama).decode - 4.0 * 8192.0).abs() < 1e-6);
+        assert!((moe_layer_share(&ds) - 58.0 / 61.0).abs() < 1e-9);
+        assert!(moe_layer_share(&llama) == 0.0);
     }
 }
