@@ -250,7 +250,8 @@ impl<'a> Setup<'a> {
             .to_ascii_lowercase();
         let force_pcie = intra_text.contains("pcie") || intra_text.contains("no nvlink");
         let intra = IntraLink::from_gpu(case.gpu, layout.tp.min(layout.gpus_per_node), force_pcie);
-        // vLLM before 0.2.5 had no CUDA graphs (vllm-project/vllm PR #1926, v0.2.5): the
+        // vLLM before 0.2.6 had no CUDA graphs (0.2.6 wheel: vllm/engine/arg_utils.py has
+        // --enforce-eager, 0.2.5 has none; vllm-project/vllm PR #1926): the
         // mlc-llm bench's vLLM commit acbed3e (2023-10-06) ran every kernel eagerly
         let version = case.raw["engine_version"].as_str().unwrap_or("");
         let eager = case.engine == Engine::Vllm && version.contains("acbed3e");

@@ -39,7 +39,7 @@ pub struct Constants {
     /// the grid's 1 µs floor, absorbing MLC's low single-node efficiency — not physical.
     pub pcie_call_s: f64,
     /// Seconds per ring hop (× (n−1)) of a small all-reduce over PCIe launched eagerly from the
-    /// host (no CUDA graphs: vLLM before 0.2.5, PR #1926, or `--enforce-eager`). Fitted.
+    /// host (no CUDA graphs: vLLM before 0.2.6, PR #1926, or `--enforce-eager`). Fitted.
     pub pcie_eager_hop_s: f64,
     /// Share of the PCIe per-direction bandwidth a ring all-reduce reaches (P2P through a
     /// switch ~22–26 of 31.5 GB/s; through the host bridge or without P2P much less:
