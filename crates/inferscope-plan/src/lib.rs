@@ -18,6 +18,7 @@ pub mod arch;
 pub mod auto_len;
 pub mod catalog;
 pub mod checkpoint;
+pub mod cluster;
 pub mod dsa;
 pub mod engine;
 pub mod engines;
