@@ -65,7 +65,7 @@ mod resolve;
 pub use emit::{Emit, EmitOptions, emit};
 pub use engine::Engine;
 pub use error::LaunchError;
-pub use multi_node::{MultiNodeFormat, MultiNodeOptions, Network, emit_multi_node};
+pub use multi_node::{MultiNodeFormat, MultiNodeOptions, Network, emit_multi_node, parse_network};
 pub use plan::{LaunchPlan, MemoryPlan, PlannedGpu, WorkerSlice};
 pub use request::{
     DeviceIds, GpuRef, MemMode, OmpThreads, RunRequest, Target, parse_gpus, parse_nodes,

@@ -25,43 +25,18 @@ use crate::image::{Vendors, choose_for};
 use inferscope_plan::engines::multi_node::{NodeCommand, NodeRequest, Rank, Word};
 use std::fmt::Write as _;
 
-/// How the machines talk to each other, as `--network` names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Network {
-    /// InfiniBand NDR (400 Gb/s).
-    IbNdr,
-    /// InfiniBand HDR (200 Gb/s).
-    IbHdr,
-    /// RoCE at 400 Gb/s.
-    Roce400,
-    /// RoCE at 200 Gb/s.
-    Roce200,
-    /// Plain Ethernet at 100 Gb/s (TCP sockets).
-    Eth100,
-}
+/// How the machines talk to each other (`--network`): the planner's presets.
+pub use inferscope_plan::cluster::Network;
 
-impl Network {
-    /// Parse `--network`.
-    pub fn parse(s: &str) -> Result<Network, LaunchError> {
-        Ok(match s {
-            "ib-ndr" => Network::IbNdr,
-            "ib-hdr" => Network::IbHdr,
-            "roce-400" => Network::Roce400,
-            "roce-200" => Network::Roce200,
-            "eth-100" => Network::Eth100,
-            other => {
-                return Err(LaunchError::Usage(format!(
-                    "--network {:?}: expected ib-ndr, ib-hdr, roce-400, roce-200 or eth-100",
-                    other.chars().take(40).collect::<String>()
-                )));
-            }
-        })
-    }
-
-    /// RDMA (InfiniBand or RoCE): NCCL's IB transport, pinned memory.
-    pub fn rdma(self) -> bool {
-        !matches!(self, Network::Eth100)
-    }
+/// Parse `--network` (the planner's spellings), or the error naming the choices.
+pub fn parse_network(s: &str) -> Result<Network, LaunchError> {
+    Network::parse(s).ok_or_else(|| {
+        LaunchError::Usage(format!(
+            "--network {:?}: expected {}",
+            s.chars().take(40).collect::<String>(),
+            Network::ALL.map(Network::cli_id).join(", ")
+        ))
+    })
 }
 
 /// Which multi-node artifact.
@@ -188,6 +163,12 @@ fn header(out: &mut String, first: &NodeCommand, opts: &MultiNodeOptions) {
                 "# network: RDMA; NCCL uses its IB transport by itself when the devices are visible (NCCL_IB_HCA picks the adapters)"
             );
         }
+        Some(Network::NvlinkDomain) => {
+            let _ = writeln!(
+                out,
+                "# network: one NVLink domain across trays; NCCL uses it when the nodes share an IMEX domain (set up by the cluster)"
+            );
+        }
         Some(_) => {
             let _ = writeln!(
                 out,
@@ -209,7 +190,7 @@ fn nodes_text(all: &[NodeCommand], opts: &MultiNodeOptions) -> String {
         "# Start every node's command (any order); prefix each with `inferscope run --gpus auto:{} --` on its node to bind CPUs and memory to its GPUs.",
         first.gpus
     );
-    let eth = opts.network.is_some_and(|n| !n.rdma());
+    let eth = opts.network == Some(Network::Eth100);
     for (i, n) in all.iter().enumerate() {
         let _ = writeln!(out);
         let role = if n.serves_http {
@@ -277,7 +258,7 @@ fn container(out: &mut String, n: &NodeCommand, image: &str, opts: &MultiNodeOpt
         out,
         "{i}      secretKeyRef: {{name: hf-token, key: token, optional: true}}"
     );
-    if opts.network.is_some_and(|n| !n.rdma()) {
+    if opts.network == Some(Network::Eth100) {
         let _ = writeln!(out, "{i}  - name: NCCL_IB_DISABLE");
         let _ = writeln!(out, "{i}    value: \"1\"");
     }
@@ -441,7 +422,7 @@ mod tests {
             e.to_string(),
             "multi-node launch not modelled for llama.cpp"
         );
-        assert!(Network::parse("ib-xdr").is_err());
+        assert!(parse_network("ib-xdr").is_err());
         assert_eq!(
             object_name("vllm", Some("Org/Model_Name.v2/")),
             "vllm-model-name-v2"

@@ -192,7 +192,7 @@ fn multi_node_flag_rules_are_one_line_errors() {
                 "serve",
                 "m",
             ],
-            "expected ib-ndr, ib-hdr, roce-400, roce-200 or eth-100",
+            "expected ib-ndr, ib-hdr, roce-400, roce-200, eth-100, nvlink-domain",
         ),
     ] {
         let (code, out, err) = common::inferscope(&args);

@@ -351,6 +351,14 @@ impl Network {
         })
     }
 
+    /// RDMA (InfiniBand or RoCE): NCCL's IB transport and pinned memory in a pod.
+    pub fn rdma(self) -> bool {
+        matches!(
+            self,
+            Network::IbNdr | Network::IbHdr | Network::Roce400 | Network::Roce200
+        )
+    }
+
     /// The `--network` spelling.
     pub fn cli_id(self) -> &'static str {
         match self {

@@ -115,8 +115,8 @@ pub struct RunArgs {
     /// With --emit nodes: the leader's address [default: $LEADER_ADDR, set on every node].
     #[arg(long, value_name = "ADDR")]
     pub leader_addr: Option<String>,
-    /// With --emit nodes|lws: ib-ndr, ib-hdr, roce-400, roce-200 or eth-100 (RDMA or TCP settings).
-    #[arg(long, value_name = "NET", value_parser = |s: &str| inferscope_launch::Network::parse(s).map_err(|e| e.to_string()))]
+    /// With --emit nodes|lws: ib-ndr, ib-hdr, roce-400, roce-200, eth-100 or nvlink-domain.
+    #[arg(long, value_name = "NET", value_parser = |s: &str| inferscope_launch::parse_network(s).map_err(|e| e.to_string()))]
     pub network: Option<inferscope_launch::Network>,
     /// Plan from a snapshot written by `inferscope snapshot` (with --dry-run or --emit only).
     #[arg(long, value_name = "FILE", conflicts_with = "root")]
