@@ -99,6 +99,28 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// The Python package the engine ships as (`import PACKAGE`), for engines started with
+    /// `python -m`: a module under it belongs to the engine.
+    pub const fn python_package(self) -> Option<&'static str> {
+        match self {
+            Engine::Vllm => Some("vllm"),
+            Engine::Sglang => Some("sglang"),
+            _ => None,
+        }
+    }
+
+    /// Whether `python -m MODULE` starts this engine's server: vLLM's OpenAI entry points
+    /// (`vllm.entrypoints.*`), SGLang's `sglang.launch_server`.
+    pub fn serves_module(self, module: &str) -> bool {
+        match self {
+            Engine::Vllm => module.starts_with("vllm.entrypoints"),
+            Engine::Sglang => module == "sglang.launch_server",
+            _ => false,
+        }
+    }
+}
+
 /// `#[serde(serialize_with = "cli_id")]` for fields whose JSON has always been the
 /// [`Engine::cli_id`] spelling (the speed report: `"llama.cpp"`).
 pub fn cli_id<S: serde::Serializer>(e: &Engine, s: S) -> Result<S::Ok, S::Error> {
