@@ -9,7 +9,7 @@
 //! A new engine: its variant in `inferscope_host::engine::Engine` (with `id`, `name`, `parse`
 //! spellings and, if it has a server command, the detector `engine_command`), one module here
 //! implementing [`EngineRoom`] for what is modelled (see `sglang/`: `mod.rs` the answers,
-//! `flags.rs` its parser, `kv.rs` its accounting, `sizing.rs` its hook into the planner's
+//! its parser and flag meanings, `kv.rs` its accounting, `sizing.rs` its hook into the planner's
 //! pipeline), and one line in [`room`]. The table test below fails until the new room answers
 //! every capability or says which is not modelled.
 
@@ -152,6 +152,11 @@ pub trait EngineRoom: Sync {
     fn server_name(&self) -> &'static str {
         self.engine().name()
     }
+    /// The commands that start its server as error messages list them (`vllm serve`,
+    /// `python -m MODULE`); empty where the planner reads none.
+    fn server_commands(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// How its command line reads.
     fn options(&self) -> Result<&'static CommandOptions, NotModelled> {
         Err(NotModelled::new(self.engine(), "command options"))
@@ -191,6 +196,11 @@ pub trait EngineRoom: Sync {
             None => Ok(()),
         }
     }
+    /// The first release whose recurrent-state accounting is modelled (`0.11`), for the hint
+    /// to engines that model none; `None`: not modelled.
+    fn state_layers_since(&self) -> Option<&'static str> {
+        None
+    }
     /// Its official container image (`run --emit docker|k8s`).
     fn official_image(&self, _shape: &ImageShape) -> Result<OfficialImage, NotModelled> {
         Err(NotModelled::new(self.engine(), "official image"))
@@ -220,6 +230,25 @@ pub fn room(engine: Engine) -> &'static dyn EngineRoom {
         Engine::Trtllm => &trtllm::Trtllm,
         Engine::Mlc => &mlc::Mlc,
     }
+}
+
+/// " (its recurrent-state pool is not modelled: plan it for vLLM ≥ 0.11 or ...)": the rooms
+/// that model recurrent state, from [`EngineRoom::state_layers_since`].
+pub(crate) fn state_pool_hint() -> &'static str {
+    static HINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HINT.get_or_init(|| {
+        let engines: Vec<String> = Engine::ALL
+            .into_iter()
+            .filter_map(|e| {
+                let since = room(e).state_layers_since()?;
+                Some(format!("{} ≥ {since}", e.name()))
+            })
+            .collect();
+        format!(
+            " (its recurrent-state pool is not modelled: plan it for {})",
+            engines.join(" or ")
+        )
+    })
 }
 
 /// Reads a flag list (data/flags/*.txt): one option a line, `#` comments.
@@ -314,6 +343,10 @@ mod tests {
         assert_eq!(
             crate::speed::engines::engine_names(),
             ["vllm", "sglang", "tgi", "trtllm", "llama.cpp", "mlc"]
+        );
+        assert_eq!(
+            state_pool_hint(),
+            " (its recurrent-state pool is not modelled: plan it for vLLM ≥ 0.11 or SGLang ≥ 0.5.10)"
         );
         assert_eq!(
             room(Engine::Trtllm).memory().err().map(|x| x.to_string()),

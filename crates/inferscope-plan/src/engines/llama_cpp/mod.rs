@@ -49,6 +49,10 @@ impl EngineRoom for LlamaCpp {
         "llama-server"
     }
 
+    fn server_commands(&self) -> &'static [&'static str] {
+        &["llama-server"]
+    }
+
     fn options(&self) -> Result<&'static CommandOptions, NotModelled> {
         Ok(&OPTIONS)
     }

@@ -2,10 +2,8 @@
 //! (`kv`: the token pool per release; `mamba`: the hybrid state pool; `sizing`: both inside the
 //! planner's pipeline) and its fitted speed.
 
-mod flags;
 pub mod kv;
 pub mod mamba;
-pub mod settings;
 pub mod sizing;
 
 use super::{
@@ -13,17 +11,20 @@ use super::{
     OfficialImage, ServeShape,
 };
 use crate::arch::ModelArch;
+use crate::engine::Meaning;
 use crate::memory::EngineVersion;
 use crate::plan::{Plan, PlanRequest};
 use crate::speed::engines::{EngineEfficiency, row};
 use crate::state::StateKind;
 use inferscope_host::engine::Engine;
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
 
 /// The room.
 pub struct Sglang;
 
 static OPTIONS: CommandOptions = CommandOptions {
-    known: flags::known,
+    known,
     parser: "SGLang's argparse parser refuses unknown options (\"unrecognized arguments\")",
     underscores_as_dashes: false,
     abbreviations: true,
@@ -34,8 +35,41 @@ static OPTIONS: CommandOptions = CommandOptions {
     minus_one_seqs_is_auto: false,
     auto_len: false,
     human_readable_ints: false,
-    meaning: flags::meaning,
+    meaning,
 };
+
+// SGLang's options: `prepare_server_args` (sglang/srt/server_args.py) is a plain
+// `argparse.ArgumentParser` with `parse_args`: unknown options rejected, prefixes allowed, no
+// `_` to `-` rewriting. The list is data/flags/sglang.txt (the union over releases, the file
+// saying which).
+fn known() -> &'static BTreeSet<&'static str> {
+    static SET: OnceLock<BTreeSet<&str>> = OnceLock::new();
+    SET.get_or_init(|| super::flag_list(include_str!("../../../data/flags/sglang.txt")))
+}
+
+fn meaning(f: &str) -> Option<Meaning> {
+    use Meaning::*;
+    Some(match f {
+        "--mamba-ssm-dtype" => MambaSsmDtype,
+        "--max-mamba-cache-size" => MambaPoolSize,
+        "--mamba-full-memory-ratio" => MambaRatio,
+        "--disable-radix-cache" => NoRadixCache,
+        "--tp" | "--tp-size" | "--tensor-parallel-size" => Tp,
+        "--pp" | "--pp-size" => Pp,
+        "--context-length" => MaxLen,
+        "--mem-fraction-static" => GpuUtil,
+        "--kv-cache-dtype" => KvDtype,
+        "--max-running-requests" => MaxSeqs,
+        "--chunked-prefill-size" => BatchedTokens,
+        "--disable-cuda-graph" => Eager,
+        "--quantization" => Quant,
+        "--dtype" => Dtype,
+        "--model-path" | "--model" => Model,
+        "--host" | "--port" | "--api-key" | "--served-model-name" | "--tokenizer-path" => Inert,
+        "--trust-remote-code" | "--enable-torch-compile" => InertSwitch,
+        _ => return None,
+    })
+}
 
 struct Memory;
 
@@ -56,6 +90,10 @@ impl MemoryAccounting for Memory {
 impl EngineRoom for Sglang {
     fn engine(&self) -> Engine {
         Engine::Sglang
+    }
+
+    fn server_commands(&self) -> &'static [&'static str] {
+        &["python -m sglang.launch_server"]
     }
 
     fn options(&self) -> Result<&'static CommandOptions, NotModelled> {
@@ -121,6 +159,10 @@ impl EngineRoom for Sglang {
         })
     }
 
+    fn state_layers_since(&self) -> Option<&'static str> {
+        Some("0.5.10")
+    }
+
     fn state_layers(
         &self,
         arch: &ModelArch,
@@ -153,5 +195,42 @@ impl EngineRoom for Sglang {
 
     fn env_prefixes(&self) -> &'static [&'static str] {
         &["SGLANG_"]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::{Engine, parse_command};
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn launch_server_command_reads() {
+        let s = parse_command(&words(
+            "CUDA_VISIBLE_DEVICES=0,1 python3 -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --tp 2 --context-length 8192 --mem-fraction-static 0.85 --disable-radix-cache",
+        ))
+        .unwrap();
+        assert_eq!(
+            (s.engine, s.tensor_parallel_size, s.max_model_len),
+            (Engine::Sglang, Some(2), Some(8192))
+        );
+        assert_eq!(s.gpu_memory_utilization, Some(0.85));
+        assert!(s.disable_radix_cache);
+    }
+
+    #[test]
+    fn unknown_commands_list_the_servers() {
+        let e = parse_command(&words("python3 -m foo.bar --x 1")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "python module `foo.bar` is not a serving engine inferscope knows (vllm.entrypoints.openai.api_server, sglang.launch_server)"
+        );
+        let e = parse_command(&words("foo --x 1")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`foo` is not a serving engine inferscope knows (vllm serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server, text-generation-launcher, llama-server)"
+        );
     }
 }

@@ -56,6 +56,10 @@ impl EngineRoom for Tgi {
         "text-generation-launcher (TGI)"
     }
 
+    fn server_commands(&self) -> &'static [&'static str] {
+        &["text-generation-launcher"]
+    }
+
     fn options(&self) -> Result<&'static CommandOptions, NotModelled> {
         Ok(&OPTIONS)
     }
@@ -127,10 +131,7 @@ impl EngineRoom for Tgi {
         _version: Option<&str>,
     ) -> Result<(), (String, &'static str)> {
         match arch.state_layers.first() {
-            Some(s) => Err((
-                s.layer_type.clone(),
-                " (its recurrent-state pool is not modelled: plan it for vLLM ≥ 0.11 or SGLang ≥ 0.5.10)",
-            )),
+            Some(s) => Err((s.layer_type.clone(), super::state_pool_hint())),
             None => Ok(()),
         }
     }

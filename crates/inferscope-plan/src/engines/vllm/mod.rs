@@ -50,6 +50,10 @@ impl EngineRoom for Vllm {
         Engine::Vllm
     }
 
+    fn server_commands(&self) -> &'static [&'static str] {
+        &["vllm serve", "python -m vllm.entrypoints.openai.api_server"]
+    }
+
     fn options(&self) -> Result<&'static CommandOptions, NotModelled> {
         Ok(&OPTIONS)
     }
@@ -134,6 +138,10 @@ impl EngineRoom for Vllm {
             .and_then(EngineVersion::parse)
             .unwrap_or(EngineVersion::LATEST)
             .to_string()
+    }
+
+    fn state_layers_since(&self) -> Option<&'static str> {
+        Some("0.11")
     }
 
     fn state_layers(
