@@ -667,8 +667,13 @@ fn other_processes(
         ));
         remedies.push(remedy(
             "lower_gpu_memory_utilization",
-            "if the other process must stay: lower vLLM --gpu-memory-utilization (SGLang \
-             --mem-fraction-static) so the server budgets only what is left",
+            format!(
+                "if the other process must stay: lower vLLM --gpu-memory-utilization{} so the \
+                 server budgets only what is left",
+                crate::oom_phase::asides(inferscope_plan::engines::Knob::MemoryFraction, |n, f| {
+                    format!(" ({n} {f})")
+                })
+            ),
         ));
         return Some((
             Diagnosis::OtherProcesses,

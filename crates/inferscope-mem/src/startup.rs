@@ -54,7 +54,8 @@ pub struct EarlierStartup {
 /// fixtures). `null` = not printed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Measured {
-    /// `Loading model weights took X GB` / `Model loading took X GiB` / SGLang `mem usage`.
+    /// `Loading model weights took X GB` / `Model loading took X GiB` / a dialect's `weights`
+    /// figure.
     pub weights_gib: Option<f64>,
     /// The weights figure as printed.
     pub weights_load_line_value: Option<f64>,
@@ -72,8 +73,8 @@ pub struct Measured {
     pub cuda_graph_gib: Option<f64>,
     /// KV cache, per GPU.
     pub kv_cache_gib: Option<f64>,
-    /// The engine's token capacity (vLLM "GPU KV cache size", SGLang `max_total_num_tokens`,
-    /// TGI "max batch total tokens"; llama.cpp: `n_ctx`).
+    /// The engine's token capacity (vLLM "GPU KV cache size", TGI "max batch total tokens";
+    /// llama.cpp: `n_ctx`; the dialects' `kv_cache_tokens`).
     pub kv_cache_tokens: Option<u64>,
     /// KV blocks (vLLM `# GPU blocks` / `num_gpu_blocks`, TGI `KV-cache blocks`).
     pub gpu_blocks: Option<u64>,
@@ -85,12 +86,12 @@ pub struct Measured {
     pub max_concurrency_request_tokens: Option<u64>,
     /// vLLM's "… stored in KV cache (N)".
     pub kv_capacity_tokens_in_error: Option<u64>,
-    /// Context length the engine used (vLLM error or `Using max model len`, SGLang
-    /// `context_len`, TGI max total tokens, llama.cpp per-slot context).
+    /// Context length the engine used (vLLM error or `Using max model len`, TGI max total
+    /// tokens, llama.cpp per-slot context, the dialects' `max_model_len`).
     pub max_model_len: Option<u64>,
-    /// SGLang: free memory before weights load.
+    /// Engines that size from free memory: free memory before weights load.
     pub avail_before_weights_gib: Option<f64>,
-    /// SGLang: free memory after weights load.
+    /// Engines that size from free memory: free memory after weights load.
     pub avail_after_weights_gib: Option<f64>,
 }
 
@@ -151,7 +152,7 @@ pub use crate::startup_fixes::{Budget, Fix};
 /// `mem startup --json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StartupReport {
-    /// `vllm`, `sglang`, `tgi`, `llama.cpp`.
+    /// The engine's [`Engine::cli_id`] (`vllm`, `tgi`, `llama.cpp`, ...).
     pub engine: &'static str,
     /// As printed, or null.
     pub engine_version: Option<String>,
@@ -518,21 +519,6 @@ fn missing_budget_line(log: &StartupLog, m: &Measured) -> Option<String> {
                  blocks`, `CUDA out of memory`)",
             );
         }
-        Some(Engine::Sglang) => {
-            if m.avail_before_weights_gib.is_none() {
-                missing.push(
-                    "SGLang's `Load weight begin. avail mem=X GB` (the free memory \
-                     profile_max_num_token multiplies by 1 − mem_fraction_static)",
-                );
-            }
-            if m.avail_after_weights_gib.is_none() {
-                missing.push("`Load weight end. … avail mem=X GB`");
-            }
-            missing.push(
-                "`KV Cache is allocated. #tokens: N` / `max_total_num_tokens=N` or the error \
-                 (`Not enough memory`, `leave no GPU memory for the KV cache`)",
-            );
-        }
         Some(Engine::Tgi) => missing.push(
             "TGI's `Setting max batch total tokens to N` or the warm-up error (`Not enough \
              memory to handle N prefill tokens`)",
@@ -541,8 +527,15 @@ fn missing_budget_line(log: &StartupLog, m: &Measured) -> Option<String> {
             "llama.cpp's `KV self size` / `llama_kv_cache` size line or its allocation error \
              (`failed to allocate … buffer`)",
         ),
-        // the log parser recognises no other engine's lines
-        Some(Engine::Trtllm | Engine::Mlc | Engine::Ollama) | None => return None,
+        // the other rooms name their own lines; `None`: the log parser reads none of theirs
+        Some(e) => match inferscope_plan::engines::room(e).missing_budget_lines(
+            m.avail_before_weights_gib.is_some(),
+            m.avail_after_weights_gib.is_some(),
+        ) {
+            Some(lines) => missing.extend(lines),
+            None => return None,
+        },
+        None => return None,
     }
     Some(format!(
         "no budget line: {} {} not in the excerpt, and no line says the start-up failed; no fix \
@@ -661,10 +654,10 @@ fn request(
             "max_batch_prefill_tokens",
         ],
     );
-    // SGLang sizes its pool from the free memory it reads when the runner starts ("Load weight
-    // begin. avail mem=…"): a property of this GPU at that moment the planner cannot know, so the
-    // log's own figure stands in for its default (total − CUDA context).
-    if req.engine == Engine::Sglang
+    // An engine that sizes its pool from the free memory it reads when it starts: a property of
+    // this GPU at that moment the planner cannot know, so the log's own figure stands in for its
+    // default (total − CUDA context).
+    if inferscope_plan::engines::room(req.engine).sizes_from_free_memory()
         && let Some(avail) = m.avail_before_weights_gib
     {
         req.free_bytes_at_start = Some((avail * GIB) as u64);
@@ -882,8 +875,10 @@ fn log_figures(
         .total_gpu_memory_gib
         .map(|t| (t, "log"))
         .or(catalog_total.map(|t| (t, "catalog")));
-    let sglang_free = match (m.avail_after_weights_gib, m.weights_gib) {
-        (Some(after), Some(w)) if engine == "sglang" => {
+    let from_free = Engine::parse(engine)
+        .is_some_and(|e| inferscope_plan::engines::room(e).sizes_from_free_memory());
+    let free_before_after = match (m.avail_after_weights_gib, m.weights_gib) {
+        (Some(after), Some(w)) if from_free => {
             Some((m.avail_before_weights_gib.unwrap_or(after + w), after))
         }
         _ => None,
@@ -914,7 +909,7 @@ fn log_figures(
             .or(count(log, "chunked_prefill_tokens")),
         kv_fp8: arg_s(log, &["kv_cache_dtype"]).is_some_and(|d| d.starts_with("fp8")),
         tp: r.tp_size.unwrap_or(1).max(1),
-        sglang_free,
+        free_before_after,
         tgi_prefill_tokens: count(log, "prefill_tokens_in_error"),
         llama: (engine == "llama.cpp").then(|| llama_figures(log, m, catalog_total)),
         block_override,
@@ -1050,11 +1045,9 @@ fn planner_fixes(req: &PlanRequest, base: &Plan, measured_kv: Option<f64>) -> Ve
         measured_kv,
     };
     let mut out = Vec::new();
-    let util_flag = match req.engine {
-        Engine::Sglang => "--mem-fraction-static",
-        Engine::Tgi => "--cuda-memory-fraction",
-        _ => "--gpu-memory-utilization",
-    };
+    let util_flag = inferscope_plan::engines::room(req.engine)
+        .flag(inferscope_plan::engines::Knob::MemoryFraction)
+        .unwrap_or("--gpu-memory-utilization");
     // Largest max-model-len (multiple of 1024) that fits.
     if let Some(len) = base.max_model_len.filter(|l| *l > 1024) {
         let fits = |l: u64| {

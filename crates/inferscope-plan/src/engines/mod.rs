@@ -144,6 +144,33 @@ pub struct ServeShape<'a> {
     pub max_len: u64,
 }
 
+/// A flag an engine has for a knob that `mem` names in its fixes and OOM remedies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Knob {
+    /// The share of GPU memory the engine budgets (vLLM `--gpu-memory-utilization`).
+    MemoryFraction,
+    /// The tokens of one prefill chunk (vLLM `--max-num-batched-tokens`).
+    PrefillChunk,
+    /// No CUDA graphs (vLLM `--enforce-eager`).
+    NoCudaGraphs,
+    /// The largest batch a CUDA graph is captured for.
+    GraphBatchCap,
+}
+
+/// The memory-fraction fix of an engine that sizes its KV pool from the free memory it reads
+/// before and after loading the weights ([`EngineRoom::free_memory_fix`]), in GiB per GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FreeMemoryFix {
+    /// The flag change (`--flag 0.93`).
+    pub change: String,
+    /// The arithmetic behind it.
+    pub why: String,
+    /// What it costs.
+    pub cost: String,
+    /// KV per GPU with the change.
+    pub kv_gib: f64,
+}
+
 /// What the commands ask of one engine. Each method answers or says [`NotModelled`].
 pub trait EngineRoom: Sync {
     /// Which engine this room is.
@@ -207,6 +234,34 @@ pub trait EngineRoom: Sync {
     }
     /// The serving command for a `plan --find` row; `None` where inferscope writes none.
     fn serve_command(&self, _shape: &ServeShape<'_>) -> Option<String> {
+        None
+    }
+    /// Its flag for `knob`; `None`: none inferscope names.
+    fn flag(&self, _knob: Knob) -> Option<&'static str> {
+        None
+    }
+    /// `mem`'s OOM remedies name its flags ([`EngineRoom::flag`]) beside vLLM's.
+    fn named_in_oom_remedies(&self) -> bool {
+        false
+    }
+    /// It sizes its KV pool from the free memory it reads when it starts (not from the card's
+    /// total), so `mem startup` plans with the log's free memory before the weights.
+    fn sizes_from_free_memory(&self) -> bool {
+        false
+    }
+    /// The start-up log lines `mem startup` needs for a budget, when an excerpt has neither a
+    /// KV figure nor a failure: given whether it has the free memory before and after the
+    /// weights. `None`: no lines known (the log parser reads none of this engine's).
+    fn missing_budget_lines(
+        &self,
+        _has_before: bool,
+        _has_after: bool,
+    ) -> Option<Vec<&'static str>> {
+        None
+    }
+    /// The fix that closes a failed start-up from the free memory before and after the weights
+    /// (GiB), for an engine that [`sizes_from_free_memory`](EngineRoom::sizes_from_free_memory).
+    fn free_memory_fix(&self, _before: f64, _after: f64) -> Option<FreeMemoryFix> {
         None
     }
     /// Splits layers across GPUs instead of tensor parallelism (the speed model's split).

@@ -7,8 +7,8 @@ pub mod mamba;
 pub mod sizing;
 
 use super::{
-    CommandOptions, EngineRoom, EnvironmentRules, ImageShape, MemoryAccounting, NotModelled,
-    OfficialImage, ServeShape,
+    CommandOptions, EngineRoom, EnvironmentRules, FreeMemoryFix, ImageShape, Knob,
+    MemoryAccounting, NotModelled, OfficialImage, ServeShape,
 };
 use crate::arch::ModelArch;
 use crate::engine::Meaning;
@@ -195,6 +195,71 @@ impl EngineRoom for Sglang {
 
     fn env_prefixes(&self) -> &'static [&'static str] {
         &["SGLANG_"]
+    }
+
+    fn flag(&self, knob: Knob) -> Option<&'static str> {
+        Some(match knob {
+            Knob::MemoryFraction => "--mem-fraction-static",
+            Knob::PrefillChunk => "--chunked-prefill-size",
+            Knob::NoCudaGraphs => "--disable-cuda-graph",
+            Knob::GraphBatchCap => "--cuda-graph-max-bs",
+        })
+    }
+
+    fn named_in_oom_remedies(&self) -> bool {
+        true
+    }
+
+    /// `model_runner.py` `profile_max_num_token`: the pool is sized from the free memory read
+    /// when the runner starts ("Load weight begin. avail mem=…"), a property of this GPU at
+    /// that moment the planner cannot know.
+    fn sizes_from_free_memory(&self) -> bool {
+        true
+    }
+
+    fn missing_budget_lines(&self, has_before: bool, has_after: bool) -> Option<Vec<&'static str>> {
+        let mut missing = Vec::new();
+        if !has_before {
+            missing.push(
+                "SGLang's `Load weight begin. avail mem=X GB` (the free memory \
+                 profile_max_num_token multiplies by 1 − mem_fraction_static)",
+            );
+        }
+        if !has_after {
+            missing.push("`Load weight end. … avail mem=X GB`");
+        }
+        missing.push(
+            "`KV Cache is allocated. #tokens: N` / `max_total_num_tokens=N` or the error \
+             (`Not enough memory`, `leave no GPU memory for the KV cache`)",
+        );
+        Some(missing)
+    }
+
+    /// `model_runner.py` `profile_max_num_token`: KV = after − total × (1 − f), total = free
+    /// before weights.
+    fn free_memory_fix(&self, total: f64, after: f64) -> Option<FreeMemoryFix> {
+        if total <= 0.0 {
+            return None;
+        }
+        let min = 1.0 - after / total;
+        // Two points above the minimum leave 2 % of the card for KV.
+        let frac = ((min + 0.02) * 100.0).ceil() / 100.0;
+        if frac >= 1.0 || frac <= 0.0 {
+            return None;
+        }
+        Some(FreeMemoryFix {
+            change: format!("--mem-fraction-static {frac:.2}"),
+            why: format!(
+                "KV = {after:.2} − {total:.2} × (1 − f) > 0 needs f > {min:.4}; {frac:.2} leaves \
+                 {:.2} GiB for KV",
+                after - total * (1.0 - frac)
+            ),
+            cost: format!(
+                "minimum viable is {min:.4}; leaves {:.2} GiB per GPU for activations and CUDA graphs",
+                total * (1.0 - frac)
+            ),
+            kv_gib: after - total * (1.0 - frac),
+        })
     }
 }
 

@@ -56,6 +56,13 @@ impl EngineRoom for Tgi {
         "text-generation-launcher (TGI)"
     }
 
+    fn flag(&self, knob: super::Knob) -> Option<&'static str> {
+        match knob {
+            super::Knob::MemoryFraction => Some("--cuda-memory-fraction"),
+            _ => None,
+        }
+    }
+
     fn server_commands(&self) -> &'static [&'static str] {
         &["text-generation-launcher"]
     }

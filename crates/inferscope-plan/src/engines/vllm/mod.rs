@@ -50,6 +50,13 @@ impl EngineRoom for Vllm {
         Engine::Vllm
     }
 
+    fn flag(&self, knob: super::Knob) -> Option<&'static str> {
+        match knob {
+            super::Knob::MemoryFraction => Some("--gpu-memory-utilization"),
+            _ => None,
+        }
+    }
+
     fn server_commands(&self) -> &'static [&'static str] {
         &["vllm serve", "python -m vllm.entrypoints.openai.api_server"]
     }
