@@ -289,8 +289,8 @@ pub enum StartupLogError {
     },
     /// No engine phrase and no memory figure.
     #[error(
-        "not a start-up log of vLLM, {}TGI or llama-server: none of their start-up lines in {lines} lines",
-        dialect_names()
+        "not a start-up log of {}: none of their start-up lines in {lines} lines",
+        engines_read()
     )]
     NotAStartupLog {
         /// Lines read.
@@ -1089,9 +1089,11 @@ fn scan_dialects(l: &mut Line, log: &mut StartupLog) {
     }
 }
 
-/// ", "-joined names of the dialects' engines, each followed by ", " (for the error).
-fn dialect_names() -> String {
-    dialects().map(|(e, _)| format!("{}, ", e.name())).collect()
+/// The engines whose start-up logs are read, in users' words: vLLM, the registered dialects'
+/// engines (by [`Engine::name`]), then `TGI or llama-server`.
+pub fn engines_read() -> String {
+    let dialects: String = dialects().map(|(e, _)| format!("{}, ", e.name())).collect();
+    format!("vLLM, {dialects}TGI or llama-server")
 }
 
 /// One line's TGI figures

@@ -155,6 +155,10 @@ pub enum Knob {
     NoCudaGraphs,
     /// The largest batch a CUDA graph is captured for.
     GraphBatchCap,
+    /// Tensor-parallel size (vLLM `--tensor-parallel-size`).
+    TensorParallel,
+    /// Pipeline-parallel size (vLLM `--pipeline-parallel-size`).
+    PipelineParallel,
 }
 
 /// The memory-fraction fix of an engine that sizes its KV pool from the free memory it reads
@@ -171,6 +175,24 @@ pub struct FreeMemoryFix {
     pub kv_gib: f64,
 }
 
+/// The Prometheus metrics an engine's server exposes on `/metrics` that `bench` records, by
+/// exact name (`inferscope_bench::server_metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerMetricNames {
+    /// Gauges and counters recorded when present.
+    pub recorded: &'static [&'static str],
+    /// Histograms whose `_sum` and `_count` are recorded (engine-side TTFT/ITL).
+    pub histograms: &'static [&'static str],
+    /// KV-cache usage as a fraction of 1.
+    pub kv_usage: &'static [&'static str],
+    /// Requests queued in the engine.
+    pub waiting: &'static [&'static str],
+    /// Requests running in the engine.
+    pub running: &'static [&'static str],
+    /// A gauge of the prefix-cache hit rate (its last value is the run's).
+    pub prefix_hit_rate: Option<&'static str>,
+}
+
 /// What the commands ask of one engine. Each method answers or says [`NotModelled`].
 pub trait EngineRoom: Sync {
     /// Which engine this room is.
@@ -183,6 +205,10 @@ pub trait EngineRoom: Sync {
     /// `python -m MODULE`); empty where the planner reads none.
     fn server_commands(&self) -> &'static [&'static str] {
         &[]
+    }
+    /// Its server command as `plan`'s help names it in short (`vllm serve`); `None`: not named.
+    fn help_command(&self) -> Option<&'static str> {
+        None
     }
     /// How its command line reads.
     fn options(&self) -> Result<&'static CommandOptions, NotModelled> {
@@ -240,7 +266,8 @@ pub trait EngineRoom: Sync {
     fn flag(&self, _knob: Knob) -> Option<&'static str> {
         None
     }
-    /// `mem`'s OOM remedies name its flags ([`EngineRoom::flag`]) beside vLLM's.
+    /// `mem`'s OOM remedies name its flags ([`EngineRoom::flag`]) beside vLLM's (checks name
+    /// any room's tensor- and pipeline-parallel flags).
     fn named_in_oom_remedies(&self) -> bool {
         false
     }
@@ -262,6 +289,11 @@ pub trait EngineRoom: Sync {
     /// The fix that closes a failed start-up from the free memory before and after the weights
     /// (GiB), for an engine that [`sizes_from_free_memory`](EngineRoom::sizes_from_free_memory).
     fn free_memory_fix(&self, _before: f64, _after: f64) -> Option<FreeMemoryFix> {
+        None
+    }
+    /// The metrics its server exposes that `bench` records, where registered here (engines
+    /// whose names `bench` keeps itself answer `None`).
+    fn server_metrics(&self) -> Option<&'static ServerMetricNames> {
         None
     }
     /// Splits layers across GPUs instead of tensor parallelism (the speed model's split).

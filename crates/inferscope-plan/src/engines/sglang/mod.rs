@@ -8,7 +8,7 @@ pub mod sizing;
 
 use super::{
     CommandOptions, EngineRoom, EnvironmentRules, FreeMemoryFix, ImageShape, Knob,
-    MemoryAccounting, NotModelled, OfficialImage, ServeShape,
+    MemoryAccounting, NotModelled, OfficialImage, ServeShape, ServerMetricNames,
 };
 use crate::arch::ModelArch;
 use crate::engine::Meaning;
@@ -90,6 +90,10 @@ impl MemoryAccounting for Memory {
 impl EngineRoom for Sglang {
     fn engine(&self) -> Engine {
         Engine::Sglang
+    }
+
+    fn help_command(&self) -> Option<&'static str> {
+        Some("sglang")
     }
 
     fn server_commands(&self) -> &'static [&'static str] {
@@ -203,6 +207,31 @@ impl EngineRoom for Sglang {
             Knob::PrefillChunk => "--chunked-prefill-size",
             Knob::NoCudaGraphs => "--disable-cuda-graph",
             Knob::GraphBatchCap => "--cuda-graph-max-bs",
+            // `--tp` and `--pp-size` as users write them (`server_args.py` aliases)
+            Knob::TensorParallel => "--tp",
+            Knob::PipelineParallel => "--pp-size",
+        })
+    }
+
+    /// `python/sglang/srt/metrics/collector.py`: `sglang:token_usage`, `sglang:num_running_reqs`,
+    /// `sglang:num_queue_reqs`, `sglang:cache_hit_rate`, and the histograms
+    /// `sglang:time_to_first_token_seconds`, `sglang:inter_token_latency_seconds`.
+    fn server_metrics(&self) -> Option<&'static ServerMetricNames> {
+        Some(&ServerMetricNames {
+            recorded: &[
+                "sglang:token_usage",
+                "sglang:num_running_reqs",
+                "sglang:num_queue_reqs",
+                "sglang:cache_hit_rate",
+            ],
+            histograms: &[
+                "sglang:time_to_first_token_seconds",
+                "sglang:inter_token_latency_seconds",
+            ],
+            kv_usage: &["sglang:token_usage"],
+            waiting: &["sglang:num_queue_reqs"],
+            running: &["sglang:num_running_reqs"],
+            prefix_hit_rate: Some("sglang:cache_hit_rate"),
         })
     }
 

@@ -63,6 +63,10 @@ impl EngineRoom for Tgi {
         }
     }
 
+    fn help_command(&self) -> Option<&'static str> {
+        Some("text-generation-launcher")
+    }
+
     fn server_commands(&self) -> &'static [&'static str] {
         &["text-generation-launcher"]
     }

@@ -57,6 +57,10 @@ impl EngineRoom for Vllm {
         }
     }
 
+    fn help_command(&self) -> Option<&'static str> {
+        Some("vllm serve")
+    }
+
     fn server_commands(&self) -> &'static [&'static str] {
         &["vllm serve", "python -m vllm.entrypoints.openai.api_server"]
     }
