@@ -16,7 +16,6 @@
 //! * the engines whose rooms register their names
 //!   ([`inferscope_plan::engines::EngineRoom::server_metrics`], cited there), after vLLM's in
 //!   every list;
-//! * TGI (`router/src/`, `metrics::gauge!`): `tgi_queue_size`, `tgi_batch_current_size`.
 //! * llama-server with `--metrics` (`tools/server/server.cpp`, handler of `/metrics`):
 //!   `llamacpp:kv_cache_usage_ratio` (older builds), `llamacpp:requests_processing`,
 //!   `llamacpp:requests_deferred`, `llamacpp:tokens_predicted_total`,
@@ -44,8 +43,6 @@ pub const KNOWN: &[&str] = &[
     "vllm:prefix_cache_queries_total",
     "vllm:gpu_prefix_cache_hits_total",
     "vllm:gpu_prefix_cache_queries_total",
-    "tgi_queue_size",
-    "tgi_batch_current_size",
     "llamacpp:kv_cache_usage_ratio",
     "llamacpp:requests_processing",
     "llamacpp:requests_deferred",
@@ -63,14 +60,14 @@ pub const HISTOGRAMS: &[&str] = &[
 ];
 
 /// The engines whose metrics are recorded, in users' words: vLLM, the rooms that register
-/// names (by [`Engine::name`]), then `TGI, llama-server --metrics`.
+/// names (by [`Engine::name`]), then `llama-server --metrics`.
 pub fn engines_known() -> String {
     let rooms: String = Engine::ALL
         .into_iter()
         .filter(|e| room(*e).server_metrics().is_some())
         .map(|e| format!("{}, ", e.name()))
         .collect();
-    format!("vLLM, {rooms}TGI, llama-server --metrics")
+    format!("vLLM, {rooms}llama-server --metrics")
 }
 
 /// The metric names the engines' rooms register, in `Engine::ALL`'s order.
@@ -214,12 +211,12 @@ const PREEMPTIONS: &[&str] = &["vllm:num_preemptions_total"];
 /// Requests queued in the engine: vLLM's, the rooms', then these.
 const WAITING: (&[&str], &[&str]) = (
     &["vllm:num_requests_waiting"],
-    &["tgi_queue_size", "llamacpp:requests_deferred"],
+    &["llamacpp:requests_deferred"],
 );
 /// Requests running in the engine: vLLM's, the rooms', then these.
 const RUNNING: (&[&str], &[&str]) = (
     &["vllm:num_requests_running"],
-    &["tgi_batch_current_size", "llamacpp:requests_processing"],
+    &["llamacpp:requests_processing"],
 );
 
 fn first_of<'m>(m: &'m ServerMetrics, names: &[&str]) -> Option<&'m Summary> {
@@ -436,12 +433,12 @@ mod tests {
                     vllm:time_to_first_token_seconds_sum{a=\"x y}\"} 1.5 1700000000\n\
                     vllm:num_requests_running{ NaN\n\
                     vllm:num_requests_waiting +Inf\n\
-                    tgi_queue_size 2\n";
+                    llamacpp:requests_deferred 2\n";
         let m = parse(body);
         assert_eq!(m["vllm:num_preemptions_total"], 7.0);
         assert_eq!(m["vllm:kv_cache_usage_perc"], 0.9);
         assert_eq!(m["vllm:time_to_first_token_seconds_sum"], 1.5);
-        assert_eq!(m["tgi_queue_size"], 2.0);
+        assert_eq!(m["llamacpp:requests_deferred"], 2.0);
         assert_eq!(m.len(), 4, "{m:?}");
     }
 

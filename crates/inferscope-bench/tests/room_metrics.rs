@@ -1,7 +1,7 @@
 //! Metric names an engine's room registers (`EngineRoom::server_metrics`) are recorded, and
-//! the headline and reuse hit rate read them. The exposition below is written with SGLang's
-//! metric names (`python/sglang/srt/metrics/collector.py`, as its room cites); it is not a
-//! recorded scrape (fixtures/server-metrics holds none for SGLang).
+//! the headline and reuse hit rate read them. The SGLang exposition below is written with its
+//! metric names (`python/sglang/srt/metrics/collector.py`, as its room cites) and the TGI one
+//! with TGI's gauges; neither is a recorded scrape (fixtures/server-metrics holds none).
 
 use inferscope_bench::reuse::metrics_hit_rate;
 use inferscope_bench::server_metrics::{ServerMetrics, headline};
@@ -41,6 +41,19 @@ fn registered_names_are_recorded_and_read() {
         metrics_hit_rate(&m),
         Some((0.40, "sglang:cache_hit_rate".to_string()))
     );
+}
+
+/// TGI's gauges (`router/src/`, `metrics::gauge!`), registered by its room.
+#[test]
+fn tgi_gauges_are_recorded() {
+    let mut m = ServerMetrics::new("http://x/metrics", 1.0);
+    m.add_body(
+        0.0,
+        "tgi_queue_size 2\ntgi_batch_current_size 5\ntgi_request_count 9\n",
+    );
+    assert_eq!(m.get("tgi_queue_size").map(|s| s.max), Some(2.0));
+    assert!(m.get("tgi_request_count").is_none());
+    assert_eq!(headline(&m), [None, None, Some(2.0), Some(5.0)]);
 }
 
 #[test]

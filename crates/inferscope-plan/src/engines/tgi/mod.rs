@@ -67,6 +67,18 @@ impl EngineRoom for Tgi {
         Some("text-generation-launcher")
     }
 
+    /// `router/src/` (`metrics::gauge!`): `tgi_queue_size`, `tgi_batch_current_size`.
+    fn server_metrics(&self) -> Option<&'static super::ServerMetricNames> {
+        Some(&super::ServerMetricNames {
+            recorded: &["tgi_queue_size", "tgi_batch_current_size"],
+            histograms: &[],
+            kv_usage: &[],
+            waiting: &["tgi_queue_size"],
+            running: &["tgi_batch_current_size"],
+            prefix_hit_rate: None,
+        })
+    }
+
     fn server_commands(&self) -> &'static [&'static str] {
         &["text-generation-launcher"]
     }
