@@ -28,8 +28,8 @@ use serde::Serialize;
 const GIB: u64 = 1 << 30;
 
 /// Share of the card the reserved-unallocated pool must reach before fragmentation is the
-/// diagnosis. 5 % is one step of the knob users turn (`--gpu-memory-utilization` /
-/// `--mem-fraction-static` move in 0.05 steps): a smaller pool, even if it covers the request,
+/// diagnosis. 5 % is one step of the knob users turn (`--gpu-memory-utilization` and the rooms'
+/// memory-fraction flags, `Knob::MemoryFraction`, move in 0.05 steps): a smaller pool, even if it covers the request,
 /// is not what decides whether the workload fits, and `expandable_segments` would win back at
 /// most that much (docs/mem.md).
 pub const MATERIAL_POOL_SHARE: f64 = 0.05;

@@ -8,6 +8,7 @@
 
 use inferscope_formats::startup_log::{Split, StartupLog};
 use inferscope_plan::engine::Engine;
+use inferscope_plan::engines::{Knob, room};
 use inferscope_plan::memory::GIB;
 use inferscope_plan::{GpuSpec, Plan, PlanRequest, catalog, gpus, plan};
 use serde::Serialize;
@@ -207,15 +208,16 @@ fn r2(v: f64) -> f64 {
     (v * 100.0).round() / 100.0
 }
 
-fn arg_u(log: &StartupLog, names: &[&str]) -> Option<u64> {
-    names
-        .iter()
-        .find_map(|n| log.arg(n).and_then(|v| v.trim().parse::<u64>().ok()))
+fn arg_u<S: AsRef<str>>(log: &StartupLog, names: &[S]) -> Option<u64> {
+    names.iter().find_map(|n| {
+        log.arg(n.as_ref())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    })
 }
 
-fn arg_f(log: &StartupLog, names: &[&str]) -> Option<f64> {
+fn arg_f<S: AsRef<str>>(log: &StartupLog, names: &[S]) -> Option<f64> {
     names.iter().find_map(|n| {
-        log.arg(n)
+        log.arg(n.as_ref())
             .and_then(|v| v.trim().parse::<f64>().ok())
             .filter(|v| v.is_finite())
     })
@@ -628,31 +630,22 @@ fn request(
     req.engine_version = log.engine_version.clone();
     req.v1 = log.vllm_v1;
     req.flashinfer_sampler = log.vllm_flashinfer_sampler;
-    req.max_model_len = arg_u(
-        log,
-        &["max_model_len", "context_length", "max_total_tokens"],
-    )
-    .or(m.max_model_len);
+    // each setting under vLLM's argument name, then the rooms' flags for it as their arguments
+    // dumps spell them (`--context-length` → `context_length`)
+    req.max_model_len =
+        arg_u(log, &arg_names("max_model_len", Knob::ContextLength)).or(m.max_model_len);
     req.gpu_memory_utilization = arg_f(
         log,
-        &[
-            "gpu_memory_utilization",
-            "mem_fraction_static",
-            "cuda_memory_fraction",
-        ],
+        &arg_names("gpu_memory_utilization", Knob::MemoryFraction),
     )
     .or(log.figure("gpu_memory_utilization").map(|f| f.value));
     req.kv_cache_dtype = arg_s(log, &["kv_cache_dtype"]);
     req.dtype = arg_s(log, &["dtype"]);
     req.quantization = arg_s(log, &["quantization", "quantize"]);
-    req.max_num_seqs = arg_u(log, &["max_num_seqs", "max_running_requests"]).map(|v| v as u32);
+    req.max_num_seqs = arg_u(log, &arg_names("max_num_seqs", Knob::MaxSequences)).map(|v| v as u32);
     req.max_num_batched_tokens = arg_u(
         log,
-        &[
-            "max_num_batched_tokens",
-            "chunked_prefill_size",
-            "max_batch_prefill_tokens",
-        ],
+        &arg_names("max_num_batched_tokens", Knob::PrefillChunk),
     );
     // An engine that sizes its pool from the free memory it reads when it starts: a property of
     // this GPU at that moment the planner cannot know, so the log's own figure stands in for its
@@ -662,10 +655,25 @@ fn request(
     {
         req.free_bytes_at_start = Some((avail * GIB) as u64);
     }
-    req.enforce_eager = ["enforce_eager", "disable_cuda_graph"]
+    req.enforce_eager = arg_names("enforce_eager", Knob::NoCudaGraphs)
         .iter()
         .any(|n| log.arg(n).is_some_and(|v| v.eq_ignore_ascii_case("true")));
     Ok(req)
+}
+
+/// `vllm_name`, then each room's flag for `knob` as an arguments dump spells it (`--x-y` →
+/// `x_y`), in [`Engine::ALL`]'s order, without repeats.
+fn arg_names(vllm_name: &str, knob: Knob) -> Vec<String> {
+    let mut names = vec![vllm_name.to_string()];
+    for e in Engine::ALL {
+        if let Some(flag) = room(e).flag(knob) {
+            let name = flag.trim_start_matches('-').replace('-', "_");
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
 }
 
 fn prediction(req: &PlanRequest, p: &Plan, m: &Measured) -> Prediction {
@@ -738,14 +746,12 @@ fn diagnose(log: &StartupLog, m: &Measured) -> String {
             total - free
         );
     }
-    if t.contains("leave no GPU memory for the KV cache") || t.contains("Not enough memory") {
-        if let (Some(w), Some(a)) = (m.weights_gib, m.avail_after_weights_gib) {
-            return format!(
-                "weights took {w:.2} GiB per GPU, leaving {a:.2} GiB free, less than the share \
-                 --mem-fraction-static keeps out of the static pool: no room for KV cache"
-            );
-        }
-        return "no room for the KV cache under --mem-fraction-static".to_string();
+    // the rooms' own failure phrases (checked whatever engine the log is, as before)
+    if let Some(d) = Engine::ALL
+        .into_iter()
+        .find_map(|e| room(e).failure_diagnosis(t, m.weights_gib, m.avail_after_weights_gib))
+    {
+        return d;
     }
     if t.contains("No available memory for the cache blocks") {
         return "weights, activations and non-torch memory use the whole utilisation budget: no \

@@ -159,6 +159,10 @@ pub enum Knob {
     TensorParallel,
     /// Pipeline-parallel size (vLLM `--pipeline-parallel-size`).
     PipelineParallel,
+    /// Context length (vLLM `--max-model-len`).
+    ContextLength,
+    /// Most sequences running at once (vLLM `--max-num-seqs`).
+    MaxSequences,
 }
 
 /// The memory-fraction fix of an engine that sizes its KV pool from the free memory it reads
@@ -270,6 +274,16 @@ pub trait EngineRoom: Sync {
     /// any room's tensor- and pipeline-parallel flags).
     fn named_in_oom_remedies(&self) -> bool {
         false
+    }
+    /// What its own failure line (`line`) means, given the weights and the free memory after
+    /// them (GiB per GPU), when the line is one of its phrases; `mem startup`'s diagnosis.
+    fn failure_diagnosis(
+        &self,
+        _line: &str,
+        _weights_gib: Option<f64>,
+        _avail_after_weights_gib: Option<f64>,
+    ) -> Option<String> {
+        None
     }
     /// It sizes its KV pool from the free memory it reads when it starts (not from the card's
     /// total), so `mem startup` plans with the log's free memory before the weights.

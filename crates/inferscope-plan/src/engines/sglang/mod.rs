@@ -210,6 +210,8 @@ impl EngineRoom for Sglang {
             // `--tp` and `--pp-size` as users write them (`server_args.py` aliases)
             Knob::TensorParallel => "--tp",
             Knob::PipelineParallel => "--pp-size",
+            Knob::ContextLength => "--context-length",
+            Knob::MaxSequences => "--max-running-requests",
         })
     }
 
@@ -232,6 +234,28 @@ impl EngineRoom for Sglang {
             waiting: &["sglang:num_queue_reqs"],
             running: &["sglang:num_running_reqs"],
             prefix_hit_rate: Some("sglang:cache_hit_rate"),
+        })
+    }
+
+    /// `profile_max_num_token`'s failures ("Not enough memory. Please try to increase
+    /// --mem-fraction-static", "… leave no GPU memory for the KV cache"): the weights left less
+    /// free memory than the share outside the static pool.
+    fn failure_diagnosis(
+        &self,
+        t: &str,
+        weights_gib: Option<f64>,
+        avail_after_weights_gib: Option<f64>,
+    ) -> Option<String> {
+        if !(t.contains("leave no GPU memory for the KV cache") || t.contains("Not enough memory"))
+        {
+            return None;
+        }
+        Some(match (weights_gib, avail_after_weights_gib) {
+            (Some(w), Some(a)) => format!(
+                "weights took {w:.2} GiB per GPU, leaving {a:.2} GiB free, less than the share \
+                 --mem-fraction-static keeps out of the static pool: no room for KV cache"
+            ),
+            _ => "no room for the KV cache under --mem-fraction-static".to_string(),
         })
     }
 

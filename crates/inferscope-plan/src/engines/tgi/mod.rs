@@ -59,6 +59,8 @@ impl EngineRoom for Tgi {
     fn flag(&self, knob: super::Knob) -> Option<&'static str> {
         match knob {
             super::Knob::MemoryFraction => Some("--cuda-memory-fraction"),
+            super::Knob::ContextLength => Some("--max-total-tokens"),
+            super::Knob::PrefillChunk => Some("--max-batch-prefill-tokens"),
             _ => None,
         }
     }
