@@ -45,9 +45,10 @@ use inferscope_host::log_dialect::{FigureUnit, LogDialect};
 use std::io::BufRead;
 
 /// Longest line kept; the rest of a longer line is skipped (an arguments dump such as
-/// `ServerArgs(...)` is the longest real line, a few KiB).
+/// a dialect's arguments dump is the longest real line, a few KiB).
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
-/// Most engine arguments kept from `non-default args`, `ServerArgs(...)`, `Args { ... }`.
+/// Most engine arguments kept from `non-default args`, a dialect's arguments dump,
+/// `Args { ... }`.
 pub const MAX_ARGS: usize = 256;
 
 /// The serving engine that wrote the log (the one identity, [`inferscope_host::engine`]).
@@ -84,7 +85,7 @@ pub struct StartupLog {
     /// top-k sampling"), by PyTorch (`Some(false)`: "Falling back to the PyTorch-native
     /// implementation of top-p & top-k sampling"), or not said.
     pub vllm_flashinfer_sampler: Option<bool>,
-    /// Arguments `(name, value)` from `non-default args`, `ServerArgs(...)`, `Args { ... }` or a
+    /// Arguments `(name, value)` from `non-default args`, a dialect's dump, `Args { ... }` or a
     /// command line, names with `-` turned into `_`, values as printed (quotes removed).
     pub args: Vec<(String, String)>,
     /// GPU model, when the log names it (nvidia-smi rows, llama.cpp's device list).
@@ -216,7 +217,6 @@ fn starts_run(t: &str) -> bool {
         "Initializing a V1 LLM engine (v",
         "Initializing an LLM engine (v",
         "non-default args: {",
-        "server_args=ServerArgs(",
         "text_generation_launcher: Args {",
         "llama_server: initializing",
         "main: build = ",
@@ -1548,16 +1548,6 @@ mod tests {
         );
         assert!(log.figure("kv_cache_tokens").is_none());
         assert!(log.ends_mid_line);
-    }
-
-    #[test]
-    fn rank_zero_wins() {
-        let log = p(
-            "[2025-03-08 12:29:21 TP1] KV Cache is allocated. #tokens: 46000, K size: 1.40 GB, V size: 1.40 GB\n\
-             [2025-03-08 12:29:21 TP0] KV Cache is allocated. #tokens: 46611, K size: 1.42 GB, V size: 1.42 GB\n",
-        );
-        assert_eq!(log.figure("kv_cache_tokens").unwrap().value, 46611.0);
-        assert_eq!(log.rank_count(), 2);
     }
 
     #[test]

@@ -173,7 +173,7 @@ pub struct StartupReport {
     pub tp_size: Option<u32>,
     /// Pipeline parallel size.
     pub pp_size: Option<u32>,
-    /// Arguments recognised (`non-default args`, `ServerArgs`, `Args`, command line).
+    /// Arguments recognised (`non-default args`, a dialect's dump, `Args`, command line).
     pub args: Vec<(String, String)>,
     /// The measured breakdown.
     pub measured: Measured,
