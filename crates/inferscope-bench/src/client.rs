@@ -1,6 +1,6 @@
 //! One request to an OpenAI-compatible server, recording what happened.
 //!
-//! Tolerates the variants of vLLM, SGLang, TGI, llama.cpp's server and Ollama: usage in a final
+//! Tolerates the variants of the engines' OpenAI-compatible servers: usage in a final
 //! chunk (`stream_options.include_usage`, with `choices: []`), `[DONE]` or none, role-only or
 //! empty deltas, several tokens per chunk, keep-alive comments, `reasoning_content` deltas, and
 //! in-band errors (`event: error`, llama.cpp's `error:` field, or `{"error": ...}` data).
@@ -70,7 +70,8 @@ pub struct RequestSettings {
     /// Stream (SSE) or not.
     pub stream: bool,
     /// Send `ignore_eos: true` and `min_tokens = max_tokens` so outputs are as long as asked
-    /// (vLLM, SGLang and llama.cpp honour these; others ignore unknown fields).
+    /// (vLLM, llama.cpp and servers that take vLLM's sampling fields honour these; others ignore
+    /// unknown fields).
     pub ignore_eos: bool,
     /// Sampling temperature sent.
     pub temperature: f64,
@@ -157,7 +158,8 @@ pub struct ClientBuildError(#[source] pub reqwest::Error);
 /// llama-server closes after 5 s (cpp-httplib `CPPHTTPLIB_KEEPALIVE_TIMEOUT_SECOND`, vendored in
 /// llama.cpp's vendor/cpp-httplib/httplib.h, counted from the end of the last response; also its
 /// `CPPHTTPLIB_KEEPALIVE_MAX_COUNT` 100, announced with `Connection: close`); vLLM's uvicorn
-/// after `VLLM_HTTP_TIMEOUT_KEEP_ALIVE` = 5 s (vllm/envs.py), uvicorn's own default (SGLang) 5 s.
+/// after `VLLM_HTTP_TIMEOUT_KEEP_ALIVE` = 5 s (vllm/envs.py), uvicorn's own default (servers that
+/// keep it) 5 s.
 /// reqwest's own default is 90 s.
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -810,7 +812,7 @@ struct PromptDetails {
 pub struct ServerInfo {
     /// Model ids from `/v1/models`.
     pub models: Vec<String>,
-    /// Server version, from the first of `/version` (vLLM, SGLang), `/info` (TGI),
+    /// Server version, from the first of `/version` (vLLM and other Python servers), `/info` (TGI),
     /// `/api/version` (Ollama) or `/props` (llama.cpp `build_info`) that answers.
     pub version: Option<String>,
     /// Which endpoint the version came from.
@@ -832,7 +834,7 @@ pub struct ServerInfo {
 pub struct StartupFigures {
     /// The log, as given.
     pub log: String,
-    /// `vllm`, `sglang`, `tgi`, `llama.cpp` (as `mem startup` names it).
+    /// The engine's `cli_id` (`vllm`, `tgi`, `llama.cpp`, ..., as `mem startup` names it).
     pub engine: String,
     /// The engine's version, when the log prints it.
     pub engine_version: Option<String>,
@@ -970,7 +972,7 @@ mod tests {
 
     #[test]
     fn server_cache_hits_are_read() {
-        // llama-server's last chunk carries `timings` (b4000+); vLLM and SGLang put OpenAI's
+        // llama-server's last chunk carries `timings` (b4000+); vLLM and other servers put OpenAI's
         // `prompt_tokens_details.cached_tokens` in usage.
         let (_, rec) = run_events(&[
             r#"{"id":"c","choices":[{"text":"a","index":0}]}"#,

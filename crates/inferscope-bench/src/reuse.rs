@@ -30,8 +30,8 @@ pub struct PrefixReuse {
     /// TTFT of requests without one.
     pub ttft_ms_miss: Summary,
     /// The engine's own prefix-cache hit rate over the run, from its scraped metrics: vLLM's
-    /// `prefix_cache_hits_total` rise over `prefix_cache_queries_total` rise (tokens), or
-    /// SGLang's last `cache_hit_rate`; absent when not scraped.
+    /// `prefix_cache_hits_total` rise over `prefix_cache_queries_total` rise (tokens), or the
+    /// last value of a room's hit-rate gauge; absent when not scraped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics_hit_rate: Option<f64>,
     /// The metric it came from.
@@ -101,7 +101,8 @@ pub fn prefix_reuse(records: &[RequestRecord]) -> Option<PrefixReuse> {
 
 /// The engine's prefix-cache hit rate over a run from its scraped metrics, and the metric's
 /// name: vLLM (V1 names, then V0's `gpu_` ones) as the rise of hits over the rise of queries,
-/// SGLang as its last `cache_hit_rate`. `None` when neither was scraped or no query was made.
+/// another engine as the last value of the hit-rate gauge its room registers
+/// (`ServerMetricNames::prefix_hit_rate`). `None` when neither was scraped or no query was made.
 pub fn metrics_hit_rate(m: &crate::server_metrics::ServerMetrics) -> Option<(f64, String)> {
     for (hits, queries) in [
         (
@@ -120,9 +121,9 @@ pub fn metrics_hit_rate(m: &crate::server_metrics::ServerMetrics) -> Option<(f64
             }
         }
     }
-    m.summary
-        .get("sglang:cache_hit_rate")
-        .map(|s| (s.last, "sglang:cache_hit_rate".to_string()))
+    crate::server_metrics::registered()
+        .filter_map(|r| r.prefix_hit_rate)
+        .find_map(|g| m.summary.get(g).map(|s| (s.last, g.to_string())))
 }
 
 #[cfg(test)]

@@ -13,10 +13,9 @@
 //!   `vllm:prefix_cache_queries_total` (V0: `vllm:gpu_prefix_cache_hits_total`/`_queries_total`),
 //!   histograms `vllm:time_to_first_token_seconds`, `vllm:inter_token_latency_seconds` (older:
 //!   `vllm:time_per_output_token_seconds`). Real exposition: `fixtures/server-metrics/vllm-0.10.0.metrics`.
-//! * SGLang (`python/sglang/srt/metrics/collector.py`): `sglang:token_usage`,
-//!   `sglang:num_running_reqs`, `sglang:num_queue_reqs`, `sglang:cache_hit_rate`,
-//!   `sglang:time_to_first_token_seconds`, `sglang:inter_token_latency_seconds`.
-//! * TGI (`router/src/`, `metrics::gauge!`): `tgi_queue_size`, `tgi_batch_current_size`.
+//! * the engines whose rooms register their names
+//!   ([`inferscope_plan::engines::EngineRoom::server_metrics`], cited there), after vLLM's in
+//!   every list;
 //! * llama-server with `--metrics` (`tools/server/server.cpp`, handler of `/metrics`):
 //!   `llamacpp:kv_cache_usage_ratio` (older builds), `llamacpp:requests_processing`,
 //!   `llamacpp:requests_deferred`, `llamacpp:tokens_predicted_total`,
@@ -28,10 +27,12 @@
 //! Labels are folded: ratios (`*_perc`, `*_ratio`, `*_usage`, `*_rate`) take the largest labelled
 //! value (the fullest engine of a data-parallel server), everything else the sum.
 
+use inferscope_plan::engines::{Engine, ServerMetricNames, room};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Gauges and counters recorded when present (exact names, as the servers spell them).
+/// Gauges and counters recorded when present (exact names, as the servers spell them), besides
+/// the rooms' ([`registered`]).
 pub const KNOWN: &[&str] = &[
     "vllm:kv_cache_usage_perc",
     "vllm:gpu_cache_usage_perc",
@@ -42,12 +43,6 @@ pub const KNOWN: &[&str] = &[
     "vllm:prefix_cache_queries_total",
     "vllm:gpu_prefix_cache_hits_total",
     "vllm:gpu_prefix_cache_queries_total",
-    "sglang:token_usage",
-    "sglang:num_running_reqs",
-    "sglang:num_queue_reqs",
-    "sglang:cache_hit_rate",
-    "tgi_queue_size",
-    "tgi_batch_current_size",
     "llamacpp:kv_cache_usage_ratio",
     "llamacpp:requests_processing",
     "llamacpp:requests_deferred",
@@ -56,14 +51,31 @@ pub const KNOWN: &[&str] = &[
     "llamacpp:n_busy_slots_per_decode",
 ];
 
-/// Histograms whose `_sum` and `_count` are recorded (engine-side TTFT/ITL).
+/// Histograms whose `_sum` and `_count` are recorded (engine-side TTFT/ITL), besides the
+/// rooms'.
 pub const HISTOGRAMS: &[&str] = &[
     "vllm:time_to_first_token_seconds",
     "vllm:inter_token_latency_seconds",
     "vllm:time_per_output_token_seconds",
-    "sglang:time_to_first_token_seconds",
-    "sglang:inter_token_latency_seconds",
 ];
+
+/// The engines whose metrics are recorded, in users' words: vLLM, the rooms that register
+/// names (by [`Engine::name`]), then `llama-server --metrics`.
+pub fn engines_known() -> String {
+    let rooms: String = Engine::ALL
+        .into_iter()
+        .filter(|e| room(*e).server_metrics().is_some())
+        .map(|e| format!("{}, ", e.name()))
+        .collect();
+    format!("vLLM, {rooms}llama-server --metrics")
+}
+
+/// The metric names the engines' rooms register, in `Engine::ALL`'s order.
+pub fn registered() -> impl Iterator<Item = &'static ServerMetricNames> {
+    Engine::ALL
+        .into_iter()
+        .filter_map(|e| room(e).server_metrics())
+}
 
 /// Largest scrape body read (bigger bodies are cut here and the scrape counts as failed).
 pub const MAX_BODY_BYTES: usize = 4 << 20;
@@ -155,8 +167,9 @@ impl ServerMetrics {
             self.status = "unknown".into();
             if self.failed_scrapes == 0 && self.scrapes > 0 {
                 self.reason = Some(format!(
-                    "{} answered, but with none of the engine metrics inferscope knows (vLLM, SGLang, TGI, llama-server --metrics)",
-                    self.source
+                    "{} answered, but with none of the engine metrics inferscope knows ({})",
+                    self.source,
+                    engines_known()
                 ));
             }
         } else {
@@ -188,41 +201,46 @@ impl ServerMetrics {
     }
 }
 
-/// KV-cache usage as a fraction of 1, by engine.
-const KV: &[&str] = &[
-    "vllm:kv_cache_usage_perc",
-    "vllm:gpu_cache_usage_perc",
-    "sglang:token_usage",
-    "llamacpp:kv_cache_usage_ratio",
-];
+/// KV-cache usage as a fraction of 1, by engine: vLLM's, the rooms', then these.
+const KV: (&[&str], &[&str]) = (
+    &["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
+    &["llamacpp:kv_cache_usage_ratio"],
+);
 /// Preemption counters.
 const PREEMPTIONS: &[&str] = &["vllm:num_preemptions_total"];
-/// Requests queued in the engine.
-const WAITING: &[&str] = &[
-    "vllm:num_requests_waiting",
-    "sglang:num_queue_reqs",
-    "tgi_queue_size",
-    "llamacpp:requests_deferred",
-];
-/// Requests running in the engine.
-const RUNNING: &[&str] = &[
-    "vllm:num_requests_running",
-    "sglang:num_running_reqs",
-    "tgi_batch_current_size",
-    "llamacpp:requests_processing",
-];
+/// Requests queued in the engine: vLLM's, the rooms', then these.
+const WAITING: (&[&str], &[&str]) = (
+    &["vllm:num_requests_waiting"],
+    &["llamacpp:requests_deferred"],
+);
+/// Requests running in the engine: vLLM's, the rooms', then these.
+const RUNNING: (&[&str], &[&str]) = (
+    &["vllm:num_requests_running"],
+    &["llamacpp:requests_processing"],
+);
 
 fn first_of<'m>(m: &'m ServerMetrics, names: &[&str]) -> Option<&'m Summary> {
     names.iter().find_map(|n| m.get(n))
+}
+
+/// The first of `before`, then the rooms' `field`, then `after` that was read.
+fn first_with<'m>(
+    m: &'m ServerMetrics,
+    (before, after): (&[&str], &[&str]),
+    field: fn(&ServerMetricNames) -> &'static [&'static str],
+) -> Option<&'m Summary> {
+    first_of(m, before)
+        .or_else(|| registered().find_map(|r| first_of(m, field(r))))
+        .or_else(|| first_of(m, after))
 }
 
 /// Preemptions during the run (the counter's rise), KV peak (%), waiting and running peaks.
 pub fn headline(m: &ServerMetrics) -> [Option<f64>; 4] {
     [
         first_of(m, PREEMPTIONS).map(|s| s.last - s.first),
-        first_of(m, KV).map(|s| s.max * 100.0),
-        first_of(m, WAITING).map(|s| s.max),
-        first_of(m, RUNNING).map(|s| s.max),
+        first_with(m, KV, |r| r.kv_usage).map(|s| s.max * 100.0),
+        first_with(m, WAITING, |r| r.waiting).map(|s| s.max),
+        first_with(m, RUNNING, |r| r.running).map(|s| s.max),
     ]
 }
 
@@ -363,11 +381,13 @@ fn parse_value(s: &str) -> Option<f64> {
 }
 
 fn wanted(name: &str) -> bool {
+    let histogram = |h: &&str| {
+        name.strip_prefix(h)
+            .is_some_and(|s| s == "_sum" || s == "_count")
+    };
     KNOWN.contains(&name)
-        || HISTOGRAMS.iter().any(|h| {
-            name.strip_prefix(h)
-                .is_some_and(|s| s == "_sum" || s == "_count")
-        })
+        || HISTOGRAMS.iter().any(histogram)
+        || registered().any(|r| r.recorded.contains(&name) || r.histograms.iter().any(histogram))
 }
 
 #[cfg(test)]
@@ -413,12 +433,12 @@ mod tests {
                     vllm:time_to_first_token_seconds_sum{a=\"x y}\"} 1.5 1700000000\n\
                     vllm:num_requests_running{ NaN\n\
                     vllm:num_requests_waiting +Inf\n\
-                    tgi_queue_size 2\n";
+                    llamacpp:requests_deferred 2\n";
         let m = parse(body);
         assert_eq!(m["vllm:num_preemptions_total"], 7.0);
         assert_eq!(m["vllm:kv_cache_usage_perc"], 0.9);
         assert_eq!(m["vllm:time_to_first_token_seconds_sum"], 1.5);
-        assert_eq!(m["tgi_queue_size"], 2.0);
+        assert_eq!(m["llamacpp:requests_deferred"], 2.0);
         assert_eq!(m.len(), 4, "{m:?}");
     }
 

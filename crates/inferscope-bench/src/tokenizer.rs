@@ -2,7 +2,7 @@
 //!
 //! Servers do not always say how many tokens they produced: without `usage` (older TGI, some
 //! proxies, `--no-stream` against servers that omit it) the client can only count content
-//! chunks, and a chunk may carry several tokens (SGLang and TGI batch them under load,
+//! chunks, and a chunk may carry several tokens (servers batch them under load,
 //! speculative decoding emits several at once). Counting the generated *text* with the model's
 //! own tokenizer is then the only exact answer. The tokenizer is Hugging Face's `tokenizers`
 //! crate (the implementation the Python `tokenizers` package wraps), built without its C

@@ -1,6 +1,7 @@
 //! The start-up phase an out-of-memory error happened in, from the message and whatever was
-//! pasted with it (traceback frames, the log lines before it), for vLLM, SGLang and TGI (issue
-//! 28 item 5). Most real serving OOMs happen in a known phase, and each phase has its own knob.
+//! pasted with it (traceback frames, the log lines before it), for vLLM, TGI and the engines
+//! that register their phrases as data ([`inferscope_host::engine::Engine::log_dialect`])
+//! (issue 28 item 5). Most real serving OOMs happen in a known phase, and each phase has its own knob.
 //!
 //! Phrases and where the engines print them:
 //! * vLLM `gpu_model_runner.py` `profile_run` / `_dummy_run` (the profiling forward pass at
@@ -10,8 +11,8 @@
 //!   initializing the engine."), `capture_model` ("Capturing CUDA graph shapes"), V0
 //!   `worker.py` `determine_num_available_blocks`, `initialize_kv_cache` /
 //!   `_allocate_kv_cache_tensors`;
-//! * SGLang `model_runner.py` `profile_max_num_token` / `init_memory_pool`,
-//!   `cuda_graph_runner.py` `capture` / `capture_one_batch_size` ("Capture cuda graph failed");
+//! * the registered dialects' `oom_phases`, cited beside their tables (checked after the
+//!   phrases here, phase by phase);
 //! * TGI `flash_causal_lm.py` `warmup` ("Method Warmup encountered an error").
 
 /// A phase of an engine's start-up (or of serving).
@@ -19,8 +20,8 @@
 pub enum Phase {
     /// Weights being loaded.
     WeightLoading,
-    /// The profiling forward pass that sizes activations (vLLM `profile_run`, SGLang
-    /// `profile_max_num_token`).
+    /// The profiling forward pass that sizes activations (vLLM `profile_run`, and the
+    /// dialects' profiling functions).
     ProfileRun,
     /// vLLM's dummy sampler run: `max_num_seqs` × vocab logits.
     SamplerWarmup,
@@ -74,9 +75,6 @@ const PHRASES: &[(Phase, &[&str])] = &[
             "capture_model",
             "Capturing CUDA graph",
             "Capturing cudagraphs",
-            "Capture cuda graph failed",
-            "capture_one_batch_size",
-            "cuda_graph_runner",
             "CUDAGraphRunner",
         ],
     ),
@@ -85,7 +83,6 @@ const PHRASES: &[(Phase, &[&str])] = &[
         &[
             "_allocate_kv_cache",
             "initialize_kv_cache",
-            "init_memory_pool",
             "allocate_kv_cache",
         ],
     ),
@@ -96,7 +93,6 @@ const PHRASES: &[(Phase, &[&str])] = &[
             "_dummy_run",
             "determine_available_memory",
             "determine_num_available_blocks",
-            "profile_max_num_token",
         ],
     ),
     (
@@ -121,7 +117,13 @@ const PHRASES: &[(Phase, &[&str])] = &[
 /// The phase `text` names, if any.
 pub fn detect(text: &str) -> Option<PhaseHit> {
     for (phase, phrases) in PHRASES {
-        if let Some(p) = phrases.iter().find(|p| text.contains(*p)) {
+        let registered = inferscope_host::engine::Engine::ALL
+            .into_iter()
+            .filter_map(|e| e.log_dialect())
+            .flat_map(|d| d.oom_phases)
+            .filter(|(name, _)| *name == phase.as_str())
+            .flat_map(|(_, p)| p.iter());
+        if let Some(p) = phrases.iter().chain(registered).find(|p| text.contains(*p)) {
             let dummy_requests = if *phase == Phase::SamplerWarmup {
                 text.find("warming up sampler with").and_then(|i| {
                     let rest = text

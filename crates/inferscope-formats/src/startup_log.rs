@@ -1,4 +1,5 @@
-//! Inference-server start-up logs (vLLM V0/V1, SGLang, TGI, llama-server), read line by line
+//! Inference-server start-up logs (vLLM V0/V1, TGI, llama-server, and the engines whose phrases
+//! are registered as data, [`Engine::log_dialect`]), read line by line
 //! from a [`BufRead`] with bounded memory: a line longer than [`MAX_LINE_BYTES`] is cut (the rest
 //! is skipped unread into memory), and only a fixed set of figures, at most [`MAX_ARGS`]
 //! arguments and one failure line are kept, so a 1 GiB log costs no more memory than a 1 KiB one.
@@ -31,11 +32,8 @@
 //!   least one request with the models's max seq len (N), (X GiB KV cache is needed, which is
 //!   larger than the available KV cache memory (Y GiB). Based on the available memory, the
 //!   estimated maximum model length is E."), `vllm/entrypoints/utils.py` ("non-default args:");
-//! * SGLang `model_runner.py` (`load_model`: "Load weight begin/end … avail mem=X GB, mem
-//!   usage=Y GB"; `init_memory_pool`: "KV Cache is allocated. #tokens: N, K size: X GB, V size:
-//!   Y GB" or "KV size: X GB"; "Memory pool end. avail mem=X GB"), `cuda_graph_runner.py`
-//!   ("Capture cuda graph end … mem usage=X GB"), `scheduler.py` ("max_total_num_tokens=N, …");
-//!   "GB" there is GiB (`get_available_gpu_memory` divides by 1 << 30);
+//! * the registered dialects ([`inferscope_host::log_dialect`]): each phrase is cited beside
+//!   its table;
 //! * TGI `launcher/src/main.rs` ("Args { … }", "Sharding model on N processes", "Default
 //!   `max_batch_prefill_tokens` to N"), `server/…/flash_causal_lm.py` `warmup` ("KV-cache
 //!   blocks: N, size: S"), `backends/v3/src/lib.rs` ("Setting max batch total tokens to N");
@@ -43,12 +41,14 @@
 //!   size = X MiB", one per cache), `src/llama-model.cpp` ("model buffer size = X MiB"),
 //!   `tools/server/server.cpp` ("n_slots = N").
 
+use inferscope_host::log_dialect::{FigureUnit, LogDialect};
 use std::io::BufRead;
 
-/// Longest line kept; the rest of a longer line is skipped (SGLang's `ServerArgs(...)` line is
-/// the longest real one, a few KiB).
+/// Longest line kept; the rest of a longer line is skipped (an arguments dump such as
+/// a dialect's arguments dump is the longest real line, a few KiB).
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
-/// Most engine arguments kept from `non-default args`, `ServerArgs(...)`, `Args { ... }`.
+/// Most engine arguments kept from `non-default args`, a dialect's arguments dump,
+/// `Args { ... }`.
 pub const MAX_ARGS: usize = 256;
 
 /// The serving engine that wrote the log (the one identity, [`inferscope_host::engine`]).
@@ -63,8 +63,8 @@ pub struct Figure {
     pub value: f64,
     /// The unit as printed (`GiB`, `GB`, `MiB`, `tokens`, `blocks`, `x`, `fraction`).
     pub unit: &'static str,
-    /// The value in GiB for memory figures (SGLang's and old vLLM's "GB" are GiB; TGI's are
-    /// 10^9 bytes), `None` for counts.
+    /// The value in GiB for memory figures (old vLLM's and the dialects' "GB" are GiB; TGI's
+    /// are 10^9 bytes), `None` for counts.
     pub gib: Option<f64>,
     /// 1-based line it was read from.
     pub line: u64,
@@ -85,7 +85,7 @@ pub struct StartupLog {
     /// top-k sampling"), by PyTorch (`Some(false)`: "Falling back to the PyTorch-native
     /// implementation of top-p & top-k sampling"), or not said.
     pub vllm_flashinfer_sampler: Option<bool>,
-    /// Arguments `(name, value)` from `non-default args`, `ServerArgs(...)`, `Args { ... }` or a
+    /// Arguments `(name, value)` from `non-default args`, a dialect's dump, `Args { ... }` or a
     /// command line, names with `-` turned into `_`, values as printed (quotes removed).
     pub args: Vec<(String, String)>,
     /// GPU model, when the log names it (nvidia-smi rows, llama.cpp's device list).
@@ -217,7 +217,6 @@ fn starts_run(t: &str) -> bool {
         "Initializing a V1 LLM engine (v",
         "Initializing an LLM engine (v",
         "non-default args: {",
-        "server_args=ServerArgs(",
         "text_generation_launcher: Args {",
         "llama_server: initializing",
         "main: build = ",
@@ -227,6 +226,14 @@ fn starts_run(t: &str) -> bool {
     .iter()
     .any(|p| t.contains(p))
         || t.starts_with("build: ")
+        || dialects().any(|(_, d)| d.run_starts.iter().any(|p| t.contains(p)))
+}
+
+/// The engines whose start-up phrases are registered as data, in [`Engine::ALL`]'s order.
+fn dialects() -> impl Iterator<Item = (Engine, &'static LogDialect)> {
+    Engine::ALL
+        .into_iter()
+        .filter_map(|e| e.log_dialect().map(|d| (e, d)))
 }
 
 /// The engine a line can only come from (phrases no other engine prints).
@@ -238,11 +245,9 @@ fn engine_of_line(t: &str) -> Option<Engine> {
         || t.contains("non-default args: {")
     {
         Some(Engine::Vllm)
-    } else if t.contains("server_args=ServerArgs(")
-        || t.contains("Load weight begin.")
-        || t.contains("KV Cache is allocated.")
+    } else if let Some((e, _)) = dialects().find(|(_, d)| d.own_lines.iter().any(|p| t.contains(p)))
     {
-        Some(Engine::Sglang)
+        Some(e)
     } else if t.contains("text_generation_launcher") || t.contains("text_generation_router") {
         Some(Engine::Tgi)
     } else if t.contains("llama_context:")
@@ -284,7 +289,8 @@ pub enum StartupLogError {
     },
     /// No engine phrase and no memory figure.
     #[error(
-        "not a start-up log of vLLM, SGLang, TGI or llama-server: none of their start-up lines in {lines} lines"
+        "not a start-up log of {}: none of their start-up lines in {lines} lines",
+        engines_read()
     )]
     NotAStartupLog {
         /// Lines read.
@@ -509,7 +515,7 @@ fn unit_of(rest: &str, engine: Option<Engine>) -> Option<(&'static str, f64)> {
     } else if r.starts_with("MiB") {
         Some(("MiB", 1.0 / 1024.0))
     } else if r.starts_with("GB") {
-        // TGI divides by 1e9; SGLang and old vLLM print GiB as "GB".
+        // TGI divides by 1e9; old vLLM and the dialects print GiB as "GB".
         if engine == Some(Engine::Tgi) {
             Some(("GB", 1e9 / (1u64 << 30) as f64))
         } else {
@@ -619,7 +625,7 @@ fn scan(l: &mut Line, log: &mut StartupLog) {
     scan_gpu(l, log);
     scan_device_hint(l, log);
     scan_vllm(l, log);
-    scan_sglang(l, log);
+    scan_dialects(l, log);
     scan_tgi(l, log);
     scan_llama_cpp(l, log);
     scan_any_engine(l, log);
@@ -656,9 +662,10 @@ fn scan_engine(l: &mut Line, log: &mut StartupLog) {
             log.vllm_v1.get_or_insert(true);
         }
     }
-    if t.contains("server_args=ServerArgs(") || t.contains("sglang") && t.contains("launch_server")
-    {
-        engine(log, Engine::Sglang);
+    for (e, d) in dialects() {
+        if d.names.iter().any(|g| g.iter().all(|w| t.contains(w))) {
+            engine(log, e);
+        }
     }
     if t.contains("text_generation_launcher") || t.contains("text_generation_router") {
         engine(log, Engine::Tgi);
@@ -689,9 +696,13 @@ fn scan_arguments(l: &mut Line, log: &mut StartupLog) {
             ':',
         );
     }
-    if let Some(i) = t.find("ServerArgs(") {
-        engine(log, Engine::Sglang);
-        args_python(log, t.get(i + "ServerArgs(".len()..).unwrap_or(""), '=');
+    for (e, d) in dialects() {
+        if let Some((pat, sep)) = d.args
+            && let Some(i) = t.find(pat)
+        {
+            engine(log, e);
+            args_python(log, t.get(i + pat.len()..).unwrap_or(""), sep);
+        }
     }
     if let Some(i) = t.find("Args {") {
         engine(log, Engine::Tgi);
@@ -709,10 +720,8 @@ fn scan_arguments(l: &mut Line, log: &mut StartupLog) {
     // A command quoted in a report: `vllm serve MODEL --flag value`. Not inside the engine's
     // own log record (`[factories.py:89] ... Restart vllm serve with --enable-scale-out to
     // enable them.` is advice, not the command: vLLM 0.32 prints it at every start).
-    for (pat, e) in [
-        ("vllm serve ", Engine::Vllm),
-        ("sglang serve ", Engine::Sglang),
-    ] {
+    let quoted = dialects().filter_map(|(e, d)| Some((d.command?, e)));
+    for (pat, e) in std::iter::once(("vllm serve ", Engine::Vllm)).chain(quoted) {
         if let Some(i) = t.find(pat)
             && !python_record(t.get(..i).unwrap_or(""))
         {
@@ -743,7 +752,7 @@ fn scan_gpu(l: &mut Line, log: &mut StartupLog) {
         {
             log.gpu_model = Some(name.trim().to_string());
         }
-        // vLLM's and SGLang's fused-MoE config lookups name the device:
+        // the engines' fused-MoE config lookups (vLLM's among them) name the device:
         // `…/configs/E=128,N=192,device_name=NVIDIA_GeForce_RTX_3090.json`.
         if let Some(i) = t.find("device_name=")
             && let Some(name) = t
@@ -1056,52 +1065,35 @@ fn scan_vllm_failures(l: &mut Line, log: &mut StartupLog) {
     }
 }
 
-/// One line's SGLang figures ("GB" = GiB)
-fn scan_sglang(l: &mut Line, log: &mut StartupLog) {
+/// One line's figures and failures of the registered dialects
+fn scan_dialects(l: &mut Line, log: &mut StartupLog) {
     let t = l.text;
-    if t.contains("Load weight begin.") {
-        engine(log, Engine::Sglang);
-        set_mem(log, l, "avail_before_weights", "avail mem=");
+    for (e, d) in dialects() {
+        for line in d.lines {
+            if !line.phrases.iter().any(|p| t.contains(p)) {
+                continue;
+            }
+            if line.names_engine {
+                engine(log, e);
+            }
+            for f in line.figures {
+                match f.unit {
+                    FigureUnit::Memory => set_mem(log, l, f.key, f.after),
+                    FigureUnit::Count(unit) => set_count(log, l, f.key, f.after, unit),
+                };
+            }
+            if line.fails {
+                fail(log, l);
+            }
+        }
     }
-    if t.contains("Load weight end.") {
-        engine(log, Engine::Sglang);
-        set_mem(log, l, "avail_after_weights", "avail mem=");
-        set_mem(log, l, "weights", "mem usage=");
-    }
-    if t.contains("KV Cache is allocated.") {
-        engine(log, Engine::Sglang);
-        set_count(log, l, "kv_cache_tokens", "#tokens:", "tokens");
-        set_mem(log, l, "k_size", "K size:");
-        set_mem(log, l, "v_size", "V size:");
-        set_mem(log, l, "kv_cache", "KV size:");
-    }
-    if t.contains("Memory pool end.") {
-        set_mem(log, l, "avail_after_kv_pool", "avail mem=");
-    }
-    if t.contains("Capture cuda graph end.") {
-        set_mem(log, l, "cuda_graph", "mem usage=");
-    }
-    if t.contains("Init torch distributed ends.") {
-        set_mem(log, l, "distributed_init", "mem usage=");
-    }
-    if t.contains("max_total_num_tokens=") {
-        engine(log, Engine::Sglang);
-        set_count(log, l, "kv_cache_tokens", "max_total_num_tokens=", "tokens");
-        set_count(
-            log,
-            l,
-            "max_running_requests",
-            "max_running_requests=",
-            "requests",
-        );
-        set_count(log, l, "max_model_len", "context_len=", "tokens");
-    }
-    if t.contains("Not enough memory. Please try to increase --mem-fraction-static")
-        || t.contains("leave no GPU memory for the KV cache")
-    {
-        engine(log, Engine::Sglang);
-        fail(log, l);
-    }
+}
+
+/// The engines whose start-up logs are read, in users' words: vLLM, the registered dialects'
+/// engines (by [`Engine::name`]), then `TGI or llama-server`.
+pub fn engines_read() -> String {
+    let dialects: String = dialects().map(|(e, _)| format!("{}, ", e.name())).collect();
+    format!("vLLM, {dialects}TGI or llama-server")
 }
 
 /// One line's TGI figures
@@ -1374,7 +1366,7 @@ fn scan_any_engine(l: &mut Line, log: &mut StartupLog) {
     }
 }
 
-/// `'key': value, 'key2': [..]` (vLLM dict), `key=value, ...` (SGLang dataclass repr), or
+/// `'key': value, 'key2': [..]` (vLLM dict), `key=value, ...` (a dataclass repr), or
 /// `key: value, ...` (TGI Debug): split on top-level commas, keep quotes' content.
 fn args_python(log: &mut StartupLog, s: &str, sep: char) {
     let mut depth = 0i32;
@@ -1556,16 +1548,6 @@ mod tests {
         );
         assert!(log.figure("kv_cache_tokens").is_none());
         assert!(log.ends_mid_line);
-    }
-
-    #[test]
-    fn rank_zero_wins() {
-        let log = p(
-            "[2025-03-08 12:29:21 TP1] KV Cache is allocated. #tokens: 46000, K size: 1.40 GB, V size: 1.40 GB\n\
-             [2025-03-08 12:29:21 TP0] KV Cache is allocated. #tokens: 46611, K size: 1.42 GB, V size: 1.42 GB\n",
-        );
-        assert_eq!(log.figure("kv_cache_tokens").unwrap().value, 46611.0);
-        assert_eq!(log.rank_count(), 2);
     }
 
     #[test]

@@ -51,14 +51,13 @@ fn base(s: &str) -> &str {
 }
 
 /// The engine whose package a Python module belongs to (`vllm.entrypoints.cli.main` → vLLM,
-/// `sglang.bench_serving` → SGLang): importing it imports the engine, even when the module is
-/// not a server.
+/// an engine's benchmark module → that engine; [`Engine::python_package`]): importing it
+/// imports the engine, even when the module is not a server.
 pub fn module_engine(module: &str) -> Option<Engine> {
-    match module.split('.').next() {
-        Some("vllm") => Some(Engine::Vllm),
-        Some("sglang") => Some(Engine::Sglang),
-        _ => None,
-    }
+    let package = module.split('.').next()?;
+    Engine::ALL
+        .into_iter()
+        .find(|e| e.python_package() == Some(package))
 }
 
 /// `NAME=value`: an environment assignment before a command.
@@ -158,7 +157,7 @@ pub fn find<S: AsRef<str>>(command: &[S]) -> Found {
     };
     let program = base(first);
     if program.starts_with("python") {
-        // Interpreter switches before `-m` (`python3 -u -m sglang.launch_server`).
+        // Interpreter switches before `-m` (`python3 -u -m MODULE`).
         let mut j = i + 1;
         while let Some(w) = word(j) {
             let module = if w == "-m" {
@@ -169,16 +168,10 @@ pub fn find<S: AsRef<str>>(command: &[S]) -> Found {
                     .map(|m| (m, j + 1))
             };
             if let Some((m, args)) = module {
-                return match m {
-                    m if m.starts_with("vllm.entrypoints") => Found::Engine {
-                        kind: Engine::Vllm,
-                        args,
-                    },
-                    "sglang.launch_server" => Found::Engine {
-                        kind: Engine::Sglang,
-                        args,
-                    },
-                    _ => Found::PythonModule {
+                // the engines' server modules ([`Engine::serves_module`])
+                return match Engine::ALL.into_iter().find(|e| e.serves_module(m)) {
+                    Some(kind) => Found::Engine { kind, args },
+                    None => Found::PythonModule {
                         module: m.to_string(),
                         args,
                     },
@@ -243,10 +236,6 @@ mod tests {
             (
                 "nohup numactl --cpunodebind=0 --membind=0 -- vllm serve m",
                 Some(Vllm),
-            ),
-            (
-                "numactl -N 1 -m 1 python3 -m sglang.launch_server --model-path m",
-                Some(Sglang),
             ),
             ("taskset -c 0-15 llama-server -m x.gguf", Some(LlamaCpp)),
             ("uv run --with vllm vllm serve m", Some(Vllm)),

@@ -45,6 +45,7 @@ pub mod engine;
 pub mod engine_command;
 pub mod facts;
 pub mod ids;
+pub mod log_dialect;
 pub mod quote;
 pub mod reading;
 pub mod redact;

@@ -28,8 +28,8 @@ use serde::Serialize;
 const GIB: u64 = 1 << 30;
 
 /// Share of the card the reserved-unallocated pool must reach before fragmentation is the
-/// diagnosis. 5 % is one step of the knob users turn (`--gpu-memory-utilization` /
-/// `--mem-fraction-static` move in 0.05 steps): a smaller pool, even if it covers the request,
+/// diagnosis. 5 % is one step of the knob users turn (`--gpu-memory-utilization` and the rooms'
+/// memory-fraction flags, `Knob::MemoryFraction`, move in 0.05 steps): a smaller pool, even if it covers the request,
 /// is not what decides whether the workload fits, and `expandable_segments` would win back at
 /// most that much (docs/mem.md).
 pub const MATERIAL_POOL_SHARE: f64 = 0.05;
@@ -667,8 +667,13 @@ fn other_processes(
         ));
         remedies.push(remedy(
             "lower_gpu_memory_utilization",
-            "if the other process must stay: lower vLLM --gpu-memory-utilization (SGLang \
-             --mem-fraction-static) so the server budgets only what is left",
+            format!(
+                "if the other process must stay: lower vLLM --gpu-memory-utilization{} so the \
+                 server budgets only what is left",
+                crate::oom_phase::asides(inferscope_plan::engines::Knob::MemoryFraction, |n, f| {
+                    format!(" ({n} {f})")
+                })
+            ),
         ));
         return Some((
             Diagnosis::OtherProcesses,

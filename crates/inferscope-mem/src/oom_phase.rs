@@ -9,6 +9,18 @@
 
 use crate::oom::Remedy;
 use inferscope_formats::oom_phase::{Phase, PhaseHit};
+use inferscope_plan::engines::{Engine, Knob, room};
+
+/// The flags for `knob` of the engines whose rooms are named in OOM remedies beside vLLM's
+/// ([`inferscope_plan::engines::EngineRoom::named_in_oom_remedies`]), each written by
+/// `write(name, flag)`, in [`Engine::ALL`]'s order.
+pub(crate) fn asides(knob: Knob, write: impl Fn(&str, &str) -> String) -> String {
+    Engine::ALL
+        .into_iter()
+        .filter(|e| room(*e).named_in_oom_remedies())
+        .filter_map(|e| Some(write(e.name(), room(e).flag(knob)?)))
+        .collect()
+}
 
 /// How the phase reads in an explanation.
 pub fn describe(p: Phase) -> &'static str {
@@ -63,15 +75,19 @@ pub fn remedies(hit: &PhaseHit) -> (String, Vec<Remedy>) {
             )
         }
         Phase::ProfileRun => (
-            "activation peak ∝ --max-num-batched-tokens (vLLM) / --chunked-prefill-size \
-             (SGLang): one forward pass over that many tokens"
-                .to_string(),
+            format!(
+                "activation peak ∝ --max-num-batched-tokens (vLLM){}: one forward pass over \
+                 that many tokens",
+                asides(Knob::PrefillChunk, |n, f| format!(" / {f} ({n})"))
+            ),
             vec![
                 r(
                     "lower_max_num_batched_tokens",
-                    "lower vLLM --max-num-batched-tokens (SGLang --chunked-prefill-size): the \
-                     profiling pass's activations scale with it"
-                        .to_string(),
+                    format!(
+                        "lower vLLM --max-num-batched-tokens{}: the profiling pass's activations \
+                         scale with it",
+                        asides(Knob::PrefillChunk, |n, f| format!(" ({n} {f})"))
+                    ),
                 ),
                 r(
                     "lower_max_model_len",
@@ -87,16 +103,20 @@ pub fn remedies(hit: &PhaseHit) -> (String, Vec<Remedy>) {
             vec![
                 r(
                     "enforce_eager",
-                    "vLLM --enforce-eager (SGLang --disable-cuda-graph) skips capture; or \
-                     capture fewer sizes (vLLM --max-num-seqs / compilation-config \
-                     cudagraph_capture_sizes, SGLang --cuda-graph-max-bs)"
-                        .to_string(),
+                    format!(
+                        "vLLM --enforce-eager{} skips capture; or capture fewer sizes (vLLM \
+                         --max-num-seqs / compilation-config cudagraph_capture_sizes{})",
+                        asides(Knob::NoCudaGraphs, |n, f| format!(" ({n} {f})")),
+                        asides(Knob::GraphBatchCap, |n, f| format!(", {n} {f}"))
+                    ),
                 ),
                 r(
                     "lower_gpu_memory_utilization",
-                    "lower --gpu-memory-utilization (SGLang --mem-fraction-static) so the KV \
-                     cache leaves room for the graphs"
-                        .to_string(),
+                    format!(
+                        "lower --gpu-memory-utilization{} so the KV cache leaves room for the \
+                         graphs",
+                        asides(Knob::MemoryFraction, |n, f| format!(" ({n} {f})"))
+                    ),
                 ),
             ],
         ),
@@ -105,10 +125,11 @@ pub fn remedies(hit: &PhaseHit) -> (String, Vec<Remedy>) {
                 .to_string(),
             vec![r(
                 "lower_gpu_memory_utilization",
-                "lower --gpu-memory-utilization (SGLang --mem-fraction-static): other memory \
-                 appeared between profiling and allocation (another process, or a larger \
-                 non-torch share)"
-                    .to_string(),
+                format!(
+                    "lower --gpu-memory-utilization{}: other memory appeared between profiling \
+                     and allocation (another process, or a larger non-torch share)",
+                    asides(Knob::MemoryFraction, |n, f| format!(" ({n} {f})"))
+                ),
             )],
         ),
         Phase::Warmup => (

@@ -8,6 +8,7 @@
 
 use inferscope_formats::startup_log::{Split, StartupLog};
 use inferscope_plan::engine::Engine;
+use inferscope_plan::engines::{Knob, room};
 use inferscope_plan::memory::GIB;
 use inferscope_plan::{GpuSpec, Plan, PlanRequest, catalog, gpus, plan};
 use serde::Serialize;
@@ -54,7 +55,8 @@ pub struct EarlierStartup {
 /// fixtures). `null` = not printed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Measured {
-    /// `Loading model weights took X GB` / `Model loading took X GiB` / SGLang `mem usage`.
+    /// `Loading model weights took X GB` / `Model loading took X GiB` / a dialect's `weights`
+    /// figure.
     pub weights_gib: Option<f64>,
     /// The weights figure as printed.
     pub weights_load_line_value: Option<f64>,
@@ -72,8 +74,8 @@ pub struct Measured {
     pub cuda_graph_gib: Option<f64>,
     /// KV cache, per GPU.
     pub kv_cache_gib: Option<f64>,
-    /// The engine's token capacity (vLLM "GPU KV cache size", SGLang `max_total_num_tokens`,
-    /// TGI "max batch total tokens"; llama.cpp: `n_ctx`).
+    /// The engine's token capacity (vLLM "GPU KV cache size", TGI "max batch total tokens";
+    /// llama.cpp: `n_ctx`; the dialects' `kv_cache_tokens`).
     pub kv_cache_tokens: Option<u64>,
     /// KV blocks (vLLM `# GPU blocks` / `num_gpu_blocks`, TGI `KV-cache blocks`).
     pub gpu_blocks: Option<u64>,
@@ -85,12 +87,12 @@ pub struct Measured {
     pub max_concurrency_request_tokens: Option<u64>,
     /// vLLM's "… stored in KV cache (N)".
     pub kv_capacity_tokens_in_error: Option<u64>,
-    /// Context length the engine used (vLLM error or `Using max model len`, SGLang
-    /// `context_len`, TGI max total tokens, llama.cpp per-slot context).
+    /// Context length the engine used (vLLM error or `Using max model len`, TGI max total
+    /// tokens, llama.cpp per-slot context, the dialects' `max_model_len`).
     pub max_model_len: Option<u64>,
-    /// SGLang: free memory before weights load.
+    /// Engines that size from free memory: free memory before weights load.
     pub avail_before_weights_gib: Option<f64>,
-    /// SGLang: free memory after weights load.
+    /// Engines that size from free memory: free memory after weights load.
     pub avail_after_weights_gib: Option<f64>,
 }
 
@@ -151,7 +153,7 @@ pub use crate::startup_fixes::{Budget, Fix};
 /// `mem startup --json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StartupReport {
-    /// `vllm`, `sglang`, `tgi`, `llama.cpp`.
+    /// The engine's [`Engine::cli_id`] (`vllm`, `tgi`, `llama.cpp`, ...).
     pub engine: &'static str,
     /// As printed, or null.
     pub engine_version: Option<String>,
@@ -171,7 +173,7 @@ pub struct StartupReport {
     pub tp_size: Option<u32>,
     /// Pipeline parallel size.
     pub pp_size: Option<u32>,
-    /// Arguments recognised (`non-default args`, `ServerArgs`, `Args`, command line).
+    /// Arguments recognised (`non-default args`, a dialect's dump, `Args`, command line).
     pub args: Vec<(String, String)>,
     /// The measured breakdown.
     pub measured: Measured,
@@ -206,15 +208,16 @@ fn r2(v: f64) -> f64 {
     (v * 100.0).round() / 100.0
 }
 
-fn arg_u(log: &StartupLog, names: &[&str]) -> Option<u64> {
-    names
-        .iter()
-        .find_map(|n| log.arg(n).and_then(|v| v.trim().parse::<u64>().ok()))
+fn arg_u<S: AsRef<str>>(log: &StartupLog, names: &[S]) -> Option<u64> {
+    names.iter().find_map(|n| {
+        log.arg(n.as_ref())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    })
 }
 
-fn arg_f(log: &StartupLog, names: &[&str]) -> Option<f64> {
+fn arg_f<S: AsRef<str>>(log: &StartupLog, names: &[S]) -> Option<f64> {
     names.iter().find_map(|n| {
-        log.arg(n)
+        log.arg(n.as_ref())
             .and_then(|v| v.trim().parse::<f64>().ok())
             .filter(|v| v.is_finite())
     })
@@ -518,21 +521,6 @@ fn missing_budget_line(log: &StartupLog, m: &Measured) -> Option<String> {
                  blocks`, `CUDA out of memory`)",
             );
         }
-        Some(Engine::Sglang) => {
-            if m.avail_before_weights_gib.is_none() {
-                missing.push(
-                    "SGLang's `Load weight begin. avail mem=X GB` (the free memory \
-                     profile_max_num_token multiplies by 1 − mem_fraction_static)",
-                );
-            }
-            if m.avail_after_weights_gib.is_none() {
-                missing.push("`Load weight end. … avail mem=X GB`");
-            }
-            missing.push(
-                "`KV Cache is allocated. #tokens: N` / `max_total_num_tokens=N` or the error \
-                 (`Not enough memory`, `leave no GPU memory for the KV cache`)",
-            );
-        }
         Some(Engine::Tgi) => missing.push(
             "TGI's `Setting max batch total tokens to N` or the warm-up error (`Not enough \
              memory to handle N prefill tokens`)",
@@ -541,8 +529,15 @@ fn missing_budget_line(log: &StartupLog, m: &Measured) -> Option<String> {
             "llama.cpp's `KV self size` / `llama_kv_cache` size line or its allocation error \
              (`failed to allocate … buffer`)",
         ),
-        // the log parser recognises no other engine's lines
-        Some(Engine::Trtllm | Engine::Mlc | Engine::Ollama) | None => return None,
+        // the other rooms name their own lines; `None`: the log parser reads none of theirs
+        Some(e) => match inferscope_plan::engines::room(e).missing_budget_lines(
+            m.avail_before_weights_gib.is_some(),
+            m.avail_after_weights_gib.is_some(),
+        ) {
+            Some(lines) => missing.extend(lines),
+            None => return None,
+        },
+        None => return None,
     }
     Some(format!(
         "no budget line: {} {} not in the excerpt, and no line says the start-up failed; no fix \
@@ -635,44 +630,50 @@ fn request(
     req.engine_version = log.engine_version.clone();
     req.v1 = log.vllm_v1;
     req.flashinfer_sampler = log.vllm_flashinfer_sampler;
-    req.max_model_len = arg_u(
-        log,
-        &["max_model_len", "context_length", "max_total_tokens"],
-    )
-    .or(m.max_model_len);
+    // each setting under vLLM's argument name, then the rooms' flags for it as their arguments
+    // dumps spell them (`--context-length` → `context_length`)
+    req.max_model_len =
+        arg_u(log, &arg_names("max_model_len", Knob::ContextLength)).or(m.max_model_len);
     req.gpu_memory_utilization = arg_f(
         log,
-        &[
-            "gpu_memory_utilization",
-            "mem_fraction_static",
-            "cuda_memory_fraction",
-        ],
+        &arg_names("gpu_memory_utilization", Knob::MemoryFraction),
     )
     .or(log.figure("gpu_memory_utilization").map(|f| f.value));
     req.kv_cache_dtype = arg_s(log, &["kv_cache_dtype"]);
     req.dtype = arg_s(log, &["dtype"]);
     req.quantization = arg_s(log, &["quantization", "quantize"]);
-    req.max_num_seqs = arg_u(log, &["max_num_seqs", "max_running_requests"]).map(|v| v as u32);
+    req.max_num_seqs = arg_u(log, &arg_names("max_num_seqs", Knob::MaxSequences)).map(|v| v as u32);
     req.max_num_batched_tokens = arg_u(
         log,
-        &[
-            "max_num_batched_tokens",
-            "chunked_prefill_size",
-            "max_batch_prefill_tokens",
-        ],
+        &arg_names("max_num_batched_tokens", Knob::PrefillChunk),
     );
-    // SGLang sizes its pool from the free memory it reads when the runner starts ("Load weight
-    // begin. avail mem=…"): a property of this GPU at that moment the planner cannot know, so the
-    // log's own figure stands in for its default (total − CUDA context).
-    if req.engine == Engine::Sglang
+    // An engine that sizes its pool from the free memory it reads when it starts: a property of
+    // this GPU at that moment the planner cannot know, so the log's own figure stands in for its
+    // default (total − CUDA context).
+    if inferscope_plan::engines::room(req.engine).sizes_from_free_memory()
         && let Some(avail) = m.avail_before_weights_gib
     {
         req.free_bytes_at_start = Some((avail * GIB) as u64);
     }
-    req.enforce_eager = ["enforce_eager", "disable_cuda_graph"]
+    req.enforce_eager = arg_names("enforce_eager", Knob::NoCudaGraphs)
         .iter()
         .any(|n| log.arg(n).is_some_and(|v| v.eq_ignore_ascii_case("true")));
     Ok(req)
+}
+
+/// `vllm_name`, then each room's flag for `knob` as an arguments dump spells it (`--x-y` →
+/// `x_y`), in [`Engine::ALL`]'s order, without repeats.
+fn arg_names(vllm_name: &str, knob: Knob) -> Vec<String> {
+    let mut names = vec![vllm_name.to_string()];
+    for e in Engine::ALL {
+        if let Some(flag) = room(e).flag(knob) {
+            let name = flag.trim_start_matches('-').replace('-', "_");
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
 }
 
 fn prediction(req: &PlanRequest, p: &Plan, m: &Measured) -> Prediction {
@@ -745,14 +746,12 @@ fn diagnose(log: &StartupLog, m: &Measured) -> String {
             total - free
         );
     }
-    if t.contains("leave no GPU memory for the KV cache") || t.contains("Not enough memory") {
-        if let (Some(w), Some(a)) = (m.weights_gib, m.avail_after_weights_gib) {
-            return format!(
-                "weights took {w:.2} GiB per GPU, leaving {a:.2} GiB free, less than the share \
-                 --mem-fraction-static keeps out of the static pool: no room for KV cache"
-            );
-        }
-        return "no room for the KV cache under --mem-fraction-static".to_string();
+    // the rooms' own failure phrases (checked whatever engine the log is, as before)
+    if let Some(d) = Engine::ALL
+        .into_iter()
+        .find_map(|e| room(e).failure_diagnosis(t, m.weights_gib, m.avail_after_weights_gib))
+    {
+        return d;
     }
     if t.contains("No available memory for the cache blocks") {
         return "weights, activations and non-torch memory use the whole utilisation budget: no \
@@ -882,8 +881,10 @@ fn log_figures(
         .total_gpu_memory_gib
         .map(|t| (t, "log"))
         .or(catalog_total.map(|t| (t, "catalog")));
-    let sglang_free = match (m.avail_after_weights_gib, m.weights_gib) {
-        (Some(after), Some(w)) if engine == "sglang" => {
+    let from_free = Engine::parse(engine)
+        .is_some_and(|e| inferscope_plan::engines::room(e).sizes_from_free_memory());
+    let free_before_after = match (m.avail_after_weights_gib, m.weights_gib) {
+        (Some(after), Some(w)) if from_free => {
             Some((m.avail_before_weights_gib.unwrap_or(after + w), after))
         }
         _ => None,
@@ -914,7 +915,7 @@ fn log_figures(
             .or(count(log, "chunked_prefill_tokens")),
         kv_fp8: arg_s(log, &["kv_cache_dtype"]).is_some_and(|d| d.starts_with("fp8")),
         tp: r.tp_size.unwrap_or(1).max(1),
-        sglang_free,
+        free_before_after,
         tgi_prefill_tokens: count(log, "prefill_tokens_in_error"),
         llama: (engine == "llama.cpp").then(|| llama_figures(log, m, catalog_total)),
         block_override,
@@ -1050,11 +1051,9 @@ fn planner_fixes(req: &PlanRequest, base: &Plan, measured_kv: Option<f64>) -> Ve
         measured_kv,
     };
     let mut out = Vec::new();
-    let util_flag = match req.engine {
-        Engine::Sglang => "--mem-fraction-static",
-        Engine::Tgi => "--cuda-memory-fraction",
-        _ => "--gpu-memory-utilization",
-    };
+    let util_flag = inferscope_plan::engines::room(req.engine)
+        .flag(inferscope_plan::engines::Knob::MemoryFraction)
+        .unwrap_or("--gpu-memory-utilization");
     // Largest max-model-len (multiple of 1024) that fits.
     if let Some(len) = base.max_model_len.filter(|l| *l > 1024) {
         let fits = |l: u64| {

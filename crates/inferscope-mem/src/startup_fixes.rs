@@ -11,8 +11,8 @@
 //!   activation peak + non-torch [+ CUDA graphs once graph memory is profiled]);
 //!   `kv_cache_utils.py` `check_enough_kv_cache_memory`: KV must hold one `max_model_len` request
 //!   (`max_memory_usage_bytes`). V0 `worker.py` `determine_num_available_blocks` is the same sum.
-//! * SGLang `model_runner.py` `profile_max_num_token`: KV = free after weights − free before
-//!   weights × (1 − mem_fraction_static).
+//! * an engine that sizes from the free memory it reads at start: its room's formula
+//!   (`EngineRoom::free_memory_fix`, cited there).
 //! * TGI `flash_causal_lm.py` `warmup`: a prefill of `max_batch_prefill_tokens` must run in what
 //!   the weights leave.
 
@@ -50,7 +50,7 @@ pub struct Budget {
 /// Inputs of the log-only fixes, gathered by `startup::analyse`.
 #[derive(Debug, Clone, Default)]
 pub struct LogFigures {
-    /// `vllm`, `sglang`, `tgi`, `llama.cpp`.
+    /// The engine's `cli_id` (`vllm`, `tgi`, `llama.cpp`, ...).
     pub engine: &'static str,
     /// vLLM release counts CUDA-graph memory in the KV budget (graph profiling on).
     pub graphs_in_budget: bool,
@@ -82,8 +82,8 @@ pub struct LogFigures {
     pub kv_fp8: bool,
     /// Tensor parallel size.
     pub tp: u32,
-    /// SGLang: free before and after weights.
-    pub sglang_free: Option<(f64, f64)>,
+    /// Engines that size from free memory: free before and after weights.
+    pub free_before_after: Option<(f64, f64)>,
     /// TGI: the prefill that did not fit.
     pub tgi_prefill_tokens: Option<u64>,
     /// llama-server: the failed device's figures.
@@ -211,14 +211,13 @@ pub fn budget(f: &LogFigures) -> Budget {
 pub fn log_fixes(f: &LogFigures, b: &Budget) -> Vec<Fix> {
     match f.engine {
         "vllm" => vllm(f, b),
-        "sglang" => sglang(f),
         "tgi" => tgi(f),
         "llama.cpp" => f
             .llama
             .as_ref()
             .map(crate::startup_fixes_llama::fixes)
             .unwrap_or_default(),
-        _ => Vec::new(),
+        _ => from_free_memory(f),
     }
 }
 
@@ -446,34 +445,26 @@ fn vllm(f: &LogFigures, b: &Budget) -> Vec<Fix> {
     out
 }
 
-/// SGLang `profile_max_num_token`: KV = after − total × (1 − f), total = free before weights.
-fn sglang(f: &LogFigures) -> Vec<Fix> {
-    let Some((total, after)) = f.sglang_free.filter(|(t, _)| *t > 0.0) else {
+/// An engine that sizes from free memory: its room's fix from the free memory before and after
+/// the weights ([`inferscope_plan::engines::EngineRoom::free_memory_fix`]).
+fn from_free_memory(f: &LogFigures) -> Vec<Fix> {
+    let Some(room) =
+        inferscope_plan::engines::Engine::parse(f.engine).map(inferscope_plan::engines::room)
+    else {
         return Vec::new();
     };
-    let min = 1.0 - after / total;
-    // Two points above the minimum leave 2 % of the card for KV.
-    let frac = ((min + 0.02) * 100.0).ceil() / 100.0;
-    if frac >= 1.0 || frac <= 0.0 {
+    let Some((total, after)) = f.free_before_after else {
         return Vec::new();
-    }
-    vec![
-        Fix::new(
-            format!("--mem-fraction-static {frac:.2}"),
-            true,
-            LOG,
-            format!(
-                "KV = {after:.2} − {total:.2} × (1 − f) > 0 needs f > {min:.4}; {frac:.2} leaves \
-                 {:.2} GiB for KV",
-                after - total * (1.0 - frac)
-            ),
-        )
-        .cost(format!(
-            "minimum viable is {min:.4}; leaves {:.2} GiB per GPU for activations and CUDA graphs",
-            total * (1.0 - frac)
-        ))
-        .kv(Some(after - total * (1.0 - frac))),
-    ]
+    };
+    room.free_memory_fix(total, after)
+        .map(|x| {
+            vec![
+                Fix::new(x.change, true, LOG, x.why)
+                    .cost(x.cost)
+                    .kv(Some(x.kv_gib)),
+            ]
+        })
+        .unwrap_or_default()
 }
 
 /// TGI's warm-up prefill did not fit: halve it (TGI's own advice; the memory it needs is not

@@ -1,8 +1,8 @@
 //! What PyTorch's CUDA caching allocator reserves while a model's parameters are created one by
 //! one, beyond the parameters' own bytes.
 //!
-//! Engines that size the KV cache from the *driver's* free memory (SGLang's
-//! `get_available_gpu_memory` → `torch.cuda.mem_get_info`, after `torch.cuda.empty_cache()`)
+//! Engines that size the KV cache from the *driver's* free memory (`torch.cuda.mem_get_info`
+//! after `torch.cuda.empty_cache()`; the rooms say which engines do)
 //! see every byte of every segment the allocator holds, not only the bytes of the tensors. The
 //! rules are PyTorch's (`c10/cuda/CUDACachingAllocator.cpp`, unchanged from 1.x to 2.x):
 //!
@@ -84,8 +84,9 @@ pub fn reserved(sizes: impl IntoIterator<Item = u64>) -> u64 {
 
 /// The parameter tensors one GPU creates, in the order the model's `__init__` creates them
 /// (embedding; per layer: fused QKV, its bias, O, the RoPE cache once, fused gate/up, down,
-/// two norms; final norm; LM head), in bytes. Fused modules are one tensor each, as SGLang's
-/// and vLLM's `QKVParallelLinear`/`MergedColumnParallelLinear` allocate them. Quantized
+/// two norms; final norm; LM head), in bytes. Fused modules are one tensor each, as vLLM's
+/// `QKVParallelLinear`/`MergedColumnParallelLinear` (and the engines that share its layers)
+/// allocate them. Quantized
 /// weights are counted as one tensor of their packed bytes (their scales are small-pool sized
 /// or proportional). A vision tower's many tensors are not enumerated.
 pub fn parameter_tensors(
@@ -241,7 +242,8 @@ mod tests {
     #[test]
     fn qwq_32b_at_tp4_holds_the_unexplained_quarter_gib() {
         // 64 layers × (0.5 + 1.5 + 1 + 0.5) MiB of rounding + the embeddings' 0.75 MiB each:
-        // the gap between SGLang's measured 15.54 GiB and the tensors' 15.29 (sglang.jsonl)
+        // the gap between a recorded start-up log's measured 15.54 GiB of weights and the
+        // tensors' 15.29 (tests/engine_logs_accuracy.rs)
         let a = crate::catalog::lookup("Qwen/QwQ-32B").unwrap();
         let shard = Shard {
             tp: 4,

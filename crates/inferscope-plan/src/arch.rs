@@ -296,7 +296,7 @@ pub struct ModelArch {
     /// Exact checkpoint size in bytes, when known (from file sizes or the catalog).
     pub checkpoint_bytes: Option<u64>,
     /// DeepSeek sparse attention (NSA/DSA, DeepSeek V3.2): the indexer's key size per token and
-    /// layer (`index_head_dim`), which SGLang caches beside the latent.
+    /// layer (`index_head_dim`), which the engines cache beside the latent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nsa_index_head_dim: Option<u32>,
     /// Layers that keep a recurrent state per sequence (linear attention, Mamba), hybrid
@@ -855,8 +855,8 @@ fn moe(
             &["moe_shared_expert_intermediate_size"],
             MAX_INTERMEDIATE,
         )? {
-            // Nemotron-H: one shared expert of this size per n_shared_experts (SGLang 0.5.10.post1
-            // models/nemotron_h.py, vLLM nemotron_h.py: size × n_shared_experts)
+            // Nemotron-H: one shared expert of this size per n_shared_experts (vLLM
+            // nemotron_h.py: size × n_shared_experts)
             let k = cfg
                 .uint("n_shared_experts", &["n_shared_experts"], 64)?
                 .unwrap_or(1);
@@ -1094,8 +1094,9 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
     })
 }
 
-/// SGLang's `is_deepseek_nsa` (0.5.10.post1 `sglang/srt/configs/model_config.py`): a DeepSeek
-/// V3-family architecture with `index_topk` set; the indexer caches `index_head_dim` per token.
+/// DeepSeek sparse attention: a DeepSeek V3-family architecture with `index_topk` set (the
+/// test the engines apply to the config; each room cites its own); the indexer caches
+/// `index_head_dim` per token.
 fn nsa_index_head_dim(cfg: &Cfg, dsa_architecture: bool) -> Result<Option<u32>, PlanError> {
     if !dsa_architecture || cfg.get("index_topk").is_none_or(Value::is_null) {
         return Ok(None);

@@ -1,6 +1,6 @@
 //! Reading the serving command users already have: `inferscope plan -- vllm serve MODEL
-//! --tensor-parallel-size 2 ...` (also `python -m vllm.entrypoints.openai.api_server`,
-//! `python -m sglang.launch_server`, `text-generation-launcher`, `llama-server`).
+//! --tensor-parallel-size 2 ...` (also `python -m vllm.entrypoints.openai.api_server` and the
+//! other engines' server commands, each read by its room's parser).
 //!
 //! The command is parsed, not executed. Each engine's flags that move memory map onto one
 //! [`EngineSettings`]; flags known to have no effect on memory are kept in `no_memory_effect`,
@@ -9,7 +9,6 @@
 
 use crate::engines::CommandOptions;
 pub use crate::engines::llama_cpp::plan::{GpuLayers, LlamaCppSettings};
-pub use crate::engines::sglang::settings::SglangSettings;
 use serde::{Deserialize, Serialize};
 
 /// The one engine identity (issue 32); what each engine does is asked of its room.
@@ -44,8 +43,8 @@ pub struct EngineSettings {
     /// vLLM `--kv-cache-memory-bytes` (0.10.2+): the KV cache per GPU, bytes, set directly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_cache_memory_bytes: Option<u64>,
-    /// Share of GPU memory the engine may use (vLLM `--gpu-memory-utilization`, SGLang
-    /// `--mem-fraction-static`, TGI `--cuda-memory-fraction`).
+    /// Share of GPU memory the engine may use (vLLM `--gpu-memory-utilization`; each room maps
+    /// its own flag onto it).
     pub gpu_memory_utilization: Option<f64>,
     /// KV cache dtype (`auto`, `fp8`, `fp8_e5m2`, `q8_0` ...).
     pub kv_cache_dtype: Option<String>,
@@ -67,9 +66,11 @@ pub struct EngineSettings {
     /// this object in JSON.
     #[serde(flatten)]
     pub llama_cpp: LlamaCppSettings,
-    /// SGLang's own settings (`--disable-radix-cache`), as keys of this object in JSON.
-    #[serde(flatten)]
-    pub sglang: SglangSettings,
+    /// The engine keeps no prefix (radix) cache (the room's `--disable-radix-cache`); with a
+    /// cap on running requests and no explicit state-pool size, a hybrid model's state pool is
+    /// that many states in the room that models one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disable_radix_cache: bool,
     /// Hybrid (Mamba / linear-attention) state settings, as keys of this object in JSON.
     #[serde(flatten)]
     pub hybrid: HybridSettings,
@@ -83,21 +84,20 @@ pub struct EngineSettings {
 }
 
 /// The engines' flags for hybrid models' recurrent state: vLLM `--mamba-cache-dtype` (conv
-/// state) and `--mamba-ssm-cache-dtype` (`vllm/config/cache.py` `CacheConfig`); SGLang
-/// `--mamba-ssm-dtype`, `--max-mamba-cache-size` and `--mamba-full-memory-ratio`
-/// (`sglang/srt/server_args.py` `ServerArgs`).
+/// state) and `--mamba-ssm-cache-dtype` (`vllm/config/cache.py` `CacheConfig`); an engine with
+/// a separate state pool maps its pool's size and share onto the last two (its room's flags).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HybridSettings {
     /// vLLM `--mamba-cache-dtype` (`auto` = the model's dtype).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mamba_cache_dtype: Option<String>,
-    /// vLLM `--mamba-ssm-cache-dtype`, SGLang `--mamba-ssm-dtype`.
+    /// vLLM `--mamba-ssm-cache-dtype` (and the other rooms' SSM-state dtype flags).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mamba_ssm_cache_dtype: Option<String>,
-    /// SGLang `--max-mamba-cache-size`: requests whose state the pool holds.
+    /// A separate state pool's size: requests whose state the pool holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_mamba_cache_size: Option<u64>,
-    /// SGLang `--mamba-full-memory-ratio`: state pool : token pool (0.9 by default).
+    /// A separate state pool's share: state pool : token pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mamba_full_memory_ratio: Option<f64>,
 }
@@ -123,7 +123,7 @@ impl EngineSettings {
             block_size: None,
             enable_expert_parallel: None,
             llama_cpp: LlamaCppSettings::default(),
-            sglang: SglangSettings::default(),
+            disable_radix_cache: false,
             hybrid: HybridSettings::default(),
             no_memory_effect: Vec::new(),
             ignored: Vec::new(),
@@ -144,8 +144,16 @@ fn err(msg: impl Into<String>) -> EngineError {
 /// Which engine a command runs, and where its own arguments start: the detector `run` and
 /// `mem startup` share ([`inferscope_host::engine_command`]), so wrappers (`env -u X`, `nohup`,
 /// `numactl ... --`) never change the engine.
-/// The servers the planner reads.
-const KNOWN: &str = "vllm serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server, text-generation-launcher, llama-server";
+/// The servers the planner reads: every room's server commands, in [`Engine::ALL`]'s order.
+fn known() -> String {
+    server_commands().collect::<Vec<_>>().join(", ")
+}
+
+fn server_commands() -> impl Iterator<Item = &'static str> {
+    Engine::ALL
+        .into_iter()
+        .flat_map(|e| crate::engines::room(e).server_commands().iter().copied())
+}
 
 fn detect(args: &[String]) -> Result<(Engine, usize), EngineError> {
     use inferscope_host::engine_command::{Found, find};
@@ -158,13 +166,18 @@ fn detect(args: &[String]) -> Result<(Engine, usize), EngineError> {
             "`{program}` without `-m MODULE`: cannot tell which engine runs"
         ))),
         Found::PythonModule { module, .. } => Err(err(format!(
-            "python module `{module}` is not a serving engine inferscope knows (vllm.entrypoints.openai.api_server, sglang.launch_server)"
+            "python module `{module}` is not a serving engine inferscope knows ({})",
+            server_commands()
+                .filter_map(|c| c.strip_prefix("python -m "))
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
         Found::VllmNotServe { .. } => Err(err(
             "`vllm` without `serve`: only `vllm serve MODEL ...` is a server",
         )),
         Found::Other { program } => Err(err(format!(
-            "`{program}` is not a serving engine inferscope knows ({KNOWN})"
+            "`{program}` is not a serving engine inferscope knows ({})",
+            known()
         ))),
     }
 }
@@ -288,7 +301,7 @@ pub enum Meaning {
     MambaSsmDtype,
     MambaPoolSize,
     MambaRatio,
-    /// SGLang `--disable-radix-cache` (a switch).
+    /// The prefix (radix) cache is off (a switch).
     NoRadixCache,
     /// Known, no memory effect; takes a value.
     Inert,
@@ -314,7 +327,8 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
     // an engine the planner cannot size is said as such, not read as another engine
     let opts = room.memory().and_then(|_| room.options()).map_err(|x| {
         err(format!(
-            "{x}: not a serving engine the planner reads ({KNOWN})"
+            "{x}: not a serving engine the planner reads ({})",
+            known()
         ))
     })?;
     let mut s = EngineSettings::new(engine);
@@ -490,7 +504,7 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
             Meaning::Ubatch => s.llama_cpp.ubatch_size = Some(parse_len(&flag, &v)?),
             Meaning::KvUnified(on) => s.llama_cpp.kv_unified = Some(on),
             Meaning::SwaFull => s.llama_cpp.swa_full = true,
-            Meaning::NoRadixCache => s.sglang.disable_radix_cache = true,
+            Meaning::NoRadixCache => s.disable_radix_cache = true,
             Meaning::FlashAttn => {
                 s.llama_cpp.flash_attn = Some(value.unwrap_or_else(|| "on".into()))
             }
@@ -614,15 +628,6 @@ mod tests {
 
     #[test]
     fn other_engines() {
-        let s = parse_command(&words(
-            "CUDA_VISIBLE_DEVICES=0,1 python3 -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --tp 2 --context-length 8192 --mem-fraction-static 0.85",
-        ))
-        .unwrap();
-        assert_eq!(
-            (s.engine, s.tensor_parallel_size, s.max_model_len),
-            (Engine::Sglang, Some(2), Some(8192))
-        );
-        assert_eq!(s.gpu_memory_utilization, Some(0.85));
         let s = parse_command(&words(
             "python -m vllm.entrypoints.openai.api_server --model facebook/opt-125m",
         ))

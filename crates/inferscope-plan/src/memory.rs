@@ -176,8 +176,8 @@ pub fn stage_layers(layers: u32, pp: u32, stage: u32) -> std::ops::Range<usize> 
 /// covers, and whether this pipeline stage holds the embedding (first) or the head (last).
 /// Shared by the weight total ([`weights_per_gpu`]) and the allocator's per-tensor list
 /// ([`crate::allocator::parameter_tensors`]) so that both size a tensor alike. The tensor
-/// shapes are still listed twice: the allocator's list covers the dense and MoE shapes SGLang
-/// rounds (no `k_eq_v`, mxfp4 padding or learned positions), which only matters for the
+/// shapes are still listed twice: the allocator's list covers the dense and MoE shapes an
+/// engine sizing from the driver's free memory rounds (no `k_eq_v`, mxfp4 padding or learned positions), which only matters for the
 /// allocator's per-tensor rounding, not for the weight total.
 pub(crate) struct ShardSizing<'a> {
     quant: Option<&'a Quantization>,

@@ -89,8 +89,8 @@ pub struct PlanRequest {
     pub concurrency: Option<u32>,
     /// llama-server settings with no vLLM counterpart (used when `engine` is llama.cpp).
     pub llama_cpp: LlamaCppSettings,
-    /// SGLang settings with no vLLM counterpart (used when `engine` is SGLang).
-    pub sglang: crate::engine::SglangSettings,
+    /// The engine keeps no prefix (radix) cache (a room's switch with no vLLM counterpart).
+    pub disable_radix_cache: bool,
     /// CUDA compute capability of the GPUs, when known (vLLM 0.8–0.9 fall back to V0 below 8.0).
     pub compute_capability: Option<(u32, u32)>,
     /// Free memory per GPU when the engine starts, bytes, for a room that sizes from it
@@ -156,7 +156,7 @@ impl PlanRequest {
             req.expert_parallel = e;
         }
         req.llama_cpp = s.llama_cpp.clone();
-        req.sglang = s.sglang.clone();
+        req.disable_radix_cache = s.disable_radix_cache;
     }
 
     /// Take what the catalog knows of the GPU kind beyond its memory: how its GPUs are linked
@@ -196,7 +196,7 @@ impl PlanRequest {
             offline: false,
             concurrency: None,
             llama_cpp: LlamaCppSettings::default(),
-            sglang: Default::default(),
+            disable_radix_cache: false,
             compute_capability: None,
             free_bytes_at_start: None,
             checkpoint: None,
@@ -278,9 +278,9 @@ pub struct Plan {
     /// linear attention, Mamba), before the engine pads them to its page size.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub state_bytes_per_sequence: u64,
-    /// Bytes of a separate recurrent-state pool on one GPU as the engine allocates it (SGLang's
-    /// Mamba pool: `max_mamba_cache_size + 1` states, slot 0 a padding slot); absent where the
-    /// state lives in the KV cache (vLLM) or no pool is modelled.
+    /// Bytes of a separate recurrent-state pool on one GPU as the engine allocates it (a room
+    /// whose engine keeps one says how, padding slots included); absent where the state lives
+    /// in the KV cache (vLLM) or no pool is modelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_pool_bytes: Option<u64>,
     /// KV cache blocks (`num_gpu_blocks`).
@@ -1014,7 +1014,7 @@ pub(crate) fn pipeline(req: &PlanRequest, own: Option<&OwnSizer>) -> Plan {
     } else {
         block
     };
-    // the note is vLLM's paging; an engine with its own sizing (SGLang's Mamba pool) states
+    // the note is vLLM's paging; an engine with its own sizing (a separate state pool) states
     // its own state accounting instead
     if layout.state_bytes_per_seq > 0 && vllm {
         hybrid_notes(arch, &layout, block, state_dtypes, &mut assumptions);

@@ -94,13 +94,17 @@ mod tests {
         // the prefixes come from the engines' rooms; an unrelated variable is not kept
         for kept in [
             "VLLM_USE_V1",
-            "SGLANG_ENABLE_TORCH_COMPILE",
             "TGI_WIGGLE_ROOM",
             "LLAMA_ARG_N_GPU_LAYERS",
             "OLLAMA_NUM_PARALLEL",
             "NCCL_DEBUG",
         ] {
             assert!(is_relevant(kept), "{kept}");
+        }
+        for e in inferscope_plan::engines::Engine::ALL {
+            for prefix in inferscope_plan::engines::room(e).env_prefixes() {
+                assert!(is_relevant(&format!("{prefix}ENABLE_X")), "{prefix}");
+            }
         }
         assert!(!is_relevant("EDITOR"));
     }

@@ -69,8 +69,8 @@ pub enum Mode {
     Redirect(String),
     /// Accept, read the request, then say nothing (idle).
     Silent,
-    /// Stream these text pieces, one SSE chunk each (a piece may hold several tokens, as SGLang
-    /// and TGI send under load), then `finish_reason` and `[DONE]`, without any usage.
+    /// Stream these text pieces, one SSE chunk each (a piece may hold several tokens, as some
+    /// servers send under load), then `finish_reason` and `[DONE]`, without any usage.
     Pieces(Vec<&'static str>),
     /// One non-streamed completion with this text and no usage (older TGI, some proxies).
     Whole(&'static str),

@@ -19,6 +19,7 @@ macro_rules! eprintln {
 
 pub mod clock;
 pub mod commands;
+pub mod help;
 pub mod input;
 // Snapshot files are read by inferscope-probe; `crate::load` stays the commands' path to it.
 pub use inferscope_probe::load;

@@ -83,7 +83,8 @@ enum Command {
         json: bool,
     },
     /// Will this model and these flags fit, how many users, how fast. Paste the serving command
-    /// after `--` (vllm serve, sglang, text-generation-launcher, llama-server).
+    /// after `--` (the engines' commands: `inferscope::help::plan_about`).
+    #[command(about = inferscope::help::plan_about())]
     Plan(Box<PlanCli>),
     /// Explain a check code: what it detects, why it matters, how to fix and silence it.
     Explain {
@@ -232,9 +233,9 @@ struct PlanCli {
     /// Disk read speed for the model-load bound, GB/s (default 2).
     #[arg(long, value_name = "GBPS")]
     disk_gbps: Option<f64>,
-    /// Engine of the expected speed figures: vllm, sglang, tgi, trtllm, llama.cpp, mlc (default:
-    /// the pasted command's engine, else vllm).
-    #[arg(long, value_name = "ENGINE")]
+    /// Engine of the expected speed figures (the engines with a fit:
+    /// `inferscope::help::speed_engine_help`).
+    #[arg(long, value_name = "ENGINE", help = inferscope::help::speed_engine_help())]
     engine: Option<String>,
     /// Print JSON.
     #[arg(long)]

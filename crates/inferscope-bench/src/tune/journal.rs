@@ -247,7 +247,7 @@ mod tests {
                 c.sets = vec!["seqs=64,256".parse().unwrap()]
             }),
             ("the server", |c| {
-                c.server = c.server.replace("vllm", "sglang")
+                c.server = c.server.replace("vllm", "other-engine")
             }),
             ("the load", |c| c.concurrency = 16),
             ("the duration", |c| c.duration = Duration::from_secs(31)),

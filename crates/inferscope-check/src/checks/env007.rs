@@ -11,7 +11,7 @@ pub const CHECK: CheckDef = CheckDef {
     title: "OMP_NUM_THREADS unset or oversubscribed",
     severity: Severity::Info,
     scope: Scope::Environment,
-    why: "Without OMP_NUM_THREADS, PyTorch starts one OpenMP thread per CPU in every worker process, so a server with one process per GPU runs GPUs × CPUs threads that fight over the cores feeding the GPUs (vLLM's multiprocessing executor resets it to 1 and warns 'Reducing Torch parallelism'; SGLang, TGI and plain torchrun workers may not).",
+    why: "Without OMP_NUM_THREADS, PyTorch starts one OpenMP thread per CPU in every worker process, so a server with one process per GPU runs GPUs × CPUs threads that fight over the cores feeding the GPUs (vLLM's multiprocessing executor resets it to 1 and warns 'Reducing Torch parallelism'; other engines' and plain torchrun workers may not).",
     run,
 };
 

@@ -8,6 +8,7 @@ use crate::{CheckDef, CheckInput, Outcome, Scope, Severity};
 use inferscope_host::cuda::cuda_devices;
 use inferscope_host::topology::pcie_link_class;
 use inferscope_host::{GpuPair, GpuVendor, LinkClass, PciBusId, Reading, Snapshot};
+use inferscope_plan::engines::{Engine, Knob, room};
 
 /// The check.
 pub const CHECK: CheckDef = CheckDef {
@@ -268,8 +269,20 @@ fn remedy(s: &Snapshot, gpus: &[PciBusId]) -> String {
         _ => "vLLM `--tensor-parallel-size <GPUs per socket> --pipeline-parallel-size <sockets>`"
             .to_string(),
     };
+    // the other engines' own flags for the same split, from their rooms
+    let others: String = Engine::ALL
+        .into_iter()
+        .filter_map(|e| {
+            let r = room(e);
+            let (tp, pp) = (
+                r.flag(Knob::TensorParallel)?,
+                r.flag(Knob::PipelineParallel)?,
+            );
+            Some(format!(", {} `{tp} N {pp} M`", e.name()))
+        })
+        .collect();
     format!(
-        "Keep tensor parallelism on one socket: run one server per socket with {per_socket} and a matching --tensor-parallel-size; or, to use every GPU for one model, split across sockets with pipeline parallelism ({pp}, SGLang `--tp N --pp-size M`), which sends far less traffic over the socket link than tensor parallelism. Check with `nvidia-smi topo -m`."
+        "Keep tensor parallelism on one socket: run one server per socket with {per_socket} and a matching --tensor-parallel-size; or, to use every GPU for one model, split across sockets with pipeline parallelism ({pp}{others}), which sends far less traffic over the socket link than tensor parallelism. Check with `nvidia-smi topo -m`."
     )
 }
 
@@ -297,6 +310,19 @@ mod tests {
                 && remedy.contains("--tensor-parallel-size 4 --pipeline-parallel-size 2"),
             "{remedy}"
         );
+        // the other engines' flags for the same split come from their rooms
+        let mut named = 0;
+        for e in Engine::ALL {
+            let r = room(e);
+            if let (Some(tp), Some(pp)) =
+                (r.flag(Knob::TensorParallel), r.flag(Knob::PipelineParallel))
+            {
+                let aside = format!(", {} `{tp} N {pp} M`", e.name());
+                assert!(remedy.contains(&aside), "{aside}: {remedy}");
+                named += 1;
+            }
+        }
+        assert!(named > 0, "{remedy}");
     }
 
     #[test]

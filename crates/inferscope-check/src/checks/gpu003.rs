@@ -10,7 +10,7 @@ pub const CHECK: CheckDef = CheckDef {
     title: "Peer-to-peer access unsupported between tensor-parallel GPUs",
     severity: Severity::Warn,
     scope: Scope::GpuGroup,
-    why: "Without CUDA peer-to-peer, NCCL copies every all-reduce through host memory (its SHM transport) and vLLM/SGLang custom all-reduce kernels are disabled, which cuts tensor-parallel bandwidth and adds latency to every decoded token.",
+    why: "Without CUDA peer-to-peer, NCCL copies every all-reduce through host memory (its SHM transport) and the engines' custom all-reduce kernels (vLLM's among them) are disabled, which cuts tensor-parallel bandwidth and adds latency to every decoded token.",
     run,
 };
 

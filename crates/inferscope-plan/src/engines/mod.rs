@@ -9,7 +9,7 @@
 //! A new engine: its variant in `inferscope_host::engine::Engine` (with `id`, `name`, `parse`
 //! spellings and, if it has a server command, the detector `engine_command`), one module here
 //! implementing [`EngineRoom`] for what is modelled (see `sglang/`: `mod.rs` the answers,
-//! `flags.rs` its parser, `kv.rs` its accounting, `sizing.rs` its hook into the planner's
+//! its parser and flag meanings, `kv.rs` its accounting, `sizing.rs` its hook into the planner's
 //! pipeline), and one line in [`room`]. The table test below fails until the new room answers
 //! every capability or says which is not modelled.
 
@@ -145,6 +145,59 @@ pub struct ServeShape<'a> {
     pub max_len: u64,
 }
 
+/// A flag an engine has for a knob that `mem` names in its fixes and OOM remedies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Knob {
+    /// The share of GPU memory the engine budgets (vLLM `--gpu-memory-utilization`).
+    MemoryFraction,
+    /// The tokens of one prefill chunk (vLLM `--max-num-batched-tokens`).
+    PrefillChunk,
+    /// No CUDA graphs (vLLM `--enforce-eager`).
+    NoCudaGraphs,
+    /// The largest batch a CUDA graph is captured for.
+    GraphBatchCap,
+    /// Tensor-parallel size (vLLM `--tensor-parallel-size`).
+    TensorParallel,
+    /// Pipeline-parallel size (vLLM `--pipeline-parallel-size`).
+    PipelineParallel,
+    /// Context length (vLLM `--max-model-len`).
+    ContextLength,
+    /// Most sequences running at once (vLLM `--max-num-seqs`).
+    MaxSequences,
+}
+
+/// The memory-fraction fix of an engine that sizes its KV pool from the free memory it reads
+/// before and after loading the weights ([`EngineRoom::free_memory_fix`]), in GiB per GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FreeMemoryFix {
+    /// The flag change (`--flag 0.93`).
+    pub change: String,
+    /// The arithmetic behind it.
+    pub why: String,
+    /// What it costs.
+    pub cost: String,
+    /// KV per GPU with the change.
+    pub kv_gib: f64,
+}
+
+/// The Prometheus metrics an engine's server exposes on `/metrics` that `bench` records, by
+/// exact name (`inferscope_bench::server_metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerMetricNames {
+    /// Gauges and counters recorded when present.
+    pub recorded: &'static [&'static str],
+    /// Histograms whose `_sum` and `_count` are recorded (engine-side TTFT/ITL).
+    pub histograms: &'static [&'static str],
+    /// KV-cache usage as a fraction of 1.
+    pub kv_usage: &'static [&'static str],
+    /// Requests queued in the engine.
+    pub waiting: &'static [&'static str],
+    /// Requests running in the engine.
+    pub running: &'static [&'static str],
+    /// A gauge of the prefix-cache hit rate (its last value is the run's).
+    pub prefix_hit_rate: Option<&'static str>,
+}
+
 /// What the commands ask of one engine. Each method answers or says [`NotModelled`].
 pub trait EngineRoom: Sync {
     /// Which engine this room is.
@@ -152,6 +205,15 @@ pub trait EngineRoom: Sync {
     /// The server as plan output names it (`vLLM`, `text-generation-launcher (TGI)`).
     fn server_name(&self) -> &'static str {
         self.engine().name()
+    }
+    /// The commands that start its server as error messages list them (`vllm serve`,
+    /// `python -m MODULE`); empty where the planner reads none.
+    fn server_commands(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// Its server command as `plan`'s help names it in short (`vllm serve`); `None`: not named.
+    fn help_command(&self) -> Option<&'static str> {
+        None
     }
     /// How its command line reads.
     fn options(&self) -> Result<&'static CommandOptions, NotModelled> {
@@ -192,12 +254,61 @@ pub trait EngineRoom: Sync {
             None => Ok(()),
         }
     }
+    /// The first release whose recurrent-state accounting is modelled (`0.11`), for the hint
+    /// to engines that model none; `None`: not modelled.
+    fn state_layers_since(&self) -> Option<&'static str> {
+        None
+    }
     /// Its official container image (`run --emit docker|k8s`).
     fn official_image(&self, _shape: &ImageShape) -> Result<OfficialImage, NotModelled> {
         Err(NotModelled::new(self.engine(), "official image"))
     }
     /// The serving command for a `plan --find` row; `None` where inferscope writes none.
     fn serve_command(&self, _shape: &ServeShape<'_>) -> Option<String> {
+        None
+    }
+    /// Its flag for `knob`; `None`: none inferscope names.
+    fn flag(&self, _knob: Knob) -> Option<&'static str> {
+        None
+    }
+    /// `mem`'s OOM remedies name its flags ([`EngineRoom::flag`]) beside vLLM's (checks name
+    /// any room's tensor- and pipeline-parallel flags).
+    fn named_in_oom_remedies(&self) -> bool {
+        false
+    }
+    /// What its own failure line (`line`) means, given the weights and the free memory after
+    /// them (GiB per GPU), when the line is one of its phrases; `mem startup`'s diagnosis.
+    fn failure_diagnosis(
+        &self,
+        _line: &str,
+        _weights_gib: Option<f64>,
+        _avail_after_weights_gib: Option<f64>,
+    ) -> Option<String> {
+        None
+    }
+    /// It sizes its KV pool from the free memory it reads when it starts (not from the card's
+    /// total), so `mem startup` plans with the log's free memory before the weights.
+    fn sizes_from_free_memory(&self) -> bool {
+        false
+    }
+    /// The start-up log lines `mem startup` needs for a budget, when an excerpt has neither a
+    /// KV figure nor a failure: given whether it has the free memory before and after the
+    /// weights. `None`: no lines known (the log parser reads none of this engine's).
+    fn missing_budget_lines(
+        &self,
+        _has_before: bool,
+        _has_after: bool,
+    ) -> Option<Vec<&'static str>> {
+        None
+    }
+    /// The fix that closes a failed start-up from the free memory before and after the weights
+    /// (GiB), for an engine that [`sizes_from_free_memory`](EngineRoom::sizes_from_free_memory).
+    fn free_memory_fix(&self, _before: f64, _after: f64) -> Option<FreeMemoryFix> {
+        None
+    }
+    /// The metrics its server exposes that `bench` records, where registered here (engines
+    /// whose names `bench` keeps itself answer `None`).
+    fn server_metrics(&self) -> Option<&'static ServerMetricNames> {
         None
     }
     /// Splits layers across GPUs instead of tensor parallelism (the speed model's split).
@@ -230,6 +341,25 @@ pub fn room(engine: Engine) -> &'static dyn EngineRoom {
         Engine::Trtllm => &trtllm::Trtllm,
         Engine::Mlc => &mlc::Mlc,
     }
+}
+
+/// " (its recurrent-state pool is not modelled: plan it for vLLM ≥ 0.11 or ...)": the rooms
+/// that model recurrent state, from [`EngineRoom::state_layers_since`].
+pub(crate) fn state_pool_hint() -> &'static str {
+    static HINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HINT.get_or_init(|| {
+        let engines: Vec<String> = Engine::ALL
+            .into_iter()
+            .filter_map(|e| {
+                let since = room(e).state_layers_since()?;
+                Some(format!("{} ≥ {since}", e.name()))
+            })
+            .collect();
+        format!(
+            " (its recurrent-state pool is not modelled: plan it for {})",
+            engines.join(" or ")
+        )
+    })
 }
 
 /// Reads a flag list (data/flags/*.txt): one option a line, `#` comments.
@@ -324,6 +454,10 @@ mod tests {
         assert_eq!(
             crate::speed::engines::engine_names(),
             ["vllm", "sglang", "tgi", "trtllm", "llama.cpp", "mlc"]
+        );
+        assert_eq!(
+            state_pool_hint(),
+            " (its recurrent-state pool is not modelled: plan it for vLLM ≥ 0.11 or SGLang ≥ 0.5.10)"
         );
         assert_eq!(
             room(Engine::Trtllm).memory().err().map(|x| x.to_string()),

@@ -264,7 +264,7 @@ fn link(gpu: &GpuSpec, gpus: u32) -> (&'static str, Option<f64>, String) {
 }
 
 /// Seconds per small all-reduce over `kind` among `gpus` GPUs. NVLink/xGMI one-shot kernels cost
-/// about the same at 2–8 GPUs (sglang PR #2904); NCCL's ring over PCIe takes 2(n−1) hops, so the
+/// about the same at 2–8 GPUs (measured custom all-reduce, source in docs/speed.md); NCCL's ring over PCIe takes 2(n−1) hops, so the
 /// 4-GPU measurement is scaled by (n−1)/3.
 fn link_latency_s(kind: &str, gpus: u32) -> f64 {
     let base = crate::gpus::catalog()

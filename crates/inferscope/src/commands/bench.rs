@@ -112,8 +112,13 @@ pub struct BenchArgs {
     #[arg(long = "server-snapshot", alias = "snapshot", value_name = "FILE")]
     pub snapshot: Option<PathBuf>,
     /// Scrape engine metrics (Prometheus text) from this URL while the run goes, instead of
-    /// the default URL/metrics (vLLM, SGLang, TGI, llama-server --metrics).
-    #[arg(long, value_name = "URL", conflicts_with = "no_server_metrics")]
+    /// the default URL/metrics (the engines: `crate::help::server_metrics_help`).
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with = "no_server_metrics",
+        help = crate::help::server_metrics_help()
+    )]
     pub server_metrics: Option<String>,
     /// Do not scrape the server's /metrics during the run.
     #[arg(long)]

@@ -77,8 +77,10 @@ pub enum MemCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Read a vLLM, SGLang, TGI or llama-server start-up log: the memory the engine measured,
-    /// the planner's prediction beside it, and for a failed start-up the diagnosis and fixes.
+    /// Read an engine's start-up log (the engines read: `crate::help::startup_about`): the
+    /// memory the engine measured, the planner's prediction beside it, and for a failed start-up
+    /// the diagnosis and fixes.
+    #[command(about = crate::help::startup_about())]
     Startup {
         /// The log (pasted or piped; prefixes, colours and interleaved ranks are fine); `-` or
         /// nothing reads standard input.

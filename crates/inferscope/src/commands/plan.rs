@@ -56,8 +56,9 @@ pub struct PlanArgs {
     pub input_len: Option<u64>,
     /// `--disk-gbps`: disk read speed for the load-time bound (default 2 GB/s).
     pub disk_gbps: Option<f64>,
-    /// `--engine`: whose expected speed (vllm, sglang, tgi, trtllm, llama.cpp, mlc); default the
-    /// pasted command's engine, else vllm.
+    /// `--engine`: whose expected speed (an engine with a fit,
+    /// `inferscope_plan::speed::engines::engine_names`); default the pasted command's engine,
+    /// else vllm.
     pub engine: Option<String>,
     /// `--output-len` (with `--find` and `--input-len`: the context is their sum).
     pub output_len: Option<u64>,

@@ -84,8 +84,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub cpus_per_gpu: Option<u32>,
     /// How CUDA_VISIBLE_DEVICES names the GPUs: index (with CUDA_DEVICE_ORDER=PCI_BUS_ID), or
-    /// uuid (refused for engines that reject UUIDs: vLLM, SGLang).
-    #[arg(long, value_enum, value_name = "FORM", default_value = "index")]
+    /// uuid (refused for the engines whose rooms reject UUIDs: `crate::help::device_ids_help`).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORM",
+        default_value = "index",
+        help = crate::help::device_ids_help()
+    )]
     pub device_ids: DeviceIdsArg,
     /// Set OMP_NUM_THREADS to N, or auto (one worker's share); unset by default.
     #[arg(long, value_name = "N|auto")]

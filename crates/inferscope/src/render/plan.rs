@@ -170,7 +170,7 @@ fn write_vllm_memory(p: &Plan, out: &mut dyn Write) -> io::Result<()> {
         p.max_concurrency
     )?;
     if let Some(b) = p.state_pool_bytes {
-        // SGLang's Mamba pool sits beside the KV cache in the budget, padding slot included
+        // a separate state pool sits beside the KV cache in the budget, padding slot included
         writeln!(
             out,
             "State pool: {:.2} GiB/GPU as the engine allocates it (states of the running requests + 1 padding slot)",

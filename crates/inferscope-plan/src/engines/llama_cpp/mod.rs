@@ -49,6 +49,14 @@ impl EngineRoom for LlamaCpp {
         "llama-server"
     }
 
+    fn help_command(&self) -> Option<&'static str> {
+        Some("llama-server")
+    }
+
+    fn server_commands(&self) -> &'static [&'static str] {
+        &["llama-server"]
+    }
+
     fn options(&self) -> Result<&'static CommandOptions, NotModelled> {
         Ok(&OPTIONS)
     }

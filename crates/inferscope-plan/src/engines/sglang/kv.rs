@@ -329,7 +329,9 @@ pub fn load_extra(
     (rope.saturating_sub(counted) + slack, rules)
 }
 
-/// KV bytes per token SGLang budgets for a DeepSeek sparse-attention (NSA/DSA) model:
+/// KV bytes per token SGLang budgets for a DeepSeek sparse-attention (NSA/DSA) model (which
+/// it detects with `is_deepseek_nsa`, 0.5.10.post1 `sglang/srt/configs/model_config.py`: a
+/// DeepSeek V3-family architecture with `index_topk` set, as `arch` reads it):
 /// `get_cell_size_per_token` (0.5.10.post1 `model_executor/model_runner_kv_cache_mixin.py`)
 /// counts the latent `(kv_lora_rank + qk_rope_head_dim) × kv_bytes` per layer, plus the
 /// indexer's keys with their fp32 scale per 128 values, `index_head_dim + index_head_dim / 128 ×

@@ -2,28 +2,29 @@
 //! (`kv`: the token pool per release; `mamba`: the hybrid state pool; `sizing`: both inside the
 //! planner's pipeline) and its fitted speed.
 
-mod flags;
 pub mod kv;
 pub mod mamba;
-pub mod settings;
 pub mod sizing;
 
 use super::{
-    CommandOptions, EngineRoom, EnvironmentRules, ImageShape, MemoryAccounting, NotModelled,
-    OfficialImage, ServeShape,
+    CommandOptions, EngineRoom, EnvironmentRules, FreeMemoryFix, ImageShape, Knob,
+    MemoryAccounting, NotModelled, OfficialImage, ServeShape, ServerMetricNames,
 };
 use crate::arch::ModelArch;
+use crate::engine::Meaning;
 use crate::memory::EngineVersion;
 use crate::plan::{Plan, PlanRequest};
 use crate::speed::engines::{EngineEfficiency, row};
 use crate::state::StateKind;
 use inferscope_host::engine::Engine;
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
 
 /// The room.
 pub struct Sglang;
 
 static OPTIONS: CommandOptions = CommandOptions {
-    known: flags::known,
+    known,
     parser: "SGLang's argparse parser refuses unknown options (\"unrecognized arguments\")",
     underscores_as_dashes: false,
     abbreviations: true,
@@ -34,8 +35,41 @@ static OPTIONS: CommandOptions = CommandOptions {
     minus_one_seqs_is_auto: false,
     auto_len: false,
     human_readable_ints: false,
-    meaning: flags::meaning,
+    meaning,
 };
+
+// SGLang's options: `prepare_server_args` (sglang/srt/server_args.py) is a plain
+// `argparse.ArgumentParser` with `parse_args`: unknown options rejected, prefixes allowed, no
+// `_` to `-` rewriting. The list is data/flags/sglang.txt (the union over releases, the file
+// saying which).
+fn known() -> &'static BTreeSet<&'static str> {
+    static SET: OnceLock<BTreeSet<&str>> = OnceLock::new();
+    SET.get_or_init(|| super::flag_list(include_str!("../../../data/flags/sglang.txt")))
+}
+
+fn meaning(f: &str) -> Option<Meaning> {
+    use Meaning::*;
+    Some(match f {
+        "--mamba-ssm-dtype" => MambaSsmDtype,
+        "--max-mamba-cache-size" => MambaPoolSize,
+        "--mamba-full-memory-ratio" => MambaRatio,
+        "--disable-radix-cache" => NoRadixCache,
+        "--tp" | "--tp-size" | "--tensor-parallel-size" => Tp,
+        "--pp" | "--pp-size" => Pp,
+        "--context-length" => MaxLen,
+        "--mem-fraction-static" => GpuUtil,
+        "--kv-cache-dtype" => KvDtype,
+        "--max-running-requests" => MaxSeqs,
+        "--chunked-prefill-size" => BatchedTokens,
+        "--disable-cuda-graph" => Eager,
+        "--quantization" => Quant,
+        "--dtype" => Dtype,
+        "--model-path" | "--model" => Model,
+        "--host" | "--port" | "--api-key" | "--served-model-name" | "--tokenizer-path" => Inert,
+        "--trust-remote-code" | "--enable-torch-compile" => InertSwitch,
+        _ => return None,
+    })
+}
 
 struct Memory;
 
@@ -56,6 +90,14 @@ impl MemoryAccounting for Memory {
 impl EngineRoom for Sglang {
     fn engine(&self) -> Engine {
         Engine::Sglang
+    }
+
+    fn help_command(&self) -> Option<&'static str> {
+        Some("sglang")
+    }
+
+    fn server_commands(&self) -> &'static [&'static str] {
+        &["python -m sglang.launch_server"]
     }
 
     fn options(&self) -> Result<&'static CommandOptions, NotModelled> {
@@ -121,6 +163,10 @@ impl EngineRoom for Sglang {
         })
     }
 
+    fn state_layers_since(&self) -> Option<&'static str> {
+        Some("0.5.10")
+    }
+
     fn state_layers(
         &self,
         arch: &ModelArch,
@@ -153,5 +199,156 @@ impl EngineRoom for Sglang {
 
     fn env_prefixes(&self) -> &'static [&'static str] {
         &["SGLANG_"]
+    }
+
+    fn flag(&self, knob: Knob) -> Option<&'static str> {
+        Some(match knob {
+            Knob::MemoryFraction => "--mem-fraction-static",
+            Knob::PrefillChunk => "--chunked-prefill-size",
+            Knob::NoCudaGraphs => "--disable-cuda-graph",
+            Knob::GraphBatchCap => "--cuda-graph-max-bs",
+            // `--tp` and `--pp-size` as users write them (`server_args.py` aliases)
+            Knob::TensorParallel => "--tp",
+            Knob::PipelineParallel => "--pp-size",
+            Knob::ContextLength => "--context-length",
+            Knob::MaxSequences => "--max-running-requests",
+        })
+    }
+
+    /// `python/sglang/srt/metrics/collector.py`: `sglang:token_usage`, `sglang:num_running_reqs`,
+    /// `sglang:num_queue_reqs`, `sglang:cache_hit_rate`, and the histograms
+    /// `sglang:time_to_first_token_seconds`, `sglang:inter_token_latency_seconds`.
+    fn server_metrics(&self) -> Option<&'static ServerMetricNames> {
+        Some(&ServerMetricNames {
+            recorded: &[
+                "sglang:token_usage",
+                "sglang:num_running_reqs",
+                "sglang:num_queue_reqs",
+                "sglang:cache_hit_rate",
+            ],
+            histograms: &[
+                "sglang:time_to_first_token_seconds",
+                "sglang:inter_token_latency_seconds",
+            ],
+            kv_usage: &["sglang:token_usage"],
+            waiting: &["sglang:num_queue_reqs"],
+            running: &["sglang:num_running_reqs"],
+            prefix_hit_rate: Some("sglang:cache_hit_rate"),
+        })
+    }
+
+    /// `profile_max_num_token`'s failures ("Not enough memory. Please try to increase
+    /// --mem-fraction-static", "… leave no GPU memory for the KV cache"): the weights left less
+    /// free memory than the share outside the static pool.
+    fn failure_diagnosis(
+        &self,
+        t: &str,
+        weights_gib: Option<f64>,
+        avail_after_weights_gib: Option<f64>,
+    ) -> Option<String> {
+        if !(t.contains("leave no GPU memory for the KV cache") || t.contains("Not enough memory"))
+        {
+            return None;
+        }
+        Some(match (weights_gib, avail_after_weights_gib) {
+            (Some(w), Some(a)) => format!(
+                "weights took {w:.2} GiB per GPU, leaving {a:.2} GiB free, less than the share \
+                 --mem-fraction-static keeps out of the static pool: no room for KV cache"
+            ),
+            _ => "no room for the KV cache under --mem-fraction-static".to_string(),
+        })
+    }
+
+    fn named_in_oom_remedies(&self) -> bool {
+        true
+    }
+
+    /// `model_runner.py` `profile_max_num_token`: the pool is sized from the free memory read
+    /// when the runner starts ("Load weight begin. avail mem=…"), a property of this GPU at
+    /// that moment the planner cannot know.
+    fn sizes_from_free_memory(&self) -> bool {
+        true
+    }
+
+    fn missing_budget_lines(&self, has_before: bool, has_after: bool) -> Option<Vec<&'static str>> {
+        let mut missing = Vec::new();
+        if !has_before {
+            missing.push(
+                "SGLang's `Load weight begin. avail mem=X GB` (the free memory \
+                 profile_max_num_token multiplies by 1 − mem_fraction_static)",
+            );
+        }
+        if !has_after {
+            missing.push("`Load weight end. … avail mem=X GB`");
+        }
+        missing.push(
+            "`KV Cache is allocated. #tokens: N` / `max_total_num_tokens=N` or the error \
+             (`Not enough memory`, `leave no GPU memory for the KV cache`)",
+        );
+        Some(missing)
+    }
+
+    /// `model_runner.py` `profile_max_num_token`: KV = after − total × (1 − f), total = free
+    /// before weights.
+    fn free_memory_fix(&self, total: f64, after: f64) -> Option<FreeMemoryFix> {
+        if total <= 0.0 {
+            return None;
+        }
+        let min = 1.0 - after / total;
+        // Two points above the minimum leave 2 % of the card for KV.
+        let frac = ((min + 0.02) * 100.0).ceil() / 100.0;
+        if frac >= 1.0 || frac <= 0.0 {
+            return None;
+        }
+        Some(FreeMemoryFix {
+            change: format!("--mem-fraction-static {frac:.2}"),
+            why: format!(
+                "KV = {after:.2} − {total:.2} × (1 − f) > 0 needs f > {min:.4}; {frac:.2} leaves \
+                 {:.2} GiB for KV",
+                after - total * (1.0 - frac)
+            ),
+            cost: format!(
+                "minimum viable is {min:.4}; leaves {:.2} GiB per GPU for activations and CUDA graphs",
+                total * (1.0 - frac)
+            ),
+            kv_gib: after - total * (1.0 - frac),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::{Engine, parse_command};
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn launch_server_command_reads() {
+        let s = parse_command(&words(
+            "CUDA_VISIBLE_DEVICES=0,1 python3 -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --tp 2 --context-length 8192 --mem-fraction-static 0.85 --disable-radix-cache",
+        ))
+        .unwrap();
+        assert_eq!(
+            (s.engine, s.tensor_parallel_size, s.max_model_len),
+            (Engine::Sglang, Some(2), Some(8192))
+        );
+        assert_eq!(s.gpu_memory_utilization, Some(0.85));
+        assert!(s.disable_radix_cache);
+    }
+
+    #[test]
+    fn unknown_commands_list_the_servers() {
+        let e = parse_command(&words("python3 -m foo.bar --x 1")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "python module `foo.bar` is not a serving engine inferscope knows (vllm.entrypoints.openai.api_server, sglang.launch_server)"
+        );
+        let e = parse_command(&words("foo --x 1")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`foo` is not a serving engine inferscope knows (vllm serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server, text-generation-launcher, llama-server)"
+        );
     }
 }

@@ -104,11 +104,11 @@ pub(crate) fn size(
         .unwrap_or(super::mamba::MAMBA_FULL_MEMORY_RATIO);
     let flags = super::mamba::PoolFlags {
         max_mamba_cache_size: req.hybrid.max_mamba_cache_size,
-        disable_radix_cache: req.sglang.disable_radix_cache,
+        disable_radix_cache: req.disable_radix_cache,
         max_running_requests: req.max_num_seqs.map(u64::from),
         ratio,
     };
-    if req.sglang.disable_radix_cache {
+    if req.disable_radix_cache {
         r.info.rules.push(crate::rules::Rule {
             rule: "radix_cache".into(),
             value: "off (--disable-radix-cache): no prefix cache, a prompt's shared prefix is computed again for every request".into(),

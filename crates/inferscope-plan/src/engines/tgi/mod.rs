@@ -56,6 +56,35 @@ impl EngineRoom for Tgi {
         "text-generation-launcher (TGI)"
     }
 
+    fn flag(&self, knob: super::Knob) -> Option<&'static str> {
+        match knob {
+            super::Knob::MemoryFraction => Some("--cuda-memory-fraction"),
+            super::Knob::ContextLength => Some("--max-total-tokens"),
+            super::Knob::PrefillChunk => Some("--max-batch-prefill-tokens"),
+            _ => None,
+        }
+    }
+
+    fn help_command(&self) -> Option<&'static str> {
+        Some("text-generation-launcher")
+    }
+
+    /// `router/src/` (`metrics::gauge!`): `tgi_queue_size`, `tgi_batch_current_size`.
+    fn server_metrics(&self) -> Option<&'static super::ServerMetricNames> {
+        Some(&super::ServerMetricNames {
+            recorded: &["tgi_queue_size", "tgi_batch_current_size"],
+            histograms: &[],
+            kv_usage: &[],
+            waiting: &["tgi_queue_size"],
+            running: &["tgi_batch_current_size"],
+            prefix_hit_rate: None,
+        })
+    }
+
+    fn server_commands(&self) -> &'static [&'static str] {
+        &["text-generation-launcher"]
+    }
+
     fn options(&self) -> Result<&'static CommandOptions, NotModelled> {
         Ok(&OPTIONS)
     }
@@ -127,10 +156,7 @@ impl EngineRoom for Tgi {
         _version: Option<&str>,
     ) -> Result<(), (String, &'static str)> {
         match arch.state_layers.first() {
-            Some(s) => Err((
-                s.layer_type.clone(),
-                " (its recurrent-state pool is not modelled: plan it for vLLM ≥ 0.11 or SGLang ≥ 0.5.10)",
-            )),
+            Some(s) => Err((s.layer_type.clone(), super::state_pool_hint())),
             None => Ok(()),
         }
     }

@@ -51,6 +51,21 @@ impl EngineRoom for Vllm {
         Engine::Vllm
     }
 
+    fn flag(&self, knob: super::Knob) -> Option<&'static str> {
+        match knob {
+            super::Knob::MemoryFraction => Some("--gpu-memory-utilization"),
+            _ => None,
+        }
+    }
+
+    fn help_command(&self) -> Option<&'static str> {
+        Some("vllm serve")
+    }
+
+    fn server_commands(&self) -> &'static [&'static str] {
+        &["vllm serve", "python -m vllm.entrypoints.openai.api_server"]
+    }
+
     fn options(&self) -> Result<&'static CommandOptions, NotModelled> {
         Ok(&OPTIONS)
     }
@@ -142,6 +157,10 @@ impl EngineRoom for Vllm {
             .and_then(EngineVersion::parse)
             .unwrap_or(EngineVersion::LATEST)
             .to_string()
+    }
+
+    fn state_layers_since(&self) -> Option<&'static str> {
+        Some("0.11")
     }
 
     fn state_layers(
