@@ -104,7 +104,19 @@ fn emitted_leader_worker_sets_validate_against_the_crd() {
         );
         assert!(worker.get("readinessProbe").is_none() && worker.get("ports").is_none());
         let script = worker["command"][2].as_str().unwrap();
-        assert!(script.starts_with("exec vllm serve ") && script.ends_with(" --headless"));
+        let sglang = cmd.contains("sglang");
+        assert!(
+            script.starts_with("exec ") && script.ends_with(" --headless") != sglang,
+            "{script}"
+        );
+        // every node's command, read back, is a command the engine's own flag list accepts
+        let words: Vec<String> = script
+            .trim_start_matches("exec ")
+            .split_whitespace()
+            .map(|w| w.trim_matches(['\'', '"']).to_string())
+            .collect();
+        inferscope_plan::engine::parse_command(&words)
+            .unwrap_or_else(|e| panic!("{cmd}: emitted worker command refused: {e}\n{script}"));
         // the Service selects the leader pod of this set
         let svc = &docs[1];
         assert_eq!(svc["kind"], "Service");

@@ -197,6 +197,13 @@ impl EngineRoom for Sglang {
         Ok(())
     }
 
+    fn multi_node(
+        &self,
+        req: &super::multi_node::NodeRequest<'_>,
+    ) -> Result<super::multi_node::NodeCommand, super::multi_node::MultiNodeError> {
+        node_command(req)
+    }
+
     fn env_prefixes(&self) -> &'static [&'static str] {
         &["SGLANG_"]
     }
@@ -316,9 +323,109 @@ impl EngineRoom for Sglang {
     }
 }
 
+/// SGLang over several machines. Every node runs the same `launch_server` with `--nnodes N
+/// --node-rank R --dist-init-addr LEADER:PORT` (sglang/srt/server_args.py `ServerArgs`, 0.3.3+;
+/// 0.3.0–0.3.2 spell it `--nccl-init-addr`, kept as an alias later); nodes of rank ≥ 1 run no
+/// tokenizer and no HTTP server (0.5.23 sglang/srt/entrypoints/engine.py
+/// `Engine._launch_subprocesses`: "Non-zero-rank nodes do not run tokenizer processes"). The
+/// GPUs are `tp × pp` over the nodes (0.5.23 `compute_world_size` = dp × tp × pp; attention DP
+/// runs inside the TP group); DP replicas across nodes are one server per node group behind
+/// SGLang's router, which is not written here. The HTTP server listens on 127.0.0.1 by default
+/// (`serving.py` `host`), so the leader gets `--host 0.0.0.0` unless the command says otherwise.
+fn node_command(
+    req: &super::multi_node::NodeRequest<'_>,
+) -> Result<super::multi_node::NodeCommand, super::multi_node::MultiNodeError> {
+    use super::multi_node::{MultiNodeError, NodeCommand, Word, already_set, gpus_per_node};
+    let added = [
+        "--nnodes",
+        "--node-rank",
+        "--dist-init-addr",
+        "--nccl-init-addr",
+    ];
+    if let Some(flag) = already_set(req.command, &added) {
+        return Err(MultiNodeError(format!(
+            "the command already sets {flag}: give the one-node command, inferscope adds each node's flags"
+        )));
+    }
+    let dp_attention = already_set(req.command, &["--enable-dp-attention"]).is_some();
+    let dp = value_of(req.command, &["--dp-size", "--dp", "--data-parallel-size"]);
+    if dp.is_some_and(|d| d > 1) && !dp_attention {
+        return Err(MultiNodeError(
+            "SGLang data-parallel replicas across machines are separate servers behind its router: give each group's TP/PP command (--dp-size with --enable-dp-attention stays inside the TP group)".into(),
+        ));
+    }
+    let tp = req.settings.tensor_parallel_size.unwrap_or(1);
+    let pp = req.settings.pipeline_parallel_size.unwrap_or(1);
+    let gpus = gpus_per_node(tp * pp, "TP × PP", req.nodes)?;
+    let version = req.version.and_then(EngineVersion::parse);
+    let first_dist_init = EngineVersion {
+        major: 0,
+        minor: 3,
+        patch: 3,
+    };
+    let init_flag = match version {
+        Some(v) if v < first_dist_init => "--nccl-init-addr",
+        _ => "--dist-init-addr",
+    };
+    let version = version.map_or("(newest release)".to_string(), |v| v.to_string());
+    let init = match &req.leader {
+        Word::Lit(a) => Word::Lit(format!("{a}:{DIST_INIT_PORT}")),
+        Word::Expr(e) => Word::Expr(format!("{}:{DIST_INIT_PORT}\"", e.trim_end_matches('"'))),
+    };
+    let mut argv: Vec<Word> = req.command.iter().map(Word::lit).collect();
+    let leader = req.rank.is_leader();
+    if leader && already_set(req.command, &["--host"]).is_none() {
+        argv.extend([Word::lit("--host"), Word::lit("0.0.0.0")]);
+    }
+    argv.extend([
+        Word::lit("--nnodes"),
+        Word::Lit(req.nodes.to_string()),
+        Word::lit("--node-rank"),
+        req.rank.times(1),
+        Word::lit(init_flag),
+        init,
+    ]);
+    Ok(NodeCommand {
+        argv,
+        serves_http: leader,
+        gpus,
+        port: value_of(req.command, &["--port"])
+            .and_then(|p| u16::try_from(p).ok())
+            .unwrap_or(30000),
+        readiness_path: "/health",
+        notes: vec![format!(
+            "SGLang {version}: --nnodes/--node-rank/{init_flag} on every node (sglang/srt/server_args.py); TP {tp} × PP {pp} over {} nodes of {gpus} GPUs; ranks ≥ 1 start no HTTP server (sglang/srt/entrypoints/engine.py)",
+            req.nodes
+        )],
+    })
+}
+
+/// The dist-init port every node names (any free port; SGLang derives its other ports from it).
+const DIST_INIT_PORT: u16 = 20000;
+
+/// The number after the first of `names` (`--name N` or `--name=N`).
+fn value_of(command: &[String], names: &[&str]) -> Option<u64> {
+    command.iter().enumerate().find_map(|(i, w)| {
+        let (name, inline) = match w.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (w.as_str(), None),
+        };
+        if !names.contains(&name) {
+            return None;
+        }
+        inline
+            .map(str::to_string)
+            .or_else(|| command.get(i + 1).cloned())?
+            .parse()
+            .ok()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use crate::engine::{Engine, parse_command};
+    use crate::engines::EngineRoom;
+    use crate::engines::sglang::Sglang;
 
     fn words(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
@@ -350,5 +457,57 @@ mod tests {
             e.to_string(),
             "`foo` is not a serving engine inferscope knows (vllm serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server, text-generation-launcher, llama-server)"
         );
+    }
+
+    #[test]
+    fn multi_node_every_node_runs_launch_server_and_only_the_leader_listens() {
+        use crate::engines::multi_node::{NodeRequest, Rank, Word};
+        let command = words(
+            "python3 -m sglang.launch_server --model-path meta-llama/Llama-3.1-405B-Instruct --tp 16",
+        );
+        let settings = crate::engine::parse_command(&command).unwrap();
+        let node = |rank: Rank, version: Option<&str>| {
+            Sglang
+                .multi_node(&NodeRequest {
+                    command: &command,
+                    settings: &settings,
+                    version,
+                    nodes: 2,
+                    leader: Word::Expr("\"$LWS_LEADER_ADDRESS\"".into()),
+                    rank,
+                })
+                .unwrap()
+        };
+        let text = |ws: &[Word]| {
+            ws.iter()
+                .map(|w| match w {
+                    Word::Lit(s) | Word::Expr(s) => s.as_str(),
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let leader = node(Rank::Index(0), None);
+        assert!(text(&leader.argv).ends_with(
+            "--tp 16 --host 0.0.0.0 --nnodes 2 --node-rank 0 --dist-init-addr \"$LWS_LEADER_ADDRESS:20000\""
+        ), "{}", text(&leader.argv));
+        assert!(leader.serves_http && leader.gpus == 8 && leader.port == 30000);
+        let worker = node(Rank::Var("LWS_WORKER_INDEX".into()), Some("0.3.0"));
+        assert!(text(&worker.argv).ends_with(
+            "--tp 16 --nnodes 2 --node-rank \"$LWS_WORKER_INDEX\" --nccl-init-addr \"$LWS_LEADER_ADDRESS:20000\""
+        ), "{}", text(&worker.argv));
+        assert!(!worker.serves_http);
+        let dp = words("python3 -m sglang.launch_server --model-path m --tp 8 --dp-size 2");
+        let dp_settings = crate::engine::parse_command(&dp).unwrap();
+        let e = Sglang
+            .multi_node(&NodeRequest {
+                command: &dp,
+                settings: &dp_settings,
+                version: None,
+                nodes: 2,
+                leader: Word::lit("10.0.0.1"),
+                rank: Rank::Index(0),
+            })
+            .unwrap_err();
+        assert!(e.0.contains("separate servers behind its router"), "{e}");
     }
 }
