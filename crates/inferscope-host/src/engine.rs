@@ -26,11 +26,13 @@ pub enum Engine {
     Mlc,
     /// Ollama (`ollama serve`).
     Ollama,
+    /// LMDeploy (`lmdeploy serve api_server`).
+    Lmdeploy,
 }
 
 impl Engine {
     /// Every engine.
-    pub const ALL: [Engine; 7] = [
+    pub const ALL: [Engine; 8] = [
         Engine::Vllm,
         Engine::Sglang,
         Engine::Tgi,
@@ -38,9 +40,10 @@ impl Engine {
         Engine::LlamaCpp,
         Engine::Mlc,
         Engine::Ollama,
+        Engine::Lmdeploy,
     ];
 
-    /// The JSON id (`vllm`, `sglang`, `tgi`, `trtllm`, `llama_cpp`, `mlc`, `ollama`).
+    /// The JSON id (`vllm`, `sglang`, `tgi`, `trtllm`, `llama_cpp`, `mlc`, `ollama`, `lmdeploy`).
     pub const fn id(self) -> &'static str {
         match self {
             Engine::Vllm => "vllm",
@@ -50,6 +53,7 @@ impl Engine {
             Engine::LlamaCpp => "llama_cpp",
             Engine::Mlc => "mlc",
             Engine::Ollama => "ollama",
+            Engine::Lmdeploy => "lmdeploy",
         }
     }
 
@@ -72,6 +76,7 @@ impl Engine {
             Engine::LlamaCpp => "llama.cpp",
             Engine::Mlc => "MLC LLM",
             Engine::Ollama => "Ollama",
+            Engine::Lmdeploy => "LMDeploy",
         }
     }
 
@@ -94,6 +99,7 @@ impl Engine {
             "llamacpp" | "llamaserver" => Engine::LlamaCpp,
             "mlc" | "mlcllm" => Engine::Mlc,
             "ollama" => Engine::Ollama,
+            "lmdeploy" => Engine::Lmdeploy,
             _ => return None,
         })
     }

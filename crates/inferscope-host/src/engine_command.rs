@@ -57,6 +57,7 @@ pub fn module_engine(module: &str) -> Option<Engine> {
     match module.split('.').next() {
         Some("vllm") => Some(Engine::Vllm),
         Some("sglang") => Some(Engine::Sglang),
+        Some("lmdeploy") => Some(Engine::Lmdeploy),
         _ => None,
     }
 }
@@ -149,6 +150,11 @@ fn skip_options<S: AsRef<str>>(command: &[S], mut i: usize, with_value: &[&str])
     i.min(command.len())
 }
 
+/// `serve api_server`: LMDeploy's OpenAI server subcommand (0.18.0 `lmdeploy/cli/serve.py`).
+fn api_server(a: Option<&str>, b: Option<&str>) -> bool {
+    a == Some("serve") && b == Some("api_server")
+}
+
 /// Which engine `command` starts, looking through wrappers.
 pub fn find<S: AsRef<str>>(command: &[S]) -> Found {
     let word = |i: usize| command.get(i).map(<S as AsRef<str>>::as_ref);
@@ -178,6 +184,11 @@ pub fn find<S: AsRef<str>>(command: &[S]) -> Found {
                         kind: Engine::Sglang,
                         args,
                     },
+                    // `python -m lmdeploy serve api_server` (lmdeploy/__main__.py runs the CLI)
+                    "lmdeploy" if api_server(word(args), word(args + 1)) => Found::Engine {
+                        kind: Engine::Lmdeploy,
+                        args: args + 2,
+                    },
                     _ => Found::PythonModule {
                         module: m.to_string(),
                         args,
@@ -203,6 +214,13 @@ pub fn find<S: AsRef<str>>(command: &[S]) -> Found {
                 }
             } else {
                 Found::VllmNotServe { args: i + 1 }
+            };
+        }
+        // lmdeploy/cli/entrypoint.py: `lmdeploy serve api_server MODEL ...`
+        "lmdeploy" if api_server(word(i + 1), word(i + 2)) => {
+            return Found::Engine {
+                kind: Engine::Lmdeploy,
+                args: i + 3,
             };
         }
         "ollama" => Engine::Ollama,
@@ -258,11 +276,44 @@ mod tests {
                 "sudo -u svc text-generation-launcher --model-id m",
                 Some(Tgi),
             ),
+            ("env X=1 lmdeploy serve api_server m --tp 2", Some(Lmdeploy)),
+            ("/opt/bin/lmdeploy serve api_server m", Some(Lmdeploy)),
+            ("python3 -u -m lmdeploy serve api_server m", Some(Lmdeploy)),
+            ("lmdeploy serve gradio m", None),
+            ("lmdeploy chat m", None),
+            ("python -m lmdeploy lite auto_awq m", None),
             ("env python serve.py -m vllm", None),
             ("env", None),
             ("docker run img vllm serve m", None),
         ] {
             assert_eq!(kind(c), e, "{c}");
+        }
+    }
+
+    #[test]
+    fn lmdeploy_arguments_start_after_api_server() {
+        for (w, at) in [
+            (vec!["lmdeploy", "serve", "api_server", "m"], 3),
+            (
+                vec![
+                    "A=1",
+                    "python3",
+                    "-m",
+                    "lmdeploy",
+                    "serve",
+                    "api_server",
+                    "m",
+                ],
+                6,
+            ),
+        ] {
+            assert_eq!(
+                find(&w),
+                Found::Engine {
+                    kind: Engine::Lmdeploy,
+                    args: at
+                }
+            );
         }
     }
 

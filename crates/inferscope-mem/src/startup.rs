@@ -542,7 +542,9 @@ fn missing_budget_line(log: &StartupLog, m: &Measured) -> Option<String> {
              (`failed to allocate … buffer`)",
         ),
         // the log parser recognises no other engine's lines
-        Some(Engine::Trtllm | Engine::Mlc | Engine::Ollama) | None => return None,
+        Some(Engine::Trtllm | Engine::Mlc | Engine::Ollama | Engine::Lmdeploy) | None => {
+            return None;
+        }
     }
     Some(format!(
         "no budget line: {} {} not in the excerpt, and no line says the start-up failed; no fix \

@@ -9,6 +9,7 @@
 
 use crate::engines::CommandOptions;
 pub use crate::engines::llama_cpp::plan::{GpuLayers, LlamaCppSettings};
+pub use crate::engines::lmdeploy::settings::LmdeploySettings;
 pub use crate::engines::sglang::settings::SglangSettings;
 use serde::{Deserialize, Serialize};
 
@@ -66,6 +67,10 @@ pub struct EngineSettings {
     /// SGLang's own settings (`--disable-radix-cache`), as keys of this object in JSON.
     #[serde(flatten)]
     pub sglang: SglangSettings,
+    /// LMDeploy's own settings (`--backend`, `--cache-max-entry-count`, `--quant-policy`,
+    /// `--num-gpu-blocks`), as keys of this object in JSON.
+    #[serde(flatten)]
+    pub lmdeploy: LmdeploySettings,
     /// Hybrid (Mamba / linear-attention) state settings, as keys of this object in JSON.
     #[serde(flatten)]
     pub hybrid: HybridSettings,
@@ -119,6 +124,7 @@ impl EngineSettings {
             enable_expert_parallel: None,
             llama_cpp: LlamaCppSettings::default(),
             sglang: SglangSettings::default(),
+            lmdeploy: LmdeploySettings::default(),
             hybrid: HybridSettings::default(),
             no_memory_effect: Vec::new(),
             ignored: Vec::new(),
@@ -140,7 +146,7 @@ fn err(msg: impl Into<String>) -> EngineError {
 /// `mem startup` share ([`inferscope_host::engine_command`]), so wrappers (`env -u X`, `nohup`,
 /// `numactl ... --`) never change the engine.
 /// The servers the planner reads.
-const KNOWN: &str = "vllm serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server, text-generation-launcher, llama-server";
+const KNOWN: &str = "vllm serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server, text-generation-launcher, llama-server, lmdeploy serve api_server";
 
 fn detect(args: &[String]) -> Result<(Engine, usize), EngineError> {
     use inferscope_host::engine_command::{Found, find};
@@ -282,6 +288,8 @@ pub enum Meaning {
     MambaRatio,
     /// SGLang `--disable-radix-cache` (a switch).
     NoRadixCache,
+    /// An LMDeploy-only setting (`LmdeploySettings::set`); takes a value.
+    Lmdeploy,
     /// Known, no memory effect; takes a value.
     Inert,
     /// Known, no memory effect; a switch.
@@ -478,6 +486,7 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
             Meaning::KvUnified(on) => s.llama_cpp.kv_unified = Some(on),
             Meaning::SwaFull => s.llama_cpp.swa_full = true,
             Meaning::NoRadixCache => s.sglang.disable_radix_cache = true,
+            Meaning::Lmdeploy => s.lmdeploy.set(&flag, &v).map_err(err)?,
             Meaning::FlashAttn => {
                 s.llama_cpp.flash_attn = Some(value.unwrap_or_else(|| "on".into()))
             }
