@@ -674,6 +674,7 @@ fn request(
     req.enforce_eager = ["enforce_eager", "disable_cuda_graph"]
         .iter()
         .any(|n| log.arg(n).is_some_and(|v| v.eq_ignore_ascii_case("true")));
+    inferscope_plan::engines::lmdeploy::log::apply(&mut req, log);
     Ok(req)
 }
 
