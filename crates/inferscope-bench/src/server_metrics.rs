@@ -16,6 +16,11 @@
 //! * SGLang (`python/sglang/srt/metrics/collector.py`): `sglang:token_usage`,
 //!   `sglang:num_running_reqs`, `sglang:num_queue_reqs`, `sglang:cache_hit_rate`,
 //!   `sglang:time_to_first_token_seconds`, `sglang:inter_token_latency_seconds`.
+//! * LMDeploy (`lmdeploy/metrics/loggers.py` `PrometheusStatLogger`, 0.10.0–0.18.0; its room
+//!   `inferscope_plan::engines::lmdeploy::env::METRICS`): `lmdeploy:gpu_cache_usage_perc` (a
+//!   fraction, "1 means 100 percent usage"), `lmdeploy:num_requests_running`,
+//!   `lmdeploy:num_requests_waiting`, `lmdeploy:prefix_cache_hit_rate`, histograms
+//!   `lmdeploy:time_to_first_token_seconds`, `lmdeploy:time_per_output_token_seconds`.
 //! * TGI (`router/src/`, `metrics::gauge!`): `tgi_queue_size`, `tgi_batch_current_size`.
 //! * llama-server with `--metrics` (`tools/server/server.cpp`, handler of `/metrics`):
 //!   `llamacpp:kv_cache_usage_ratio` (older builds), `llamacpp:requests_processing`,
@@ -46,6 +51,10 @@ pub const KNOWN: &[&str] = &[
     "sglang:num_running_reqs",
     "sglang:num_queue_reqs",
     "sglang:cache_hit_rate",
+    "lmdeploy:gpu_cache_usage_perc",
+    "lmdeploy:num_requests_running",
+    "lmdeploy:num_requests_waiting",
+    "lmdeploy:prefix_cache_hit_rate",
     "tgi_queue_size",
     "tgi_batch_current_size",
     "llamacpp:kv_cache_usage_ratio",
@@ -63,6 +72,8 @@ pub const HISTOGRAMS: &[&str] = &[
     "vllm:time_per_output_token_seconds",
     "sglang:time_to_first_token_seconds",
     "sglang:inter_token_latency_seconds",
+    "lmdeploy:time_to_first_token_seconds",
+    "lmdeploy:time_per_output_token_seconds",
 ];
 
 /// Largest scrape body read (bigger bodies are cut here and the scrape counts as failed).
@@ -193,6 +204,7 @@ const KV: &[&str] = &[
     "vllm:kv_cache_usage_perc",
     "vllm:gpu_cache_usage_perc",
     "sglang:token_usage",
+    "lmdeploy:gpu_cache_usage_perc",
     "llamacpp:kv_cache_usage_ratio",
 ];
 /// Preemption counters.
@@ -201,6 +213,7 @@ const PREEMPTIONS: &[&str] = &["vllm:num_preemptions_total"];
 const WAITING: &[&str] = &[
     "vllm:num_requests_waiting",
     "sglang:num_queue_reqs",
+    "lmdeploy:num_requests_waiting",
     "tgi_queue_size",
     "llamacpp:requests_deferred",
 ];
@@ -208,6 +221,7 @@ const WAITING: &[&str] = &[
 const RUNNING: &[&str] = &[
     "vllm:num_requests_running",
     "sglang:num_running_reqs",
+    "lmdeploy:num_requests_running",
     "tgi_batch_current_size",
     "llamacpp:requests_processing",
 ];
