@@ -409,6 +409,47 @@ pub fn kv(i: &KvInputs) -> Result<LmdeployKv, NotModelled> {
     })
 }
 
+/// First and last release (exclusive) whose TurboMind buffers allocated before the cache is
+/// sized were read ([`turbomind_presizing_bytes`]): v0.9.0 and v0.9.2.
+pub const TM_PRESIZING_READ: (EngineVersion, EngineVersion) = (v(0, 9, 0), v(0, 10, 0));
+
+/// Bytes TurboMind 0.9.x allocates on each GPU after the weights and before
+/// `BlockManager::GetBlockCount` reads the free memory, from the source (v0.9.0, v0.9.2):
+/// `LlamaTritonModel::createEngine` builds the `Context` and `LlamaV2` (whose `UnifiedDecoder`
+/// builds the attention layer) before `LlamaBatch::LlamaBatch` creates the `SequenceManager`;
+/// `LlamaBatch::AllocateBuffer` comes after it and does not count.
+///
+/// * `src/turbomind/models/llama/LlamaLinear.cu` `LlamaLinear::Impl::Impl`: GEMM barriers
+///   (`Gemm::kBarriersSize` = 1 MiB), partials (`kPartialsSize` = 32 MiB) and tensor maps
+///   (allocated with `partials_size`, 32 MiB);
+/// * `src/turbomind/models/llama/unified_attention_layer.cc` `UnifiedAttentionLayer::
+///   UnifiedAttentionLayer`: `kMaxWorkspaceTokens` (4096) × local heads of float `partial_M`,
+///   `partial_L`, `partial_O` (× head_dim) and int `barriers`, plus 4096 int `split_cnt`.
+///
+/// Not counted (said in docs/engines/lmdeploy.md): the CUDA and PyTorch contexts beyond the
+/// shared context figure, and what `LlamaWeight`'s own memory pool (release threshold −1,
+/// `core/allocator.cc` `CudaMemPoolAllocator`) keeps of the temporaries `LlamaDenseWeight.cc`
+/// `convert_u4` and `LlamaFfnWeight::prepare` free while converting AWQ/GPTQ weights: how much
+/// the pool reuses depends on the CUDA driver's pool, not on LMDeploy's source.
+/// `None` outside the releases read.
+pub fn turbomind_presizing_bytes(arch: &ModelArch, tp: u32, ver: EngineVersion) -> Option<u64> {
+    if ver < TM_PRESIZING_READ.0 || ver >= TM_PRESIZING_READ.1 {
+        return None;
+    }
+    const MIB: u64 = 1 << 20;
+    let gemm = MIB + 32 * MIB + 32 * MIB;
+    let tokens = 4096u64;
+    let heads = u64::from(arch.num_attention_heads)
+        .div_ceil(u64::from(tp.max(1)))
+        .max(1);
+    let per_head = 4 + 4 + 4 * u64::from(arch.head_dim) + 4;
+    let attention = tokens
+        .saturating_mul(heads)
+        .saturating_mul(per_head)
+        .saturating_add(tokens * 4);
+    Some(gemm.saturating_add(attention))
+}
+
 /// The engine's default `--max-batch-size` for a GPU name (0.18.0 `lmdeploy/utils.py`
 /// `get_max_batch_size('cuda')`: substring match on `torch.cuda.get_device_name(0).lower()`).
 pub fn default_max_batch_size(gpu_name: &str) -> u32 {
@@ -460,11 +501,20 @@ pub fn plan(
     let max_batches = a
         .max_batch_size
         .unwrap_or_else(|| default_max_batch_size(gpu_name));
+    let ver = EngineVersion::parse(&super::resolve_version(version).0.to_string())
+        .unwrap_or(super::NEWEST_READ);
+    let buffers = match backend {
+        Backend::Turbomind => turbomind_presizing_bytes(arch, a.tp, ver).unwrap_or(0),
+        Backend::Pytorch => 0,
+    };
     let mut kv = kv(&KvInputs {
         version,
         backend,
         total,
-        free: total.saturating_sub(weights).saturating_sub(context),
+        free: total
+            .saturating_sub(weights)
+            .saturating_sub(context)
+            .saturating_sub(buffers),
         block,
         ratio: a.cache_max_entry_count,
         vocab_size: arch.vocab_size,
@@ -485,6 +535,19 @@ pub fn plan(
             "cudaMemGetInfo at sizing: v0.14.0 src/turbomind/engine/engine.cc CreateSequenceManager; 0.18.0 lmdeploy/pytorch/engine/model_agent/agent.py get_free_mem",
         ),
     );
+    if buffers > 0 {
+        kv.info.rules.insert(
+            2,
+            rule(
+                "turbomind_buffers",
+                format!(
+                    "{:.3} GiB allocated before the cache is sized (GEMM workspace, attention partials), also taken off free memory",
+                    buffers as f64 / GIB
+                ),
+                "v0.9.2 src/turbomind/models/llama/LlamaLinear.cu LlamaLinear::Impl::Impl; unified_attention_layer.cc UnifiedAttentionLayer::UnifiedAttentionLayer (kMaxWorkspaceTokens 4096); LlamaBatch.cc LlamaBatch::LlamaBatch (SequenceManager before AllocateBuffer)",
+            ),
+        );
+    }
     if a.backend.is_none()
         && let Some(r) = kv.info.rules.iter_mut().find(|r| r.rule == "backend")
     {
