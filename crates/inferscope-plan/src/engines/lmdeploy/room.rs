@@ -35,10 +35,13 @@ fn meaning(f: &str) -> Option<Meaning> {
         "--max-prefill-token-num" => BatchedTokens,
         "--cache-block-seq-len" => Block,
         "--dtype" => Dtype,
-        "--backend" | "--cache-max-entry-count" | "--quant-policy" | "--num-gpu-blocks" => Lmdeploy,
-        // weights are sized from the checkpoint's own quantization config
-        "--model-format" | "--server-name" | "--server-port" | "--log-level" | "--model-name"
-        | "--revision" | "--download-dir" | "--chat-template" | "--api-keys" | "--max-log-len"
+        "--backend"
+        | "--cache-max-entry-count"
+        | "--quant-policy"
+        | "--num-gpu-blocks"
+        | "--model-format" => Lmdeploy,
+        "--server-name" | "--server-port" | "--log-level" | "--model-name" | "--revision"
+        | "--download-dir" | "--chat-template" | "--api-keys" | "--max-log-len"
         | "--tool-call-parser" | "--reasoning-parser" => Inert,
         "--trust-remote-code"
         | "--enable-prefix-caching"
@@ -83,6 +86,18 @@ impl MemoryAccounting for Memory {
         if let Err(x) = block {
             return crate::plan::refused(req, x.to_string());
         }
+        // `--model-format awq|gptq|fp8|mxfp4`: the weights are that quantization
+        let with_format;
+        let req = match req.lmdeploy.weight_quantization() {
+            Some(q) if req.quantization.is_none() => {
+                with_format = PlanRequest {
+                    quantization: Some(q.to_string()),
+                    ..req.clone()
+                };
+                &with_format
+            }
+            _ => req,
+        };
         crate::plan::pipeline(
             req,
             Some(&OwnSizer {
@@ -110,6 +125,8 @@ pub(crate) fn args_of(req: &PlanRequest) -> super::args::LmdeployArgs {
     }
     a.num_gpu_blocks = s.num_gpu_blocks.unwrap_or(0);
     a.quant_policy = s.quant_policy();
+    // the weights' quantization (a 4-bit one adds TurboMind's conversion temporaries)
+    a.model_format = req.quantization.clone().or(s.model_format.clone());
     if let Some(p) = req.max_num_batched_tokens {
         a.max_prefill_token_num = p;
     }

@@ -23,6 +23,10 @@ pub struct LmdeploySettings {
     /// `--num-gpu-blocks` (PyTorch engine; 0 = from memory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub num_gpu_blocks: Option<u64>,
+    /// `--model-format` (`hf`, `awq`, `gptq`, `compressed-tensors`, `fp8`, `mxfp4`): the
+    /// checkpoint's format; `awq`/`gptq`/`fp8`/`mxfp4` size the weights as that quantization.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_format: Option<String>,
 }
 
 impl LmdeploySettings {
@@ -60,9 +64,32 @@ impl LmdeploySettings {
                         .map_err(|_| format!("{flag} {v:?}: expected a whole number"))?,
                 )
             }
+            // 0.18.0 lmdeploy/cli/utils.py ArgumentHelper.model_format choices
+            "--model-format" => match v {
+                "hf" | "awq" | "gptq" | "compressed-tensors" | "fp8" | "mxfp4" => {
+                    self.model_format = Some(v.to_string())
+                }
+                _ => {
+                    return Err(format!(
+                        "{flag} {v:?}: expected hf, awq, gptq, compressed-tensors, fp8 or mxfp4"
+                    ));
+                }
+            },
             _ => return Err(format!("{flag}: not an LMDeploy-only setting")),
         }
         Ok(())
+    }
+
+    /// The weight quantization `--model-format` names, as the planner spells it (`None`: the
+    /// checkpoint's own config decides; `hf` and `compressed-tensors` are read from it).
+    pub fn weight_quantization(&self) -> Option<&'static str> {
+        match self.model_format.as_deref() {
+            Some("awq") => Some("awq"),
+            Some("gptq") => Some("gptq"),
+            Some("fp8") => Some("fp8"),
+            Some("mxfp4") => Some("mxfp4"),
+            _ => None,
+        }
     }
 
     /// The backend asked for (`None`: not given).
@@ -93,6 +120,8 @@ mod tests {
         s.set("--cache-max-entry-count", "0.5").unwrap();
         s.set("--quant-policy", "int4").unwrap();
         s.set("--num_gpu_blocks", "100").unwrap();
+        s.set("--model-format", "awq").unwrap();
+        assert_eq!(s.weight_quantization(), Some("awq"));
         assert_eq!(s.backend(), Some(Backend::Pytorch));
         assert_eq!(s.quant_policy(), QuantPolicy::Int4);
         assert_eq!(s.cache_max_entry_count, Some(0.5));
@@ -103,6 +132,7 @@ mod tests {
             ("--cache-max-entry-count", "nan"),
             ("--quant-policy", "3"),
             ("--num-gpu-blocks", "-1"),
+            ("--model-format", "gguf"),
             ("--tp", "2"),
         ] {
             let e = s.set(f, v).unwrap_err();
