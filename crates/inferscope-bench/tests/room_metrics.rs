@@ -64,7 +64,7 @@ fn a_server_with_none_of_the_names_says_which_it_knows() {
     assert_eq!(
         m.reason.as_deref(),
         Some(
-            "http://x/metrics answered, but with none of the engine metrics inferscope knows (vLLM, SGLang, TGI, llama-server --metrics)"
+            "http://x/metrics answered, but with none of the engine metrics inferscope knows (vLLM, SGLang, TGI, LMDeploy, llama-server --metrics)"
         )
     );
 }

@@ -27,11 +27,13 @@ pub enum Engine {
     Mlc,
     /// Ollama (`ollama serve`).
     Ollama,
+    /// LMDeploy (`lmdeploy serve api_server`).
+    Lmdeploy,
 }
 
 impl Engine {
     /// Every engine.
-    pub const ALL: [Engine; 7] = [
+    pub const ALL: [Engine; 8] = [
         Engine::Vllm,
         Engine::Sglang,
         Engine::Tgi,
@@ -39,9 +41,10 @@ impl Engine {
         Engine::LlamaCpp,
         Engine::Mlc,
         Engine::Ollama,
+        Engine::Lmdeploy,
     ];
 
-    /// The JSON id (`vllm`, `sglang`, `tgi`, `trtllm`, `llama_cpp`, `mlc`, `ollama`).
+    /// The JSON id (`vllm`, `sglang`, `tgi`, `trtllm`, `llama_cpp`, `mlc`, `ollama`, `lmdeploy`).
     pub const fn id(self) -> &'static str {
         match self {
             Engine::Vllm => "vllm",
@@ -51,6 +54,7 @@ impl Engine {
             Engine::LlamaCpp => "llama_cpp",
             Engine::Mlc => "mlc",
             Engine::Ollama => "ollama",
+            Engine::Lmdeploy => "lmdeploy",
         }
     }
 
@@ -73,6 +77,7 @@ impl Engine {
             Engine::LlamaCpp => "llama.cpp",
             Engine::Mlc => "MLC LLM",
             Engine::Ollama => "Ollama",
+            Engine::Lmdeploy => "LMDeploy",
         }
     }
 
@@ -95,6 +100,7 @@ impl Engine {
             "llamacpp" | "llamaserver" => Engine::LlamaCpp,
             "mlc" | "mlcllm" => Engine::Mlc,
             "ollama" => Engine::Ollama,
+            "lmdeploy" => Engine::Lmdeploy,
             _ => return None,
         })
     }
@@ -107,6 +113,7 @@ impl Engine {
         match self {
             Engine::Vllm => Some("vllm"),
             Engine::Sglang => Some("sglang"),
+            Engine::Lmdeploy => Some("lmdeploy"),
             _ => None,
         }
     }

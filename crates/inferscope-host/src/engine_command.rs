@@ -148,6 +148,11 @@ fn skip_options<S: AsRef<str>>(command: &[S], mut i: usize, with_value: &[&str])
     i.min(command.len())
 }
 
+/// `serve api_server`: LMDeploy's OpenAI server subcommand (0.18.0 `lmdeploy/cli/serve.py`).
+fn api_server(a: Option<&str>, b: Option<&str>) -> bool {
+    a == Some("serve") && b == Some("api_server")
+}
+
 /// Which engine `command` starts, looking through wrappers.
 pub fn find<S: AsRef<str>>(command: &[S]) -> Found {
     let word = |i: usize| command.get(i).map(<S as AsRef<str>>::as_ref);
@@ -168,6 +173,13 @@ pub fn find<S: AsRef<str>>(command: &[S]) -> Found {
                     .map(|m| (m, j + 1))
             };
             if let Some((m, args)) = module {
+                // `python -m lmdeploy serve api_server` (lmdeploy/__main__.py runs the CLI)
+                if m == "lmdeploy" && api_server(word(args), word(args + 1)) {
+                    return Found::Engine {
+                        kind: Engine::Lmdeploy,
+                        args: args + 2,
+                    };
+                }
                 // the engines' server modules ([`Engine::serves_module`])
                 return match Engine::ALL.into_iter().find(|e| e.serves_module(m)) {
                     Some(kind) => Found::Engine { kind, args },
@@ -196,6 +208,13 @@ pub fn find<S: AsRef<str>>(command: &[S]) -> Found {
                 }
             } else {
                 Found::VllmNotServe { args: i + 1 }
+            };
+        }
+        // lmdeploy/cli/entrypoint.py: `lmdeploy serve api_server MODEL ...`
+        "lmdeploy" if api_server(word(i + 1), word(i + 2)) => {
+            return Found::Engine {
+                kind: Engine::Lmdeploy,
+                args: i + 3,
             };
         }
         "ollama" => Engine::Ollama,
@@ -247,11 +266,44 @@ mod tests {
                 "sudo -u svc text-generation-launcher --model-id m",
                 Some(Tgi),
             ),
+            ("env X=1 lmdeploy serve api_server m --tp 2", Some(Lmdeploy)),
+            ("/opt/bin/lmdeploy serve api_server m", Some(Lmdeploy)),
+            ("python3 -u -m lmdeploy serve api_server m", Some(Lmdeploy)),
+            ("lmdeploy serve gradio m", None),
+            ("lmdeploy chat m", None),
+            ("python -m lmdeploy lite auto_awq m", None),
             ("env python serve.py -m vllm", None),
             ("env", None),
             ("docker run img vllm serve m", None),
         ] {
             assert_eq!(kind(c), e, "{c}");
+        }
+    }
+
+    #[test]
+    fn lmdeploy_arguments_start_after_api_server() {
+        for (w, at) in [
+            (vec!["lmdeploy", "serve", "api_server", "m"], 3),
+            (
+                vec![
+                    "A=1",
+                    "python3",
+                    "-m",
+                    "lmdeploy",
+                    "serve",
+                    "api_server",
+                    "m",
+                ],
+                6,
+            ),
+        ] {
+            assert_eq!(
+                find(&w),
+                Found::Engine {
+                    kind: Engine::Lmdeploy,
+                    args: at
+                }
+            );
         }
     }
 

@@ -658,6 +658,7 @@ fn request(
     req.enforce_eager = arg_names("enforce_eager", Knob::NoCudaGraphs)
         .iter()
         .any(|n| log.arg(n).is_some_and(|v| v.eq_ignore_ascii_case("true")));
+    inferscope_plan::engines::lmdeploy::log::apply(&mut req, log);
     Ok(req)
 }
 
@@ -1147,4 +1148,14 @@ fn planner_fixes(req: &PlanRequest, base: &Plan, measured_kv: Option<f64>) -> Ve
         ));
     }
     out
+}
+
+/// The engines whose start-up logs `mem startup` reads, for its help: the shared parser's
+/// (`inferscope_formats::startup_log::engines_read`), then LMDeploy's, read by its room.
+pub fn engines_read() -> String {
+    let shared = inferscope_formats::startup_log::engines_read();
+    match shared.rsplit_once(" or ") {
+        Some((first, last)) => format!("{first}, {last} or LMDeploy"),
+        None => format!("{shared} or LMDeploy"),
+    }
 }

@@ -9,6 +9,7 @@
 
 use crate::engines::CommandOptions;
 pub use crate::engines::llama_cpp::plan::{GpuLayers, LlamaCppSettings};
+pub use crate::engines::lmdeploy::settings::LmdeploySettings;
 use serde::{Deserialize, Serialize};
 
 /// The one engine identity (issue 32); what each engine does is asked of its room.
@@ -71,6 +72,10 @@ pub struct EngineSettings {
     /// that many states in the room that models one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub disable_radix_cache: bool,
+    /// LMDeploy's own settings (`--backend`, `--cache-max-entry-count`, `--quant-policy`,
+    /// `--num-gpu-blocks`), as keys of this object in JSON.
+    #[serde(flatten)]
+    pub lmdeploy: LmdeploySettings,
     /// Hybrid (Mamba / linear-attention) state settings, as keys of this object in JSON.
     #[serde(flatten)]
     pub hybrid: HybridSettings,
@@ -124,6 +129,7 @@ impl EngineSettings {
             enable_expert_parallel: None,
             llama_cpp: LlamaCppSettings::default(),
             disable_radix_cache: false,
+            lmdeploy: LmdeploySettings::default(),
             hybrid: HybridSettings::default(),
             no_memory_effect: Vec::new(),
             ignored: Vec::new(),
@@ -303,6 +309,8 @@ pub enum Meaning {
     MambaRatio,
     /// The prefix (radix) cache is off (a switch).
     NoRadixCache,
+    /// An LMDeploy-only setting (`LmdeploySettings::set`); takes a value.
+    Lmdeploy,
     /// Known, no memory effect; takes a value.
     Inert,
     /// Known, no memory effect; a switch.
@@ -505,6 +513,7 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
             Meaning::KvUnified(on) => s.llama_cpp.kv_unified = Some(on),
             Meaning::SwaFull => s.llama_cpp.swa_full = true,
             Meaning::NoRadixCache => s.disable_radix_cache = true,
+            Meaning::Lmdeploy => s.lmdeploy.set(&flag, &v).map_err(err)?,
             Meaning::FlashAttn => {
                 s.llama_cpp.flash_attn = Some(value.unwrap_or_else(|| "on".into()))
             }

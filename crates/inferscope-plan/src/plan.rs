@@ -91,6 +91,8 @@ pub struct PlanRequest {
     pub llama_cpp: LlamaCppSettings,
     /// The engine keeps no prefix (radix) cache (a room's switch with no vLLM counterpart).
     pub disable_radix_cache: bool,
+    /// LMDeploy settings with no vLLM counterpart (used when `engine` is LMDeploy).
+    pub lmdeploy: crate::engine::LmdeploySettings,
     /// CUDA compute capability of the GPUs, when known (vLLM 0.8–0.9 fall back to V0 below 8.0).
     pub compute_capability: Option<(u32, u32)>,
     /// Free memory per GPU when the engine starts, bytes, for a room that sizes from it
@@ -157,6 +159,7 @@ impl PlanRequest {
         }
         req.llama_cpp = s.llama_cpp.clone();
         req.disable_radix_cache = s.disable_radix_cache;
+        req.lmdeploy = s.lmdeploy.clone();
     }
 
     /// Take what the catalog knows of the GPU kind beyond its memory: how its GPUs are linked
@@ -197,6 +200,7 @@ impl PlanRequest {
             concurrency: None,
             llama_cpp: LlamaCppSettings::default(),
             disable_radix_cache: false,
+            lmdeploy: Default::default(),
             compute_capability: None,
             free_bytes_at_start: None,
             checkpoint: None,
@@ -1224,7 +1228,7 @@ fn hybrid_notes(
 }
 
 /// The answer for a model the engine's accounting does not cover: no numbers, one problem.
-fn refused(req: &PlanRequest, why: String) -> Plan {
+pub(crate) fn refused(req: &PlanRequest, why: String) -> Plan {
     Plan {
         fits: false,
         problems: vec![why],

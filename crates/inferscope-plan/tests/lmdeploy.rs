@@ -438,10 +438,15 @@ const KV_CASES: &[KvCase] = &[KvCase {
     why: "free at sizing not printed: catalog torch total − our AWQ weights − the shared CUDA-context figure",
 }];
 
-/// How far our KV may be from the engine's on the logs above. The target is 5 %; on
-/// the one log with a known GPU TurboMind 0.9.2 had ~1.4 GiB more in use at sizing than
-/// weights + context (not printed, so not modelled): the bound states today's gap.
-const KV_BOUND_PCT: f64 = 20.0;
+/// How far our KV may be from the engine's on the fully specified logs above. The target
+/// is 5 %; on the one log with a known GPU, release and command, TurboMind 0.9.2 had ~1.0 GiB
+/// more in use at sizing than weights + context + what its source allocates before
+/// (`memory::turbomind_presizing_bytes`). docs/engines/lmdeploy.md says what is not modelled
+/// (the CUDA/PyTorch contexts on Windows). The bound states today's gap, it is not the target.
+const KV_BOUND_PCT: f64 = 13.0;
+
+/// The target, asserted for every row marked fully specified that reaches it.
+const TARGET_PCT: f64 = 5.0;
 
 #[test]
 fn planned_kv_against_the_engine_per_log() {
@@ -449,6 +454,7 @@ fn planned_kv_against_the_engine_per_log() {
         "{:<34} {:>10} {:>10} {:>7}  derivation",
         "log", "ours GiB", "engine", "err %"
     );
+    let mut rows = Vec::new();
     for c in KV_CASES {
         let l = fixture(c.log);
         let a = args::parse(&words(c.command)).expect("command");
@@ -471,17 +477,30 @@ fn planned_kv_against_the_engine_per_log() {
         let ours = kv.kv_bytes as f64 / GIB;
         let theirs = fig(&l, "kv_cache") / 1024.0;
         let err = (ours - theirs) / theirs * 100.0;
+        let buffers = memory::turbomind_presizing_bytes(
+            &arch,
+            a.tp,
+            EngineVersion::parse(c.version).expect("version"),
+            q.as_ref().map(|q| q.group_size),
+        )
+        .unwrap_or(0);
         println!(
-            "{:<34} {ours:>10.3} {theirs:>10.3} {err:>+7.1}  {:.2} − {:.2} weights − {:.2} context = {:.2} GiB free × {} ({})",
+            "{:<34} {ours:>10.3} {theirs:>10.3} {err:>+7.1}  {:.2} − {:.2} weights − {:.2} context − {:.3} buffers = {:.2} GiB free × {} ({})",
             c.log,
             total as f64 / GIB,
             w.total() as f64 / GIB,
             context as f64 / GIB,
-            (total - w.total() - context) as f64 / GIB,
+            buffers as f64 / GIB,
+            (total - w.total() - context - buffers) as f64 / GIB,
             a.cache_max_entry_count,
             c.why
         );
         assert!(err.abs() <= KV_BOUND_PCT, "{}: {err:+.1} %", c.log);
+        if err.abs() <= TARGET_PCT {
+            rows.push(c.log);
+        }
+        assert!(buffers > 0, "0.9.2 buffers are read");
+        assert!(kv.info.rules.iter().any(|r| r.rule == "turbomind_buffers"));
         assert_eq!(kv.info.accounting, Accounting::Modelled);
         assert!(kv.info.rules.iter().any(|r| r.rule == "free_memory"));
         // TurboMind cuts --session-len only when the cache is smaller: here it is not
@@ -490,6 +509,44 @@ fn planned_kv_against_the_engine_per_log() {
             2048
         );
     }
+    // Partly specified: #3411 names the GPU (A100 80 GB) and the model, not the release; the
+    // weights are the model card's 8.1 B parameters (InternViT-300M + InternLM2.5-7B) in bf16,
+    // the vision tower included (LMDeploy loads it on the same GPU before the engine:
+    // v0.7.3 lmdeploy/serve/vl_async_engine.py VLAsyncEngine.__init__ builds the ImageEncoder
+    // before AsyncEngine.__init__ creates the engine).
+    // The release is unknown, so no TurboMind buffers are taken off (0.9.x only).
+    let l = fixture("tm-internvl2_5-8b-mpo-a100.log");
+    let gpu = inferscope_plan::gpus::lookup("A100 SXM 80GB").expect("gpu catalog");
+    let total = gpu.torch_total_bytes();
+    let weights = 8.1e9 as u64 * 2;
+    let context = non_torch_bytes(1, 1, true, None);
+    let kv = memory::kv(&KvInputs {
+        version: Some("0.7.3"),
+        backend: Backend::Turbomind,
+        total,
+        free: total - weights - context,
+        block: block_of(8 << 20),
+        ratio: 0.8,
+        vocab_size: 92544,
+        max_prefill_token_num: 8192,
+        max_batches: 384,
+        num_gpu_blocks: 0,
+    })
+    .expect("modelled");
+    let ours = kv.kv_bytes as f64 / GIB;
+    let theirs = fig(&l, "kv_cache") / 1024.0;
+    let err = (ours - theirs) / theirs * 100.0;
+    println!(
+        "{:<34} {ours:>10.3} {theirs:>10.3} {err:>+7.1}  {:.2} − {:.2} weights (8.1 B × 2) − {:.2} context = {:.2} GiB free × 0.8 (release not stated)",
+        "tm-internvl2_5-8b-mpo-a100.log",
+        total as f64 / GIB,
+        weights as f64 / GIB,
+        context as f64 / GIB,
+        (total - weights - context) as f64 / GIB,
+    );
+    // the maintainer's own words: weights "about 20G", KV "about 50G"; ours within 10 %
+    assert!(err.abs() <= 10.0, "internvl: {err:+.1} %");
+    println!("fully specified logs within {TARGET_PCT} %: {rows:?}");
 }
 
 #[test]
@@ -649,4 +706,36 @@ fn endpoints_and_metrics_by_release() {
     assert!(env::is_lmdeploy_metrics(scrape));
     assert!(!env::is_lmdeploy_metrics("vllm:gpu_cache_usage_perc 0.2\n"));
     assert!(env::METRICS.iter().all(|(_, m)| m.starts_with("lmdeploy:")));
+}
+
+#[test]
+fn turbomind_presizing_buffers_follow_the_0_9_source() {
+    let arch = catalog::lookup("Qwen/Qwen3-8B").expect("catalog");
+    let v = |s: &str| EngineVersion::parse(s).expect("version");
+    // GEMM workspace 65 MiB + attention partials 4096 × 32 heads × (3 + 128) × 4 B + 4096 × 4 B
+    let plain = 65 * (1 << 20) + 4096 * 32 * (12 + 512) + 4096 * 4;
+    assert_eq!(
+        memory::turbomind_presizing_bytes(&arch, 1, v("0.9.2"), None),
+        Some(plain)
+    );
+    // AWQ: the fused gate+up conversion's temporaries (transposed u4, u16 copy, scales+zeros)
+    let n: u64 = 4096 * 2 * 12288;
+    let awq = plain + n / 2 + n * 2 + 4096 / 128 * 2 * 12288 * 4;
+    assert_eq!(
+        memory::turbomind_presizing_bytes(&arch, 1, v("0.9.2"), Some(128)),
+        Some(awq)
+    );
+    // the H200 replay of that sequence kept 0.245 GiB (tools/turbomind_pool_probe.h200.txt)
+    assert!(((awq - plain) as f64 / GIB - 0.245).abs() < 0.01);
+    // other releases were not read
+    for other in ["0.8.0", "0.10.0", "0.15.0"] {
+        assert_eq!(
+            memory::turbomind_presizing_bytes(&arch, 1, v(other), Some(128)),
+            None
+        );
+    }
+    // a MoE model's experts are converted apart (fused MoE): only the plain buffers
+    let moe = catalog::lookup("openai/gpt-oss-20b").expect("catalog");
+    let b = memory::turbomind_presizing_bytes(&moe, 1, v("0.9.2"), Some(32)).expect("0.9");
+    assert!(b < 200 << 20, "{b}");
 }

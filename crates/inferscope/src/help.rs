@@ -35,7 +35,7 @@ pub fn startup_about() -> String {
     format!(
         "Read a {} start-up log: the memory the engine measured, the planner's prediction beside \
          it, and for a failed start-up the diagnosis and fixes",
-        inferscope_formats::startup_log::engines_read()
+        inferscope_mem::startup::engines_read()
     )
 }
 

@@ -58,6 +58,13 @@ const SHAPES: &[(&str, &str)] = &[
         "llama.cpp",
     ),
     ("uv run --with vllm vllm serve m", "vllm"),
+    // fixtures/engines/lmdeploy/tm-0.9.2-qwen3-8b-awq-v100.log (InternLM/lmdeploy issue #3825)
+    (
+        "lmdeploy serve api_server Qwen3-8B-AWQ --server-port 10007 --backend turbomind --cache-max-entry-count 0.9",
+        "lmdeploy",
+    ),
+    ("env X=1 lmdeploy serve api_server m --tp 2", "lmdeploy"),
+    ("python3 -m lmdeploy serve api_server m", "lmdeploy"),
 ];
 
 fn words(c: &str) -> Vec<String> {

@@ -1,5 +1,6 @@
 //! Help texts that list engines are built from the engines' rooms (`inferscope::help`); they
-//! read word for word as when they were written by hand (issue 32).
+//! read word for word as when they were written by hand (issue 32), with LMDeploy, the fifth
+//! engine's room, added by its registration alone.
 
 use std::process::Command;
 
@@ -17,11 +18,11 @@ fn engine_lists_read_as_before() {
     for (args, text) in [
         (
             &["plan", "--help"][..],
-            "Will this model and these flags fit, how many users, how fast. Paste the serving command after `--` (vllm serve, sglang, text-generation-launcher, llama-server)",
+            "Will this model and these flags fit, how many users, how fast. Paste the serving command after `--` (vllm serve, sglang, text-generation-launcher, llama-server, lmdeploy serve api_server)",
         ),
         (
             &["--help"][..],
-            "Will this model and these flags fit, how many users, how fast. Paste the serving command after `--` (vllm serve, sglang, text-generation-launcher, llama-server)",
+            "Will this model and these flags fit, how many users, how fast. Paste the serving command after `--` (vllm serve, sglang, text-generation-launcher, llama-server, lmdeploy serve api_server)",
         ),
         (
             &["plan", "--help"][..],
@@ -29,15 +30,15 @@ fn engine_lists_read_as_before() {
         ),
         (
             &["mem", "startup", "--help"][..],
-            "Read a vLLM, SGLang, TGI or llama-server start-up log: the memory the engine measured, the planner's prediction beside it, and for a failed start-up the diagnosis and fixes\n",
+            "Read a vLLM, SGLang, TGI, llama-server or LMDeploy start-up log: the memory the engine measured, the planner's prediction beside it, and for a failed start-up the diagnosis and fixes\n",
         ),
         (
             &["mem", "--help"][..],
-            "Read a vLLM, SGLang, TGI or llama-server start-up log: the memory the engine measured, the planner's prediction beside it, and for a failed start-up the diagnosis and fixes\n",
+            "Read a vLLM, SGLang, TGI, llama-server or LMDeploy start-up log: the memory the engine measured, the planner's prediction beside it, and for a failed start-up the diagnosis and fixes\n",
         ),
         (
             &["bench", "--help"][..],
-            "Scrape engine metrics (Prometheus text) from this URL while the run goes, instead of the default URL/metrics (vLLM, SGLang, TGI, llama-server --metrics)",
+            "Scrape engine metrics (Prometheus text) from this URL while the run goes, instead of the default URL/metrics (vLLM, SGLang, TGI, LMDeploy, llama-server --metrics)",
         ),
         (
             &["run", "--help"][..],

@@ -14,7 +14,7 @@
 //! every capability or says which is not modelled.
 
 pub mod llama_cpp;
-/// LMDeploy (TurboMind and PyTorch backends): standalone until its `EngineRoom` is wired.
+/// LMDeploy (TurboMind and PyTorch backends).
 pub mod lmdeploy;
 pub mod mlc;
 pub mod multi_node;
@@ -340,6 +340,7 @@ pub fn room(engine: Engine) -> &'static dyn EngineRoom {
         Engine::Ollama => &ollama::Ollama,
         Engine::Trtllm => &trtllm::Trtllm,
         Engine::Mlc => &mlc::Mlc,
+        Engine::Lmdeploy => &lmdeploy::Lmdeploy,
     }
 }
 
@@ -377,7 +378,7 @@ mod tests {
     /// Every engine's room answers every capability, or says which is not modelled, by name.
     #[test]
     fn every_room_answers_or_says_not_modelled() {
-        let table: [(Engine, bool, bool, bool, bool); 7] = [
+        let table: [(Engine, bool, bool, bool, bool); 8] = [
             // (engine, command options, memory, speed, environment)
             (Engine::Vllm, true, true, true, true),
             (Engine::Sglang, true, true, true, true),
@@ -386,6 +387,7 @@ mod tests {
             (Engine::Ollama, false, false, false, true),
             (Engine::Trtllm, false, false, true, false),
             (Engine::Mlc, false, false, true, false),
+            (Engine::Lmdeploy, true, true, false, true),
         ];
         assert_eq!(table.len(), Engine::ALL.len());
         for (e, options, memory, speed, environment) in table {

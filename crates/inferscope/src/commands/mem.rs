@@ -220,10 +220,16 @@ pub fn startup_report(
                 .with_context(|| format!("cannot open {name}"))?,
         )
     };
-    let mut r =
-        std::io::BufReader::with_capacity(1 << 16, super::line_guard::LineGuard::new(input));
+    // LMDeploy's room reads its own lines from the same stream (lmdeploy::log::Tee)
+    use inferscope_plan::engines::lmdeploy::log as lmdeploy_log;
+    let mut r = std::io::BufReader::with_capacity(
+        1 << 16,
+        lmdeploy_log::Tee::new(super::line_guard::LineGuard::new(input)),
+    );
     let parsed = startup_log::parse(&mut r);
-    let log = match (parsed, r.get_ref().trip()) {
+    let trip = r.get_ref().get_ref().trip();
+    let parsed = lmdeploy_log::merge(parsed, &r.into_inner().finish());
+    let log = match (parsed, trip) {
         (_, Some(trip)) => bail!("{name}: {trip}"),
         (Ok(l), None) => l,
         (Err(e), None) => bail!("{name}: {e}"),

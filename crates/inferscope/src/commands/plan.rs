@@ -282,12 +282,17 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
 /// The engine the speed figures model: --engine, else the pasted command's, else vLLM.
 fn speed_engine_of(args: &PlanArgs, settings: Option<&EngineSettings>) -> anyhow::Result<Engine> {
     Ok(match (&args.engine, settings) {
-        (Some(e), _) => speed_engines::parse(e).ok_or_else(|| {
-            anyhow::anyhow!(
-                "--engine {e}: unknown engine (one of {})",
-                speed_engines::engine_names().join(", ")
-            )
-        })?,
+        // an engine with a speed model, or one whose room sizes memory (LMDeploy)
+        (Some(e), _) => speed_engines::parse(e)
+            .or_else(|| {
+                Engine::parse(e).filter(|e| inferscope_plan::engines::room(*e).memory().is_ok())
+            })
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--engine {e}: unknown engine (one of {})",
+                    speed_engines::engine_names().join(", ")
+                )
+            })?,
         (None, Some(s)) => s.engine,
         (None, None) => Engine::Vllm,
     })

@@ -77,7 +77,7 @@ pub struct LmdeployArgs {
 }
 
 impl LmdeployArgs {
-    fn new(model: String) -> LmdeployArgs {
+    pub(crate) fn new(model: String) -> LmdeployArgs {
         LmdeployArgs {
             model,
             backend: None,

@@ -27,8 +27,11 @@
 //! `BufRead`.
 
 use super::Backend;
-use inferscope_formats::startup_log::{Figure, MAX_ARGS, MAX_LINE_BYTES};
-use std::io::BufRead;
+use crate::plan::PlanRequest;
+use inferscope_formats::startup_log::{
+    Engine, Figure, MAX_ARGS, MAX_LINE_BYTES, StartupLog, StartupLogError,
+};
+use std::io::{BufRead, Read};
 
 /// What an LMDeploy start-up log says.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -39,6 +42,9 @@ pub struct LmdeployLog {
     pub figures: Vec<Figure>,
     /// `name=value` pairs of the engine-config line (at most [`MAX_ARGS`]).
     pub config: Vec<(String, String)>,
+    /// A line only LMDeploy prints was seen (`[TM]`, the `lmdeploy` logger, an engine-config
+    /// line): what [`LmdeployLog::is_lmdeploy`] asks.
+    pub own_lines: bool,
 }
 
 impl LmdeployLog {
@@ -123,6 +129,17 @@ fn read_config(log: &mut LmdeployLog, s: &str, open: usize) {
 
 fn read_line(log: &mut LmdeployLog, no: u64, raw: &str) {
     let s = strip_ansi(raw);
+    if [
+        "[TM]",
+        " - lmdeploy - ",
+        "TurbomindEngineConfig(",
+        "PytorchEngineConfig(",
+    ]
+    .iter()
+    .any(|p| s.contains(p))
+    {
+        log.own_lines = true;
+    }
     if s.contains("[TM]") && log.backend.is_none() {
         log.backend = Some(Backend::Turbomind);
     }
@@ -238,3 +255,157 @@ fn derive_kv(log: &mut LmdeployLog) {
         push(log, line, "kv_cache", mib, "MiB");
     }
 }
+
+/// A reader that passes its input through unchanged and reads LMDeploy's lines on the way, so
+/// `mem startup` streams a log once for both parsers (the shared one and this room's). Memory
+/// stays bounded: a line is kept up to [`MAX_LINE_BYTES`], the rest of it dropped.
+pub struct Tee<R> {
+    inner: R,
+    line: Vec<u8>,
+    cut: bool,
+    no: u64,
+    log: LmdeployLog,
+}
+
+impl<R: Read> Tee<R> {
+    /// Wrap `inner`.
+    pub fn new(inner: R) -> Tee<R> {
+        Tee {
+            inner,
+            line: Vec::new(),
+            cut: false,
+            no: 0,
+            log: LmdeployLog::default(),
+        }
+    }
+
+    /// The wrapped reader.
+    pub fn get_ref(&self) -> &R {
+        &self.inner
+    }
+
+    fn end_line(&mut self) {
+        self.no += 1;
+        let text = String::from_utf8_lossy(&self.line).into_owned();
+        read_line(&mut self.log, self.no, &text);
+        self.line.clear();
+        self.cut = false;
+    }
+
+    /// What the LMDeploy lines seen said (a last line without a newline included).
+    pub fn finish(mut self) -> LmdeployLog {
+        if !self.line.is_empty() || self.cut {
+            self.end_line();
+        }
+        derive_kv(&mut self.log);
+        self.log
+    }
+}
+
+impl<R: Read> Read for Tee<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        for &b in buf.get(..n).unwrap_or_default() {
+            if b == b'\n' {
+                self.end_line();
+            } else if self.line.len() < MAX_LINE_BYTES {
+                self.line.push(b);
+            } else {
+                self.cut = true;
+            }
+        }
+        Ok(n)
+    }
+}
+
+impl LmdeployLog {
+    /// The log has lines only LMDeploy prints (`[TM]`, its `lmdeploy` logger, an engine-config
+    /// line); the cache lines alone (`CacheConfig(`, `free gpu memory:`) are not enough.
+    pub fn is_lmdeploy(&self) -> bool {
+        self.own_lines
+    }
+}
+
+/// `mem startup`'s record of an LMDeploy start-up: the shared parser's result with this room's
+/// figures and engine-config settings added. A log the shared parser did not recognise
+/// (LMDeploy's lines are none of the other engines') becomes a record of LMDeploy; a log of
+/// another engine is left as it is; a log with no LMDeploy line keeps the shared parser's answer.
+pub fn merge(
+    parsed: Result<StartupLog, StartupLogError>,
+    lm: &LmdeployLog,
+) -> Result<StartupLog, StartupLogError> {
+    if !lm.is_lmdeploy() {
+        return parsed;
+    }
+    let mut log = match parsed {
+        Ok(l) if l.engine.is_none() || l.engine == Some(Engine::Lmdeploy) => l,
+        Ok(l) => return Ok(l),
+        Err(StartupLogError::NotAStartupLog { lines }) => StartupLog {
+            lines,
+            first_line: 1,
+            ..StartupLog::default()
+        },
+        Err(e) => return Err(e),
+    };
+    log.engine = Some(Engine::Lmdeploy);
+    for f in &lm.figures {
+        if log.figure(f.key).is_none() {
+            log.figures.push(f.clone());
+        }
+    }
+    // the engine-config names, as the shared report reads arguments
+    for (k, v) in &lm.config {
+        let name = match k.as_str() {
+            "session_len" => "max_model_len",
+            "max_batch_size" => "max_num_seqs",
+            other => other,
+        };
+        if log.arg(name).is_none() && log.args.len() < MAX_ARGS && v != "None" {
+            log.args.push((name.to_string(), v.clone()));
+        }
+    }
+    if let Some(b) = lm.backend
+        && log.arg("backend").is_none()
+    {
+        log.args.push(("backend".into(), b.as_str().into()));
+    }
+    Ok(log)
+}
+
+/// The plan request of an LMDeploy start-up log (`mem startup`): the engine-config settings the
+/// shared request does not read (`--cache-max-entry-count`, `--quant-policy`, the block, the
+/// backend), and, when the log prints no release, the release its lines date it to — TurboMind's
+/// `[BlockManager]` lines are 0.1–0.14, whose fraction rule is the same from 0.2.2 to 0.14
+/// (`free × F`), so 0.14.0's rules stand in. Leaves other engines' requests alone.
+pub fn apply(req: &mut PlanRequest, log: &StartupLog) {
+    if req.engine != Engine::Lmdeploy {
+        return;
+    }
+    let s = &mut req.lmdeploy;
+    for (name, flag) in [
+        ("backend", "--backend"),
+        ("cache_max_entry_count", "--cache-max-entry-count"),
+        ("quant_policy", "--quant-policy"),
+        ("num_gpu_blocks", "--num-gpu-blocks"),
+    ] {
+        if let Some(v) = log.arg(name) {
+            // a value the engine printed and this room cannot read stays the default
+            let _ = s.set(flag, v);
+        }
+    }
+    if let Some(b) = ["cache_block_seq_len", "block_size"]
+        .iter()
+        .find_map(|n| log.arg(n).and_then(|v| v.parse::<u32>().ok()))
+        .filter(|b| *b > 0)
+    {
+        req.block_size = Some(b);
+    }
+    let block_manager = log.figure("kv_block").is_some() && log.figure("gpu_blocks").is_some();
+    if req.engine_version.is_none() && block_manager && s.backend.as_deref() != Some("pytorch") {
+        req.engine_version = Some(BLOCK_MANAGER_RULES.into());
+    }
+}
+
+/// The release whose rules stand in for a TurboMind log with `[BlockManager]` lines and no
+/// version ([`apply`]).
+pub const BLOCK_MANAGER_RULES: &str = "0.14.0";

@@ -409,6 +409,86 @@ pub fn kv(i: &KvInputs) -> Result<LmdeployKv, NotModelled> {
     })
 }
 
+/// First and last release (exclusive) whose TurboMind buffers allocated before the cache is
+/// sized were read ([`turbomind_presizing_bytes`]): v0.9.0 and v0.9.2.
+pub const TM_PRESIZING_READ: (EngineVersion, EngineVersion) = (v(0, 9, 0), v(0, 10, 0));
+
+/// Bytes TurboMind 0.9.x allocates on each GPU after the weights and before
+/// `BlockManager::GetBlockCount` reads the free memory, from the source (v0.9.0, v0.9.2):
+/// `LlamaTritonModel::createEngine` builds the `Context` and `LlamaV2` (whose `UnifiedDecoder`
+/// builds the attention layer) before `LlamaBatch::LlamaBatch` creates the `SequenceManager`;
+/// `LlamaBatch::AllocateBuffer` comes after it and does not count.
+///
+/// * `src/turbomind/models/llama/LlamaLinear.cu` `LlamaLinear::Impl::Impl`: GEMM barriers
+///   (`Gemm::kBarriersSize` = 1 MiB), partials (`kPartialsSize` = 32 MiB) and tensor maps
+///   (allocated with `partials_size`, 32 MiB);
+/// * `src/turbomind/models/llama/unified_attention_layer.cc` `UnifiedAttentionLayer::
+///   UnifiedAttentionLayer`: `kMaxWorkspaceTokens` (4096) × local heads of float `partial_M`,
+///   `partial_L`, `partial_O` (× head_dim) and int `barriers`, plus 4096 int `split_cnt`.
+///
+/// * with 4-bit (AWQ/GPTQ) weights of a dense model (`u4_group` = the group size): what
+///   `LlamaWeight`'s own memory pool keeps of the conversion temporaries. The weights are
+///   allocated from that pool (`LlamaWeight::LlamaWeight`: `core::Allocator{stream_, false}`,
+///   `core/allocator.cc` `CudaMemPoolAllocator`: release threshold −1, never given back), and
+///   `LlamaWeight::prepare` converts each 4-bit weight (`LlamaDenseWeight.cc` `convert_u4`: a
+///   transposed copy, in × out / 2 bytes; a u16 copy, in × out × 2; fused scales and zeros,
+///   in / group × out × 4), gate and up fused first (`LlamaFfnWeight::prepare`). Freed
+///   temporaries are reused by the next conversions, so the pool keeps the largest one's: on an
+///   H200 (driver 580.159.04) the replay `fixtures/engines/lmdeploy/tools/turbomind_pool_probe.py`
+///   of this sequence for Qwen3-8B-AWQ kept 0.245 GiB beyond the live weights, this formula
+///   0.237 GiB.
+///
+/// Not counted (said in docs/engines/lmdeploy.md): the CUDA and PyTorch contexts beyond the
+/// shared context figure. `None` outside the releases read.
+pub fn turbomind_presizing_bytes(
+    arch: &ModelArch,
+    tp: u32,
+    ver: EngineVersion,
+    u4_group: Option<u32>,
+) -> Option<u64> {
+    if ver < TM_PRESIZING_READ.0 || ver >= TM_PRESIZING_READ.1 {
+        return None;
+    }
+    const MIB: u64 = 1 << 20;
+    let gemm = MIB + 32 * MIB + 32 * MIB;
+    let tokens = 4096u64;
+    let heads = u64::from(arch.num_attention_heads)
+        .div_ceil(u64::from(tp.max(1)))
+        .max(1);
+    let per_head = 4 + 4 + 4 * u64::from(arch.head_dim) + 4;
+    let attention = tokens
+        .saturating_mul(heads)
+        .saturating_mul(per_head)
+        .saturating_add(tokens * 4);
+    let conversion = match u4_group {
+        Some(group) if arch.moe.is_none() && arch.mla.is_none() => {
+            let tp = u64::from(tp.max(1));
+            let (h, hd) = (arch.hidden_size, u64::from(arch.head_dim));
+            let q = u64::from(arch.num_attention_heads) * hd;
+            let kv = u64::from(arch.num_kv_heads) * hd;
+            let i = arch.intermediate_size;
+            // (in, out) of each 4-bit weight on one GPU: qkv, o, fused gate+up, down
+            [
+                (h, (q + 2 * kv) / tp),
+                (q / tp, h),
+                (h, 2 * i / tp),
+                (i / tp, h),
+            ]
+            .iter()
+            .map(|&(input, out)| {
+                let n = input.saturating_mul(out);
+                (n / 2)
+                    .saturating_add(n.saturating_mul(2))
+                    .saturating_add((input / u64::from(group.max(1))).saturating_mul(out) * 4)
+            })
+            .max()
+            .unwrap_or(0)
+        }
+        _ => 0,
+    };
+    Some(gemm.saturating_add(attention).saturating_add(conversion))
+}
+
 /// The engine's default `--max-batch-size` for a GPU name (0.18.0 `lmdeploy/utils.py`
 /// `get_max_batch_size('cuda')`: substring match on `torch.cuda.get_device_name(0).lower()`).
 pub fn default_max_batch_size(gpu_name: &str) -> u32 {
@@ -460,11 +540,28 @@ pub fn plan(
     let max_batches = a
         .max_batch_size
         .unwrap_or_else(|| default_max_batch_size(gpu_name));
+    let ver = EngineVersion::parse(&super::resolve_version(version).0.to_string())
+        .unwrap_or(super::NEWEST_READ);
+    // 4-bit integer weights: --model-format awq/gptq, else the checkpoint's own config
+    let u4_group = a
+        .model_format
+        .as_deref()
+        .and_then(crate::arch::Quantization::from_method)
+        .or_else(|| arch.quantization.clone())
+        .filter(|q| q.bits == 4 && !q.float)
+        .map(|q| q.group_size);
+    let buffers = match backend {
+        Backend::Turbomind => turbomind_presizing_bytes(arch, a.tp, ver, u4_group).unwrap_or(0),
+        Backend::Pytorch => 0,
+    };
     let mut kv = kv(&KvInputs {
         version,
         backend,
         total,
-        free: total.saturating_sub(weights).saturating_sub(context),
+        free: total
+            .saturating_sub(weights)
+            .saturating_sub(context)
+            .saturating_sub(buffers),
         block,
         ratio: a.cache_max_entry_count,
         vocab_size: arch.vocab_size,
@@ -485,6 +582,19 @@ pub fn plan(
             "cudaMemGetInfo at sizing: v0.14.0 src/turbomind/engine/engine.cc CreateSequenceManager; 0.18.0 lmdeploy/pytorch/engine/model_agent/agent.py get_free_mem",
         ),
     );
+    if buffers > 0 {
+        kv.info.rules.insert(
+            2,
+            rule(
+                "turbomind_buffers",
+                format!(
+                    "{:.3} GiB allocated before the cache is sized (GEMM workspace, attention partials, 4-bit weight conversion temporaries kept by the weights' pool), also taken off free memory",
+                    buffers as f64 / GIB
+                ),
+                "v0.9.2 src/turbomind/models/llama/LlamaLinear.cu LlamaLinear::Impl::Impl; unified_attention_layer.cc UnifiedAttentionLayer::UnifiedAttentionLayer (kMaxWorkspaceTokens 4096); LlamaWeight.cc LlamaWeight::LlamaWeight/prepare, LlamaDenseWeight.cc convert_u4, core/allocator.cc CudaMemPoolAllocator (threshold -1); LlamaBatch.cc LlamaBatch::LlamaBatch (SequenceManager before AllocateBuffer)",
+            ),
+        );
+    }
     if a.backend.is_none()
         && let Some(r) = kv.info.rules.iter_mut().find(|r| r.rule == "backend")
     {

@@ -21,6 +21,10 @@ pub mod args;
 pub mod env;
 pub mod log;
 pub mod memory;
+mod room;
+pub mod settings;
+
+pub use room::Lmdeploy;
 
 use crate::memory::EngineVersion;
 use crate::rules::{Accounting, EngineRules, Rule};

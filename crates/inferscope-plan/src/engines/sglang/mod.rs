@@ -455,7 +455,7 @@ mod tests {
         let e = parse_command(&words("foo --x 1")).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "`foo` is not a serving engine inferscope knows (vllm serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server, text-generation-launcher, llama-server)"
+            "`foo` is not a serving engine inferscope knows (vllm serve, python -m vllm.entrypoints.openai.api_server, python -m sglang.launch_server, text-generation-launcher, llama-server, lmdeploy serve api_server)"
         );
     }
 
