@@ -4,6 +4,8 @@
 //! Method, constants with their sources and the measured errors: docs/speed.md, section
 //! "Multi-GPU and multi-node"; research: docs/research/multinode.md.
 
+pub mod disagg;
+pub mod find;
 pub mod memory;
 pub mod step;
 
