@@ -794,6 +794,30 @@ pub fn find(r: &ClusterFindRequest<'_>) -> ClusterFindResult {
     }
 }
 
+/// One aggregated layout judged as [`find`] judges it (None: the step model has no figure).
+pub fn evaluate_aggregated(r: &ClusterFindRequest<'_>, layout: Layout) -> Option<ClusterRow> {
+    let mut n = 0;
+    phase(r, layout).map(|p| aggregated_row(r, &p, &mut n))
+}
+
+/// One given P/D deployment (`n_p` prefill workers of `prefill`, `n_d` decode workers of
+/// `decode`, on `nodes` nodes) judged as [`find`] judges its own splits. None when a worker's
+/// weights do not fit or the step model has no figure.
+pub fn evaluate_disaggregated(
+    r: &ClusterFindRequest<'_>,
+    nodes: u32,
+    prefill: Layout,
+    n_p: u32,
+    decode: Layout,
+    n_d: u32,
+) -> Option<ClusterRow> {
+    let mut n = 0;
+    let pre = phase(r, prefill).filter(|p| p.max_batch > 0)?;
+    let dec = phase(r, decode).filter(|p| p.max_batch > 0)?;
+    let dpt = decode_capacity(r, &dec, &mut n)?;
+    Some(pd_row(r, nodes, &pre, n_p, &dec, n_d, dpt, &mut n))
+}
+
 fn assumptions(r: &ClusterFindRequest<'_>) -> Vec<String> {
     let w = &r.workload;
     let mut a = vec![
