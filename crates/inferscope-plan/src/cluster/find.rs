@@ -247,7 +247,7 @@ fn phase(r: &ClusterFindRequest<'_>, l: Layout) -> Option<Phase> {
 /// Short layout text: `TP8 PP2`, `DP16/EP16`, `TP4 DP2 EP8`.
 pub fn describe(l: &Layout) -> String {
     let mut parts = Vec::new();
-    if l.tp == 1 && l.dp > 1 && l.ep == l.dp {
+    if l.tp == 1 && l.pp == 1 && l.dp > 1 && l.ep == l.dp {
         return format!("DP{}/EP{}", l.dp, l.ep);
     }
     parts.push(format!("TP{}", l.tp));
