@@ -60,6 +60,7 @@ fn pd_pair_on_16_h200_picks_the_measured_winner() {
     let arch = catalog::lookup("openai/gpt-oss-120b").unwrap();
     let gpu = gpus::lookup("H200 SXM").unwrap();
     let r = ClusterFindRequest {
+        model_id: "openai/gpt-oss-120b".into(),
         arch: &arch,
         quant: arch.quantization.as_ref(),
         kv: Dtype::Bf16,

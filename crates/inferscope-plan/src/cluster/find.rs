@@ -59,6 +59,8 @@ pub struct ClusterWorkload {
 /// Everything the search needs.
 #[derive(Debug, Clone)]
 pub struct ClusterFindRequest<'a> {
+    /// The model's id or path, as the user named it (echoed in the result).
+    pub model_id: String,
     /// The model.
     pub arch: &'a ModelArch,
     /// Effective quantization (checkpoint or flag).
@@ -145,6 +147,18 @@ pub struct ClusterRow {
 /// The search result.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ClusterFindResult {
+    /// The model as named.
+    pub model: String,
+    /// The GPU (catalog name).
+    pub gpu: String,
+    /// GPUs per node.
+    pub gpus_per_node: u32,
+    /// The network between nodes (`--network` spelling).
+    pub network: &'static str,
+    /// Whose fitted efficiency the step times use.
+    pub engine: &'static str,
+    /// The workload and SLO searched for.
+    pub workload: ClusterWorkload,
     /// Ranked rows: SLO-meeting first.
     pub rows: Vec<ClusterRow>,
     /// Why the first row wins and by how much, in words.
@@ -158,6 +172,17 @@ pub struct ClusterFindResult {
     pub assumptions: Vec<String>,
     /// Layout × batch (× split) points evaluated.
     pub evaluated: usize,
+}
+
+/// vLLM's default `--max-num-seqs` for a GPU: 1024 on GPUs with ≥ 70 GiB other than the A100,
+/// else 256 (vLLM 0.9.0+ `EngineArgs._set_default_args`, `vllm/engine/arg_utils.py`, as read for
+/// the memory planner in `engines/vllm/rules.rs` `profile_batch`).
+pub fn default_max_num_seqs(gpu: &GpuSpec) -> u64 {
+    if gpu.torch_total_gib >= 70.0 && !gpu.name.contains("A100") {
+        1024
+    } else {
+        256
+    }
 }
 
 /// Decode batches tried per replica.
@@ -785,6 +810,12 @@ pub fn find(r: &ClusterFindRequest<'_>) -> ClusterFindResult {
     rank(&mut rows, o);
     let (explanation, margin) = explain(r, &rows);
     ClusterFindResult {
+        model: r.model_id.clone(),
+        gpu: r.gpu.name.clone(),
+        gpus_per_node: r.gpus_per_node,
+        network: r.network.cli_id(),
+        engine: r.engine.cli_id(),
+        workload: r.workload.clone(),
         rows,
         explanation,
         margin_over_other_kind: margin,
@@ -893,8 +924,9 @@ fn explain(r: &ClusterFindRequest<'_>, rows: &[ClusterRow]) -> (String, Option<f
     if win.kind == "disaggregated" {
         if let (Some(d), Some(kv)) = (&win.decode, &win.kv_transfer) {
             s.push_str(&format!(
-                " Decode runs batch {} per replica with no prefill interrupting it, so TPOT is the decode round alone; the KV transfer adds {} to TTFT ({:.0} MB per request over {}, {} stream(s)).",
+                " Decode runs batch {} per replica with no prefill interrupting it, so TPOT is the decode round alone; the prefill workers run at {:.0} % of their capacity; the KV transfer adds {} to TTFT ({:.0} MB per request over {}, {} stream(s)).",
                 d.batch_per_replica,
+                win.prefill_utilisation * 100.0,
                 secs(kv.seconds),
                 kv.bytes as f64 / 1e6,
                 kv.link,
@@ -972,6 +1004,7 @@ mod tests {
         w: ClusterWorkload,
     ) -> ClusterFindRequest<'a> {
         ClusterFindRequest {
+            model_id: String::new(),
             arch,
             quant: arch.quantization.as_ref(),
             kv: Dtype::Bf16,

@@ -8,21 +8,8 @@ use inferscope_plan::arch::Dtype;
 use inferscope_plan::cluster::Network;
 use inferscope_plan::cluster::find::{self, ClusterFindRequest, ClusterWorkload, SloTargets};
 use inferscope_plan::{ModelArch, gpus};
-use serde::Serialize;
 use std::io::Write;
 use std::process::ExitCode;
-
-#[derive(Serialize)]
-struct Report<'a> {
-    model: &'a str,
-    gpu: &'a str,
-    gpus_per_node: u32,
-    network: &'static str,
-    engine: &'static str,
-    workload: &'a ClusterWorkload,
-    #[serde(flatten)]
-    result: &'a find::ClusterFindResult,
-}
 
 /// Runs the multi-node search; exit 1 when no row meets the SLO.
 pub fn run(
@@ -64,10 +51,8 @@ pub fn run(
         },
     };
     let network = c.network.unwrap_or(Network::IbNdr);
-    // vLLM V1 `EngineArgs._set_default_args` (vllm/engine/arg_utils.py): max_num_seqs 1024 on
-    // GPUs with ≥ 70 GiB other than A100, else 256
-    let big = gpu.torch_total_gib >= 70.0 && !gpu.name.contains("A100");
     let r = ClusterFindRequest {
+        model_id: model_spec.to_string(),
         arch,
         quant: arch.quantization.as_ref(),
         kv,
@@ -77,29 +62,18 @@ pub fn run(
         network,
         engine,
         memory_utilization: args.flags.gpu_memory_utilization.unwrap_or(0.9),
-        max_batch: args
-            .flags
-            .max_num_seqs
-            .map_or(if big { 1024 } else { 256 }, u64::from),
+        max_batch: (args.flags.max_num_seqs.map(u64::from))
+            .unwrap_or_else(|| find::default_max_num_seqs(gpu)),
         workload,
     };
     let mut res = find::find(&r);
     let met = res.rows.first().is_some_and(|x| x.meets_slo);
     if args.json {
-        let report = Report {
-            model: model_spec,
-            gpu: &gpu.name,
-            gpus_per_node: gpn,
-            network: network.cli_id(),
-            engine: engine.cli_id(),
-            workload: &r.workload,
-            result: &res,
-        };
-        serde_json::to_writer_pretty(&mut *out, &crate::render::versioned::versioned(&report))?;
+        serde_json::to_writer_pretty(&mut *out, &crate::render::versioned::versioned(&res))?;
         writeln!(out)?;
     } else {
         res.rows.truncate(args.top.unwrap_or(25));
-        write(model_spec, &r, &res, out)?;
+        write(&res, out)?;
     }
     Ok(if met {
         ExitCode::SUCCESS
@@ -108,21 +82,13 @@ pub fn run(
     })
 }
 
-fn write(
-    model: &str,
-    r: &ClusterFindRequest<'_>,
-    res: &find::ClusterFindResult,
-    out: &mut dyn Write,
-) -> std::io::Result<()> {
-    let w = &r.workload;
+fn write(res: &find::ClusterFindResult, out: &mut dyn Write) -> std::io::Result<()> {
+    let w = &res.workload;
     let target = |t: Option<f64>| t.map_or("none".to_string(), find::secs);
     writeln!(
         out,
-        "Model {model} on {} ({} per node, {} between nodes, {} speed)",
-        r.gpu.name,
-        r.gpus_per_node,
-        r.network.cli_id(),
-        r.engine.cli_id()
+        "Model {} on {} ({} per node, {} between nodes, {} speed)",
+        res.model, res.gpu, res.gpus_per_node, res.network, res.engine
     )?;
     let load = match (w.rate, w.concurrency) {
         (Some(x), _) => format!(", {x} requests/s"),
