@@ -194,6 +194,9 @@ const BATCHES: [u64; 19] = [
 /// without bound near 1).
 const U_CAP: f64 = 0.9;
 
+/// Most GPUs one node count may hold (the search grows with the divisors of the GPU count).
+pub const MAX_GPUS: u64 = 1024;
+
 /// P/D rows kept per node count (the best ones).
 const PD_ROWS_PER_NODE_COUNT: usize = 8;
 
@@ -685,7 +688,8 @@ fn kv_of(r: &ClusterFindRequest<'_>, pre: &Layout, nodes: u32) -> KvTransfer {
 }
 
 /// Worker layouts a P/D deployment on `nodes` nodes can use: every valid layout of 1, 2, 4 …
-/// GPUs inside one node and of 1 … nodes−1 whole nodes (a worker never takes every GPU).
+/// GPUs inside one node and of 1, 2, 4 … whole nodes short of all of them (a worker never
+/// takes every GPU).
 fn worker_layouts(r: &ClusterFindRequest<'_>, nodes: u32) -> Vec<Layout> {
     let gpn = r.gpus_per_node;
     let mut out = Vec::new();
@@ -696,8 +700,10 @@ fn worker_layouts(r: &ClusterFindRequest<'_>, nodes: u32) -> Vec<Layout> {
         }
         g *= 2;
     }
-    for k in 1..nodes {
+    let mut k = 1;
+    while k < nodes {
         out.extend(Layout::enumerate(r.arch, k, gpn));
+        k *= 2;
     }
     out
 }
@@ -724,6 +730,13 @@ pub fn find(r: &ClusterFindRequest<'_>) -> ClusterFindResult {
     let mut notes = Vec::new();
     let o = r.workload.output_len.max(1) as f64;
     for &nodes in &r.nodes {
+        if u64::from(nodes) * u64::from(r.gpus_per_node) > MAX_GPUS {
+            notes.push(format!(
+                "{nodes} node(s) × {} GPUs: more than {MAX_GPUS} GPUs, not searched",
+                r.gpus_per_node
+            ));
+            continue;
+        }
         if nodes == 0 || r.gpus_per_node == 0 {
             notes.push(format!(
                 "{nodes} node(s) × {} GPUs: nothing to place",
