@@ -586,7 +586,8 @@ fn pd_row(
             ));
         }
         let d = decode_point(r, dec, b.min(dec.max_batch)).unwrap_or(dec_point);
-        (rate, d)
+        // an overloaded split serves what its slower side can
+        (rate.min(p_cap).min(f64::from(n_d) * d.rps), d)
     } else if let Some(c) = w.concurrency {
         let b = c
             .div_ceil(u64::from(n_d) * u64::from(dec.layout.dp.max(1)))
@@ -1141,5 +1142,42 @@ mod tests {
             assert_eq!(x.gpus, x.nodes * 8);
         }
         assert!(!res.explanation.is_empty());
+    }
+
+    #[test]
+    fn a_fixed_rate_is_served_or_named_as_the_miss() {
+        let arch = crate::catalog::lookup("meta-llama/Llama-3.1-8B-Instruct").unwrap();
+        let gpu = crate::gpus::lookup("L40S").unwrap();
+        let w = |rate: f64| ClusterWorkload {
+            input_len: 1000,
+            output_len: 200,
+            rate: Some(rate),
+            concurrency: None,
+            slo: SloTargets {
+                ttft_s: Some(2.0),
+                tpot_s: Some(0.1),
+            },
+        };
+        let r = req(&arch, gpu, vec![1], w(5.0));
+        let res = find(&r);
+        assert!(res.rows[0].meets_slo, "{:?}", res.rows[0]);
+        for x in res.rows.iter().filter(|x| x.meets_slo) {
+            assert!((x.requests_per_s - 5.0).abs() < 1e-9, "{x:?}");
+            assert!((x.output_tokens_per_s_per_gpu - 5.0 * 200.0 / 8.0).abs() < 1e-6);
+        }
+        // 1,000 requests/s of 1,000-token prompts is beyond 8 L40S: every row says why, and
+        // none claims to serve more than it can
+        let r = req(&arch, gpu, vec![1], w(1000.0));
+        let res = find(&r);
+        assert!(res.rows.iter().all(|x| !x.meets_slo));
+        assert!(
+            res.rows
+                .iter()
+                .all(|x| x.misses.iter().any(|m| m.contains("rate"))),
+            "{:?}",
+            res.rows
+        );
+        assert!(res.rows.iter().all(|x| x.requests_per_s < 1000.0));
+        assert!(res.explanation.starts_with("No layout meets the SLO"));
     }
 }
