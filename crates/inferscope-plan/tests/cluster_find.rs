@@ -110,6 +110,13 @@ fn pd_pair_on_16_h200_picks_the_measured_winner() {
         d.batch_per_replica,
         d.misses
     );
+    // the verdicts as measured: aggregated misses the TPOT target, P/D meets both
+    assert!(
+        !a.meets_slo && a.misses[0].starts_with("TPOT"),
+        "{:?}",
+        a.misses
+    );
+    assert!(d.meets_slo, "{:?}", d.misses);
     // the direction of the measurement: P/D cuts TPOT, raises TTFT
     assert!(d.tpot_s.unwrap() < a.tpot_s.unwrap());
     assert!(d.ttft_s.unwrap() > a.ttft_s.unwrap());

@@ -997,11 +997,18 @@ fn explain(r: &ClusterFindRequest<'_>, rows: &[ClusterRow]) -> (String, Option<f
             secs(e(x))
         ));
     }
-    if x.kind == "aggregated" && x.meets_slo {
+    if x.kind == "aggregated" {
+        let held = if r.workload.rate.is_none() && r.workload.concurrency.is_none() && x.meets_slo {
+            format!(
+                ", which holds its batch to {} per replica to keep TPOT within the target",
+                x.batch_per_replica
+            )
+        } else {
+            String::from(", time every decode step waits for")
+        };
         s.push_str(&format!(
-            " Aggregated, prefills share the decode GPUs ({:.0} % of replica time), which holds its batch to {} per replica to keep TPOT within the target.",
+            " Aggregated, prefills share the decode GPUs ({:.0} % of replica time){held}.",
             x.prefill_utilisation * 100.0,
-            x.batch_per_replica
         ));
     }
     (s, (ratio.is_finite()).then_some(ratio))
