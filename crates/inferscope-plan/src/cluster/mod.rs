@@ -7,6 +7,7 @@
 pub mod disagg;
 pub mod find;
 pub mod memory;
+pub mod render;
 pub mod step;
 
 use crate::arch::ModelArch;
