@@ -85,6 +85,35 @@ pub struct ClusterFindRequest<'a> {
     pub workload: ClusterWorkload,
 }
 
+impl<'a> ClusterFindRequest<'a> {
+    /// A request with the defaults `plan --find --nodes` uses: the checkpoint's quantization,
+    /// KV in the model's dtype, 8 GPUs per node, `ib-ndr`, 90 % of GPU memory and vLLM's default
+    /// `--max-num-seqs` for the GPU ([`default_max_num_seqs`]).
+    pub fn new(
+        model_id: &str,
+        arch: &'a ModelArch,
+        gpu: &'a GpuSpec,
+        nodes: Vec<u32>,
+        engine: Engine,
+        workload: ClusterWorkload,
+    ) -> Self {
+        ClusterFindRequest {
+            model_id: model_id.to_string(),
+            arch,
+            quant: arch.quantization.as_ref(),
+            kv: arch.dtype,
+            gpu,
+            nodes,
+            gpus_per_node: 8,
+            network: Network::IbNdr,
+            engine,
+            memory_utilization: 0.9,
+            max_batch: default_max_num_seqs(gpu),
+            workload,
+        }
+    }
+}
+
 /// A group of identical workers of a P/D row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Workers {
