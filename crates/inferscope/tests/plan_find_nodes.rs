@@ -116,4 +116,22 @@ fn nodes_needs_lengths_and_a_gpu() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("ib-ndr"), "{err}");
+    let (code, _, err) = inferscope(&[
+        "plan",
+        "--find",
+        "--model",
+        "deepseek-ai/DeepSeek-R1",
+        "--gpu",
+        "h100-sxm",
+        "--nodes",
+        "2",
+        "--input-len",
+        "100",
+        "--output-len",
+        "10",
+        "--slo",
+        "e2e=10s",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("ttft and tpot"), "{err}");
 }

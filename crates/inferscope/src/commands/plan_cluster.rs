@@ -32,6 +32,9 @@ pub fn run(
         bail!("--nodes and --gpus-per-node must be at least 1, --rate above 0");
     }
     let slo = c.slo.unwrap_or_default();
+    if slo.e2e.is_some() {
+        bail!("--slo e2e=…: --find --nodes judges ttft and tpot only");
+    }
     let secs = |d: Option<std::time::Duration>| d.map(|d| d.as_secs_f64());
     let slo = SloTargets {
         ttft_s: secs(slo.ttft),
