@@ -230,6 +230,22 @@ struct PlanCli {
     /// by cost.
     #[arg(long, value_name = "FILE", requires = "find")]
     prices: Option<PathBuf>,
+    /// With --find: node counts to rank layouts over (aggregated and P/D), e.g. 1,2,4.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', requires_all = ["find", "gpu"])]
+    nodes: Vec<u32>,
+    /// With --nodes: GPUs per node (default 8).
+    #[arg(long, value_name = "N", requires = "nodes")]
+    gpus_per_node: Option<u32>,
+    /// With --nodes: the network between nodes (ib-ndr, ib-hdr, roce-400, roce-200, eth-100,
+    /// nvlink-domain; default ib-ndr).
+    #[arg(long, value_name = "NET", requires = "nodes", value_parser = |s: &str| inferscope_launch::parse_network(s).map_err(|e| e.to_string()))]
+    network: Option<inferscope_plan::cluster::Network>,
+    /// With --nodes: latency targets, e.g. ttft=2s,tpot=50ms.
+    #[arg(long, value_name = "LIST", requires = "nodes")]
+    slo: Option<inferscope_bench::stats::Slo>,
+    /// With --nodes: requests per second the deployment must serve.
+    #[arg(long, value_name = "R", requires = "nodes")]
+    rate: Option<f64>,
     /// Disk read speed for the model-load bound, GB/s (default 2).
     #[arg(long, value_name = "GBPS")]
     disk_gbps: Option<f64>,
@@ -277,6 +293,13 @@ impl PlanCli {
             output_len: self.output_len,
             top: self.top,
             prices: self.prices,
+            cluster: commands::plan::ClusterFlags {
+                nodes: self.nodes,
+                gpus_per_node: self.gpus_per_node,
+                network: self.network,
+                slo: self.slo,
+                rate: self.rate,
+            },
             command: self.command,
         }
     }

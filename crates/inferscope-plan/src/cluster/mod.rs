@@ -4,7 +4,10 @@
 //! Method, constants with their sources and the measured errors: docs/speed.md, section
 //! "Multi-GPU and multi-node"; research: docs/research/multinode.md.
 
+pub mod disagg;
+pub mod find;
 pub mod memory;
+pub mod render;
 pub mod step;
 
 use crate::arch::ModelArch;

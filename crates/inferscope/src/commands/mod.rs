@@ -11,6 +11,7 @@ pub mod labels;
 pub mod line_guard;
 pub mod mem;
 pub mod plan;
+pub mod plan_cluster;
 pub mod run;
 pub mod serve;
 pub mod snapshot;

@@ -66,8 +66,25 @@ pub struct PlanArgs {
     pub top: Option<usize>,
     /// `--prices FILE` (with `--find`): USD per GPU-hour, ranks by cost.
     pub prices: Option<PathBuf>,
+    /// `--nodes`, `--gpus-per-node`, `--network`, `--slo`, `--rate` (with `--find`).
+    pub cluster: ClusterFlags,
     /// Words after `--`.
     pub command: Vec<String>,
+}
+
+/// `plan --find --nodes …`: the multi-node search's flags.
+#[derive(Debug, Default)]
+pub struct ClusterFlags {
+    /// `--nodes 1,2,4` (empty: the single-node `--find`).
+    pub nodes: Vec<u32>,
+    /// `--gpus-per-node`.
+    pub gpus_per_node: Option<u32>,
+    /// `--network`.
+    pub network: Option<inferscope_plan::cluster::Network>,
+    /// `--slo ttft=…,tpot=…`.
+    pub slo: Option<inferscope_bench::stats::Slo>,
+    /// `--rate` requests/s.
+    pub rate: Option<f64>,
 }
 
 /// Engine settings as inferscope flags.
@@ -181,6 +198,9 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         None => arch,
     };
 
+    if args.find && !args.cluster.nodes.is_empty() {
+        return super::plan_cluster::run(args, &arch, &model_spec, speed_engine, out);
+    }
     if args.find {
         return run_find(
             args,
