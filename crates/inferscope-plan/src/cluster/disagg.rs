@@ -8,8 +8,9 @@
 //!   the prefill worker's NICs: `α + bytes / (streams × bandwidth)`, one stream per GPU holding a
 //!   distinct share of the sequence's KV (TP ranks of non-MLA attention hold different heads;
 //!   an MLA latent is the same on every TP rank, so only pipeline stages add streams). This is
-//!   what vLLM's `NixlConnector` and SGLang's Mooncake backend do: each rank reads/writes its
-//!   own KV blocks over its own RDMA NIC (docs/research/multinode.md, "KV transfer for P/D").
+//!   what the engines' P/D connectors do: each rank reads/writes its own KV blocks over its own
+//!   RDMA NIC (docs/research/multinode.md, "KV transfer for P/D"; docs/speed.md "Sources of the
+//!   layout rules").
 //!   It is added to TTFT whole: layer-wise overlap with the prefill is not counted.
 //! * [`mdl_wait`]: queueing before a prefill starts, M/D/1 (Poisson arrivals, one deterministic
 //!   server): mean wait `u × S / (2 (1 − u))` at utilisation `u` and service time `S`

@@ -6,7 +6,7 @@
 //! is costed with the step model of [`super::step`] and judged against the SLO:
 //!
 //! * **Aggregated** (one server does both phases, chunked prefill mixing prompts into decode
-//!   steps, as vLLM V1 and SGLang do by default). Per replica at decode batch `B`: a decode round
+//!   steps, the engines' default: docs/speed.md "Sources of the layout rules"). Per replica at decode batch `B`: a decode round
 //!   takes `d(B)`; each request also costs `c = 1 / prefill requests/s` of replica time, and `B/O`
 //!   requests finish per round (`O` output tokens), so the mean time per output token is
 //!   `TPOT = d(B) + B·c/O` — prefills interrupt decode. TTFT = the prompt's own prefill pass +

@@ -72,7 +72,7 @@ fn layer_attention(arch: &ModelArch, i: usize) -> LayerAttention {
 ///
 /// * Dense parts: `crate::memory::weights_per_gpu` with the layout's tp and pp (vLLM's
 ///   `get_pp_indices` stage split, embedding on the first stage, LM head on the last).
-/// * Routed experts: with `ep > 1`, `experts / ep` whole experts per GPU (SGLang/vLLM EP MoE
+/// * Routed experts: with `ep > 1`, `experts / ep` whole experts per GPU (the engines' EP MoE
 ///   layers hold a contiguous block of whole experts per rank), i.e. the stage's unsliced
 ///   expert bytes × (experts/ep)/experts; with `ep = 1`, every expert sliced by TP.
 /// * KV per token: Σ over the stage's layers of `kv_bytes_per_token_layer` at the layout's tp

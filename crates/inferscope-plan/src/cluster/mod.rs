@@ -19,9 +19,8 @@ use serde::Serialize;
 /// `tp` GPUs share every layer of a pipeline stage, `pp` stages hold consecutive layers, `dp`
 /// replicas of that `tp × pp` group serve different requests. `ep` is the expert-parallel size
 /// of MoE layers: the routed experts are split, whole, over `ep` GPUs drawn from the `tp × dp`
-/// ranks of a stage (vLLM `--enable-expert-parallel`: EP = TP × DP; SGLang `--ep-size`).
-/// Data-parallel attention (SGLang `--attn-dp-size`/`--enable-dp-attention`, vLLM wide EP) is
-/// `tp = 1, dp = ep = N`: attention and dense layers whole on every rank, each rank its own
+/// ranks of a stage. Data-parallel attention (the engines' flags for it: docs/speed.md "Sources
+/// of the layout rules") is `tp = 1, dp = ep = N`: attention and dense layers whole on every rank, each rank its own
 /// sequences, experts split N ways.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Layout {
@@ -116,8 +115,8 @@ impl Layout {
         u64::from(self.nodes) * u64::from(self.gpus_per_node)
     }
 
-    /// Whether the `tp` GPUs of a stage sit in one node (ranks are placed TP-first, as vLLM and
-    /// SGLang number them).
+    /// Whether the `tp` GPUs of a stage sit in one node (ranks are placed TP-first, as the
+    /// engines number them).
     pub fn tp_within_node(&self) -> bool {
         self.tp <= self.gpus_per_node
     }
@@ -167,20 +166,16 @@ impl Layout {
         out
     }
 
-    /// Checks the layout against a model. The engines' rules, by source:
+    /// Checks the layout against a model, with the engines' rules (each rule's source file and
+    /// release: docs/speed.md "Sources of the layout rules"):
     ///
-    /// * world size = tp × pp × dp — vLLM `ParallelConfig.world_size` (`vllm/config/parallel.py`,
-    ///   0.34.0) times the DP size; SGLang `compute_world_size` = dp × tp × pp
-    ///   (`sglang/srt/server_args.py`, 0.5.23).
-    /// * attention heads divisible by tp; KV heads divisible by tp or tp a multiple of them
-    ///   (vLLM `QKVParallelLinear`: KV heads are replicated when tp ≥ num_kv_heads, in
-    ///   `vllm/model_executor/layers/linear.py`). MLA has no KV heads to split.
-    /// * ep divides tp × dp (vLLM EP size = tp × dp; SGLang `ep_size` ≤ tp) and the routed
-    ///   experts (SGLang asserts `num_experts % ep_size == 0` in its EP MoE layer; vLLM spreads a
-    ///   remainder, but an uneven split leaves ranks idle — rejected here).
-    /// * pp ≤ layers. Not "pp divides layers": vLLM `get_pp_indices`
-    ///   (`vllm/distributed/utils.py`) gives the remainder to the last stages, and SGLang ran
-    ///   Qwen3-235B's 94 layers on pp 4 (PR #7979, `fixtures/speed/multi-gpu.jsonl`).
+    /// * world size = tp × pp × dp;
+    /// * attention heads divisible by tp; KV heads divisible by tp or tp a multiple of them (KV
+    ///   heads are replicated when tp ≥ num_kv_heads). MLA has no KV heads to split;
+    /// * ep divides tp × dp and the routed experts (an uneven split leaves ranks idle —
+    ///   rejected here);
+    /// * pp ≤ layers, not "pp divides layers": the remainder goes to the last stages, and a real
+    ///   run served Qwen3-235B's 94 layers on pp 4 (`fixtures/speed/multi-gpu.jsonl`).
     pub fn validate(&self, arch: &ModelArch) -> Result<(), LayoutError> {
         for (v, name) in [
             (self.tp, "tp"),
@@ -519,7 +514,7 @@ mod tests {
             layout(1, 1, 8, 16, 1, 8).validate(&ds),
             Err(LayoutError::EpGroup { ep: 16, group: 8 })
         ));
-        // Qwen3-235B: 94 layers on pp 4 runs (SGLang PR #7979), pp 95 cannot
+        // Qwen3-235B: 94 layers on pp 4 runs (a measured run, fixtures/speed), pp 95 cannot
         let q = arch("Qwen/Qwen3-235B-A22B");
         assert_eq!(q.num_layers, 94);
         assert!(layout(8, 4, 1, 1, 4, 8).validate(&q).is_ok());

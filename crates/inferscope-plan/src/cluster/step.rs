@@ -11,10 +11,10 @@
 //!   times (README @ 0aaa674, H800 + CX7 400 Gb/s, 128 tokens, hidden 7168, top-8) scaled by
 //!   tokens, hidden, top-k and NIC speed; otherwise `α + tokens × top_k × hidden × 3 B ×
 //!   remote share / bandwidth` (FP8 dispatch 1 B + BF16 combine 2 B) at a fitted share of the
-//!   link ([`Constants::ep_share`]). With two-batch overlap (SGLang TBO, vLLM DBO) it overlaps
+//!   link ([`Constants::ep_share`]). With two-batch overlap (the engines' TBO/DBO) it overlaps
 //!   the compute of the other micro-batch.
 //! * PP: one hand-over of the hidden state per stage boundary (`α + tokens × hidden × 2 B /
-//!   bw`), `m` micro-batches in flight (vLLM/SGLang keep `pp` of them), and an exposed bubble
+//!   bw`), `m` micro-batches in flight (the engines keep `pp` of them), and an exposed bubble
 //!   of [`Constants::pp_bubble`] × (pp−1) stage times per round without send/recv overlap
 //!   (GPipe's (p−1)/(m+p−1), Huang et al. 2019).
 //!
@@ -35,7 +35,7 @@ use serde::Serialize;
 pub struct Constants {
     /// Seconds per small all-reduce over PCIe when the engine replays CUDA graphs (the
     /// collectives are launched from the graph). Cited, not fitted: gpus.toml `[[link_latency]]`
-    /// pcie, 19.4–22.3 µs for 4 GPUs behind one switch (sglang-V100 PR #2). A free fit ran to
+    /// pcie, 19.4–22.3 µs for 4 GPUs behind one switch (its source there). A free fit ran to
     /// the grid's 1 µs floor, absorbing MLC's low single-node efficiency — not physical.
     pub pcie_call_s: f64,
     /// Seconds per ring hop (× (n−1)) of a small all-reduce over PCIe launched eagerly from the
@@ -49,7 +49,7 @@ pub struct Constants {
     /// Fitted.
     pub ep_share: f64,
     /// Share of the GPipe bubble, (pp−1) stage times per round, left exposed without PP
-    /// send/recv overlap. Fitted (one calibration record: SGLang before PR #7979).
+    /// send/recv overlap. Fitted (one calibration record, before PP send/recv overlap).
     pub pp_bubble: f64,
     /// Share of the shorter of compute and EP all-to-all that two-batch overlap hides
     /// (1: step = max of the two; 0: their sum). Fitted.
@@ -70,7 +70,7 @@ pub const FITTED: Constants = Constants {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct AttentionFlops {
     /// Decode: QKᵀ and PV, 2 × 2 × heads × head_dim; MLA in its absorbed form (FlashMLA, the
-    /// decode path of vLLM and SGLang): 2 × heads × (kv_lora_rank + rope) for the scores plus
+    /// engines' decode path): 2 × heads × (kv_lora_rank + rope) for the scores plus
     /// 2 × heads × kv_lora_rank for the values.
     pub decode: f64,
     /// Prefill, causal (half of the square already counted by the attended-token sum, as the
@@ -118,9 +118,9 @@ pub const DEEPEP_LL_US: [(u32, f64); 6] = [
 /// Engine features that hide communication.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct Overlap {
-    /// PP send/recv overlapped with compute (SGLang after PR #7979; vLLM's async PP).
+    /// PP send/recv overlapped with compute (the engines' async PP).
     pub pp_send_recv: bool,
-    /// Two micro-batches alternate compute and EP all-to-all (SGLang TBO, vLLM DBO, DeepSeek).
+    /// Two micro-batches alternate compute and EP all-to-all (TBO/DBO, DeepSeek's production).
     pub two_batch: bool,
 }
 
