@@ -22,6 +22,7 @@ pub mod gguf;
 pub mod hwloc_xml;
 mod lex;
 pub mod limits;
+pub mod line_guard;
 pub mod meminfo;
 pub mod mounts;
 pub mod numa_maps;

@@ -224,7 +224,7 @@ pub fn startup_report(
     use inferscope_plan::engines::lmdeploy::log as lmdeploy_log;
     let mut r = std::io::BufReader::with_capacity(
         1 << 16,
-        lmdeploy_log::Tee::new(super::line_guard::LineGuard::new(input)),
+        lmdeploy_log::Tee::new(inferscope_formats::line_guard::LineGuard::new(input)),
     );
     let parsed = startup_log::parse(&mut r);
     let trip = r.get_ref().get_ref().trip();

@@ -8,7 +8,6 @@ pub mod completions;
 pub mod diff;
 pub mod gather;
 pub mod labels;
-pub mod line_guard;
 pub mod mem;
 pub mod plan;
 pub mod plan_cluster;
