@@ -387,9 +387,12 @@ fn root_or_slash(root: Option<PathBuf>) -> PathBuf {
 }
 
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    // `--json` writes through serde_json, whose error keeps the I/O error's kind only
     err.chain().any(|c| {
         c.downcast_ref::<io::Error>()
             .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .is_some_and(|e| e.io_error_kind() == Some(io::ErrorKind::BrokenPipe))
     })
 }
 

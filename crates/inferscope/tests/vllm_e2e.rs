@@ -210,13 +210,16 @@ fn vllm_through_run_bench_chat_compare_and_startup_log() {
         (48.0 * 63.0..=54.0 * 63.0).contains(&itl),
         "ITL count {itl}: {m:#}"
     );
-    // The local tokenizer is the model's own. Generated texts re-tokenized come within a token
-    // of vLLM's counts (a random model can emit `▁t` `h` where the tokenizer merges `▁th`: 45
-    // of 48 equal, one token off, in one run), and prompts count exactly alike (below).
+    // The local tokenizer is the model's own. Generated texts re-tokenized come within a few
+    // tokens of vLLM's counts: a random model can emit `▁t` `h` where the tokenizer merges
+    // `▁th`, once or twice in a 64-token text (45 of 48 equal and one token off in one run, 42
+    // of 48 and two tokens off in another); most requests agree exactly, the totals within 1 %,
+    // and prompts count exactly alike (below).
     let agree = &a["tokenizer_vs_usage"];
     assert_eq!(agree["requests"], 3 * 16, "{agree}");
+    assert!(agree["equal"].as_f64().unwrap() >= 0.8 * 48.0, "{agree}");
     assert!(
-        agree["max_abs_difference"].as_f64().unwrap() <= 1.0,
+        agree["max_abs_difference"].as_f64().unwrap() <= 4.0,
         "{agree}"
     );
     assert!(
