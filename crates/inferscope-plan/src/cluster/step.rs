@@ -344,6 +344,21 @@ fn pcie_alpha(c: &Constants, eager: bool, tp: f64) -> f64 {
     }
 }
 
+/// The link a TP all-reduce crosses, as (seconds per call, bytes per second): the network when
+/// the TP group spans nodes, else NVLink, else PCIe at its fitted share.
+fn tp_link(s: &ClusterScenario<'_>, c: &Constants, net: &NetworkSpec, tp: f64) -> (f64, f64) {
+    if !s.layout.tp_within_node() {
+        (net.latency_s, net.bytes_per_s())
+    } else if s.intra.nvlink {
+        (nvlink_latency_s(), s.intra.gbps_per_direction * 1e9)
+    } else {
+        (
+            pcie_alpha(c, s.eager, tp),
+            s.intra.gbps_per_direction * 1e9 * c.pcie_share,
+        )
+    }
+}
+
 /// Host cost per kernel: the engine's fitted one, at least [`EAGER_KERNEL_S`] when eager (as the
 /// single-node model).
 fn per_kernel(e: &EngineEfficiency, eager: bool) -> f64 {
@@ -412,16 +427,7 @@ fn figures(s: &ClusterScenario<'_>, r: &Rates) -> ClusterFigures {
         let launch = stage_layers * KERNELS_PER_LAYER * per_kernel(e, s.eager);
         let act = tokens * m.hidden as f64 * m.activation_bytes;
         let tp_comm = if l.tp > 1 {
-            let (alpha, bw) = if !l.tp_within_node() {
-                (net.latency_s, net.bytes_per_s())
-            } else if s.intra.nvlink {
-                (nvlink_latency_s(), s.intra.gbps_per_direction * 1e9)
-            } else {
-                (
-                    pcie_alpha(c, s.eager, tp),
-                    s.intra.gbps_per_direction * 1e9 * c.pcie_share,
-                )
-            };
+            let (alpha, bw) = tp_link(s, c, &net, tp);
             2.0 * stage_layers * (alpha + 2.0 * (tp - 1.0) / tp * act / bw)
         } else {
             0.0
@@ -513,16 +519,7 @@ fn figures(s: &ClusterScenario<'_>, r: &Rates) -> ClusterFigures {
         let act = tokens * m.hidden as f64 * m.activation_bytes;
         let layers = m.layers as f64;
         let tp_comm = if l.tp > 1 {
-            let (alpha, bw) = if !l.tp_within_node() {
-                (net.latency_s, net.bytes_per_s())
-            } else if s.intra.nvlink {
-                (nvlink_latency_s(), s.intra.gbps_per_direction * 1e9)
-            } else {
-                (
-                    pcie_alpha(c, s.eager, tp),
-                    s.intra.gbps_per_direction * 1e9 * c.pcie_share,
-                )
-            };
+            let (alpha, bw) = tp_link(s, c, &net, tp);
             2.0 * layers * (alpha + 2.0 * (tp - 1.0) / tp * act / bw)
         } else {
             0.0

@@ -198,6 +198,25 @@ pub struct ServerMetricNames {
     pub prefix_hit_rate: Option<&'static str>,
 }
 
+impl ServeShape<'_> {
+    /// `head` (the program, model and context length) and the engine's spelling of each choice
+    /// the row makes: tensor parallelism over `gpus` when there is more than one, FP8 weights,
+    /// FP8 KV.
+    pub fn command(&self, head: String, tp: &str, fp8_weights: &str, kv_fp8: &str) -> String {
+        let mut c = head;
+        if self.gpus > 1 {
+            c.push_str(&format!(" {tp} {}", self.gpus));
+        }
+        if self.fp8_weights {
+            c.push_str(&format!(" {fp8_weights}"));
+        }
+        if self.kv_fp8 {
+            c.push_str(&format!(" {kv_fp8}"));
+        }
+        c
+    }
+}
+
 /// What the commands ask of one engine. Each method answers or says [`NotModelled`].
 pub trait EngineRoom: Sync {
     /// Which engine this room is.

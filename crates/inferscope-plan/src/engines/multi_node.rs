@@ -106,17 +106,40 @@ pub fn gpus_per_node(world: u32, what: &str, nodes: u32) -> Result<u32, MultiNod
     Ok(world / nodes)
 }
 
+/// A word's option name (`_` read as `-` in `--` names) and its inline `=value`.
+fn option_word(w: &str) -> (String, Option<&str>) {
+    let (name, inline) = match w.split_once('=') {
+        Some((f, v)) => (f, Some(v)),
+        None => (w, None),
+    };
+    let name = if name.starts_with("--") {
+        name.replace('_', "-")
+    } else {
+        name.to_string()
+    };
+    (name, inline)
+}
+
 /// The first of `flags` the command already sets (`--flag`, `--flag=v`, `_` for `-`): a
 /// multi-node launch adds them itself from the one-node form.
 pub fn already_set<'a>(command: &[String], flags: &[&'a str]) -> Option<&'a str> {
     command.iter().find_map(|w| {
-        let name = w.split_once('=').map_or(w.as_str(), |(f, _)| f);
-        let name = if name.starts_with("--") {
-            name.replace('_', "-")
-        } else {
-            name.to_string()
-        };
+        let (name, _) = option_word(w);
         flags.iter().copied().find(|f| *f == name)
+    })
+}
+
+/// The number the first of `flags` is given (`--flag N` or `--flag=N`), when it is one.
+pub fn number_of(command: &[String], flags: &[&str]) -> Option<u64> {
+    command.iter().enumerate().find_map(|(i, w)| {
+        let (name, inline) = option_word(w);
+        if !flags.contains(&name.as_str()) {
+            return None;
+        }
+        inline
+            .or_else(|| command.get(i + 1).map(String::as_str))?
+            .parse()
+            .ok()
     })
 }
 

@@ -133,20 +133,15 @@ impl EngineRoom for Sglang {
     }
 
     fn serve_command(&self, s: &ServeShape<'_>) -> Option<String> {
-        let mut c = format!(
-            "python -m sglang.launch_server --model-path {} --context-length {}",
-            s.model, s.max_len
-        );
-        if s.gpus > 1 {
-            c.push_str(&format!(" --tp {}", s.gpus));
-        }
-        if s.fp8_weights {
-            c.push_str(" --quantization fp8");
-        }
-        if s.kv_fp8 {
-            c.push_str(" --kv-cache-dtype fp8_e5m2");
-        }
-        Some(c)
+        Some(s.command(
+            format!(
+                "python -m sglang.launch_server --model-path {} --context-length {}",
+                s.model, s.max_len
+            ),
+            "--tp",
+            "--quantization fp8",
+            "--kv-cache-dtype fp8_e5m2",
+        ))
     }
 
     /// The image and its entrypoint, as its own Dockerfile says:
@@ -335,7 +330,9 @@ impl EngineRoom for Sglang {
 fn node_command(
     req: &super::multi_node::NodeRequest<'_>,
 ) -> Result<super::multi_node::NodeCommand, super::multi_node::MultiNodeError> {
-    use super::multi_node::{MultiNodeError, NodeCommand, Word, already_set, gpus_per_node};
+    use super::multi_node::{
+        MultiNodeError, NodeCommand, Word, already_set, gpus_per_node, number_of,
+    };
     let added = [
         "--nnodes",
         "--node-rank",
@@ -348,7 +345,7 @@ fn node_command(
         )));
     }
     let dp_attention = already_set(req.command, &["--enable-dp-attention"]).is_some();
-    let dp = value_of(req.command, &["--dp-size", "--dp", "--data-parallel-size"]);
+    let dp = number_of(req.command, &["--dp-size", "--dp", "--data-parallel-size"]);
     if dp.is_some_and(|d| d > 1) && !dp_attention {
         return Err(MultiNodeError(
             "SGLang data-parallel replicas across machines are separate servers behind its router: give each group's TP/PP command (--dp-size with --enable-dp-attention stays inside the TP group)".into(),
@@ -389,7 +386,7 @@ fn node_command(
         argv,
         serves_http: leader,
         gpus,
-        port: value_of(req.command, &["--port"])
+        port: number_of(req.command, &["--port"])
             .and_then(|p| u16::try_from(p).ok())
             .unwrap_or(30000),
         readiness_path: "/health",
@@ -402,24 +399,6 @@ fn node_command(
 
 /// The dist-init port every node names (any free port; SGLang derives its other ports from it).
 const DIST_INIT_PORT: u16 = 20000;
-
-/// The number after the first of `names` (`--name N` or `--name=N`).
-fn value_of(command: &[String], names: &[&str]) -> Option<u64> {
-    command.iter().enumerate().find_map(|(i, w)| {
-        let (name, inline) = match w.split_once('=') {
-            Some((n, v)) => (n, Some(v)),
-            None => (w.as_str(), None),
-        };
-        if !names.contains(&name) {
-            return None;
-        }
-        inline
-            .map(str::to_string)
-            .or_else(|| command.get(i + 1).cloned())?
-            .parse()
-            .ok()
-    })
-}
 
 #[cfg(test)]
 mod tests {

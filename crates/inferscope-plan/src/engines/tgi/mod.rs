@@ -118,20 +118,15 @@ impl EngineRoom for Tgi {
     }
 
     fn serve_command(&self, s: &ServeShape<'_>) -> Option<String> {
-        let mut c = format!(
-            "text-generation-launcher --model-id {} --max-total-tokens {}",
-            s.model, s.max_len
-        );
-        if s.gpus > 1 {
-            c.push_str(&format!(" --num-shard {}", s.gpus));
-        }
-        if s.fp8_weights {
-            c.push_str(" --quantize fp8");
-        }
-        if s.kv_fp8 {
-            c.push_str(" --kv-cache-dtype fp8_e5m2");
-        }
-        Some(c)
+        Some(s.command(
+            format!(
+                "text-generation-launcher --model-id {} --max-total-tokens {}",
+                s.model, s.max_len
+            ),
+            "--num-shard",
+            "--quantize fp8",
+            "--kv-cache-dtype fp8_e5m2",
+        ))
     }
 
     /// The image and its entrypoint, as its own Dockerfile says:

@@ -104,17 +104,12 @@ impl EngineRoom for Vllm {
     }
 
     fn serve_command(&self, s: &ServeShape<'_>) -> Option<String> {
-        let mut c = format!("vllm serve {} --max-model-len {}", s.model, s.max_len);
-        if s.gpus > 1 {
-            c.push_str(&format!(" --tensor-parallel-size {}", s.gpus));
-        }
-        if s.fp8_weights {
-            c.push_str(" --quantization fp8");
-        }
-        if s.kv_fp8 {
-            c.push_str(" --kv-cache-dtype fp8");
-        }
-        Some(c)
+        Some(s.command(
+            format!("vllm serve {} --max-model-len {}", s.model, s.max_len),
+            "--tensor-parallel-size",
+            "--quantization fp8",
+            "--kv-cache-dtype fp8",
+        ))
     }
 
     /// The image and its entrypoint, as its own Dockerfile says:

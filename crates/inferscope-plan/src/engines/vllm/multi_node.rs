@@ -16,7 +16,7 @@
 //!   Deployment", multi-node). Each replica's TP × PP stays inside one node.
 
 use super::super::multi_node::{
-    MultiNodeError, NodeCommand, NodeRequest, Word, already_set, gpus_per_node,
+    MultiNodeError, NodeCommand, NodeRequest, Word, already_set, gpus_per_node, number_of,
 };
 use crate::memory::EngineVersion;
 use inferscope_host::engine_command::{Found, find};
@@ -139,7 +139,9 @@ pub(super) fn node_command(req: &NodeRequest<'_>) -> Result<NodeCommand, MultiNo
             "nodes of rank > 0 run --headless: no API server (vllm/entrypoints/cli/serve.py run_headless)".into(),
         );
     }
-    let port = port_of(req.command).unwrap_or(DEFAULT_PORT);
+    let port = number_of(req.command, &["--port"])
+        .and_then(|p| u16::try_from(p).ok())
+        .unwrap_or(DEFAULT_PORT);
     Ok(NodeCommand {
         argv,
         serves_http: !worker,
@@ -147,16 +149,6 @@ pub(super) fn node_command(req: &NodeRequest<'_>) -> Result<NodeCommand, MultiNo
         port,
         readiness_path: "/health",
         notes,
-    })
-}
-
-/// `--port N` / `--port=N` of the command.
-fn port_of(command: &[String]) -> Option<u16> {
-    let i = command.iter().position(|w| w == "--port")?;
-    command.get(i + 1)?.parse().ok().or_else(|| {
-        command
-            .iter()
-            .find_map(|w| w.strip_prefix("--port=")?.parse().ok())
     })
 }
 
