@@ -4,6 +4,9 @@
 //! on `half: check`). Run with `--nocapture` for the per-case table; docs/speed.md, section
 //! "Multi-GPU and multi-node", explains each choice.
 
+mod common;
+use common::median;
+
 use inferscope_plan::arch::{Dtype, ModelArch, Quantization};
 use inferscope_plan::catalog;
 use inferscope_plan::cluster::memory::{GpuMemory, fullest_gpu};
@@ -690,19 +693,6 @@ fn fit() -> Constants {
         c = best.1;
     }
     c
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 #[test]

@@ -4,6 +4,9 @@
 //!
 //! Split: FNV-1a 64 of the case id; even = calibration, odd = check (docs/speed.md).
 
+mod common;
+use common::median;
+
 use inferscope_plan::arch::{Dtype, ModelArch, Quantization};
 use inferscope_plan::gguf_quant::GgufFileType;
 use inferscope_plan::plan::GpuSpec as PlanGpu;
@@ -527,19 +530,6 @@ fn same(a: P, b: P) -> bool {
         && (a.1 - b.1).abs() < 0.005
         && (a.2 - b.2).abs() < 0.05e-6
         && (a.3 - b.3).abs() < 0.5e-6
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 #[test]
