@@ -401,6 +401,17 @@ impl<'a> Cfg<'a> {
     pub(crate) fn string(&self, key: &str) -> Option<&'a str> {
         self.get(key).and_then(Value::as_str)
     }
+
+    /// The keys set (not null, not `false`) in the text config or at the top.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &'a String> + 'a {
+        let set = |(k, v): (&'a String, &'a Value)| {
+            (!matches!(v, Value::Null | Value::Bool(false))).then_some(k)
+        };
+        self.text
+            .iter()
+            .filter_map(set)
+            .chain(self.top.iter().filter_map(set))
+    }
 }
 
 fn type_name(v: &Value) -> &'static str {

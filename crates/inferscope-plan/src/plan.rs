@@ -892,9 +892,9 @@ fn own_problems(
 /// ([`crate::engines::EngineRoom::memory`]). An engine without one gets no numbers and one
 /// problem, "memory not modelled for ENGINE" — never another engine's plan.
 pub fn plan(req: &PlanRequest) -> Plan {
-    // a state layer the engine's accounting is not modelled for: no plan as if it were attention
-    if let Some(why) =
-        crate::hybrid::unmodelled(&req.arch, req.engine, req.engine_version.as_deref())
+    // an architecture the release does not run, or a state layer the engine's accounting is
+    // not modelled for: no plan as if it were attention
+    if let Some(why) = crate::engines::refusal(&req.arch, req.engine, req.engine_version.as_deref())
     {
         return refused(req, why);
     }

@@ -1,7 +1,13 @@
 //! Recurrent state of hybrid models: the layers that keep a fixed-size state per sequence
 //! instead of a KV cache per token (Qwen3-Next's Gated DeltaNet, Mamba-2 in Nemotron-H,
-//! Granite-4.0-H, Bamba and Falcon-H1, Mamba-1 in Jamba), read from `config.json`, and the
-//! bytes vLLM allocates for them.
+//! Granite-4.0-H, Bamba and Falcon-H1, Mamba-1 in Jamba, LFM2's short convolutions,
+//! MiniMax-M1's lightning attention), read from `config.json`, and the bytes vLLM allocates
+//! for them.
+//!
+//! A config that marks recurrent layers in a way not read here (a key such as
+//! `linear_attn_config`, `mamba_d_state` or `block_types` with no layer layout this module
+//! knows) yields one [`StateKind::Unmodelled`] entry, so every engine refuses the model by
+//! name instead of planning those layers as plain attention.
 //!
 //! Shapes follow vLLM's `MambaStateShapeCalculator`
 //! (`vllm/model_executor/layers/mamba/mamba_utils.py`, 0.11.0 and 0.34.0 alike): per layer
@@ -11,7 +17,12 @@
 //! Gated DeltaNet  conv (kernel − 1) × (2·kh·kd + vh·vd)/tp      ssm vh/tp × kd × vd
 //! Mamba-2         conv (kernel − 1) × (inter + 2·g'·state)/tp  ssm heads/tp × head_dim × state
 //! Mamba-1         conv (kernel − 1) × inter/tp                  ssm inter/tp × state
+//! Short conv      conv (L_cache − 1) × conv_dim/tp               (none)
+//! Lightning       (none)                                         ssm heads/tp × head_dim²
 //! ```
+//!
+//! The short-conv and lightning states are in the cache dtype (`--mamba-cache-dtype`, else the
+//! model's: `short_conv_state_dtype`, `linear_attention_state_dtype`), not the SSM dtype.
 //!
 //! where `g'` is `n_groups` raised to `tp` when `n_groups` is not a multiple of it
 //! (`extra_groups_for_head_shards`).
@@ -61,6 +72,22 @@ pub enum StateKind {
         state_size: u32,
         /// `mamba_d_conv`.
         conv_kernel: u32,
+    },
+    /// LFM2 short convolution (`conv` layers; vLLM `lfm2.py` `Lfm2ShortConv`).
+    ShortConv {
+        /// `conv_dim`.
+        dim: u64,
+        /// `conv_L_cache`.
+        conv_kernel: u32,
+    },
+    /// MiniMax-M1 / Text-01 lightning (linear) attention (`attn_type_list` 0; vLLM
+    /// `minimax_linear_attn.py` `MiniMaxText01LinearAttention`): one head_dim × head_dim
+    /// state per head.
+    Lightning {
+        /// `num_attention_heads`.
+        heads: u32,
+        /// `head_dim`.
+        head_dim: u32,
     },
     /// A state layer this planner has no formula for.
     Unmodelled,
@@ -188,6 +215,64 @@ fn mamba1(cfg: &Cfg, hidden: u64) -> Result<StateKind, PlanError> {
     })
 }
 
+/// LFM2 short-conv shape (vLLM `lfm2.py` `get_mamba_state_shape_from_config`: `conv_dim`,
+/// `conv_L_cache`; `conv_dim` defaults to the hidden size as in `Lfm2Config`).
+fn short_conv(cfg: &Cfg, hidden: u64) -> Result<StateKind, PlanError> {
+    Ok(StateKind::ShortConv {
+        dim: cfg
+            .uint("conv_dim", &["conv_dim"], MAX_DIM * MAX_DIM)?
+            .unwrap_or(hidden),
+        conv_kernel: u32_of(req(cfg, "conv_L_cache", &["conv_L_cache"])?),
+    })
+}
+
+/// Lightning-attention shape (vLLM 0.11–0.23 `minimax_text_01.py`
+/// `get_mamba_state_shape_from_config`: `num_attention_heads`, `head_dim`).
+fn lightning(cfg: &Cfg, hidden: u64) -> Result<StateKind, PlanError> {
+    let heads = req(cfg, "num_attention_heads", &["num_attention_heads"])?.max(1);
+    let head_dim = opt(cfg, "head_dim", &["head_dim"], hidden / heads)?;
+    Ok(StateKind::Lightning {
+        heads: u32_of(heads),
+        head_dim: u32_of(head_dim),
+    })
+}
+
+/// Config keys that mark recurrent or linear-attention layers. Seen with no layer layout read
+/// here, they stop the model from being planned as plain attention.
+const RECURRENT_HINTS: &[&str] = &[
+    "mamba",
+    "ssm_",
+    "linear_attn",
+    "linear_attention",
+    "conv_l_cache",
+    "short_conv",
+    "shortconv",
+    "lightning",
+    "rwkv",
+    "xlstm",
+    "mlstm",
+    "slstm",
+    "delta_net",
+    "deltanet",
+    "kda_",
+    "retention",
+    "hyena",
+    "lru_width",
+    "block_types",
+    "attention_type_list",
+    "decoder_attention_types",
+];
+
+/// The first config key that marks recurrent layers, if any.
+fn recurrent_hint(cfg: &Cfg) -> Option<String> {
+    cfg.keys()
+        .find(|k| {
+            let k = k.to_ascii_lowercase();
+            RECURRENT_HINTS.iter().any(|h| k.contains(h))
+        })
+        .cloned()
+}
+
 /// The state of a layer named `t` in `layer_types`/`layers_block_type`, or `None` for an
 /// attention or MLP-only layer.
 fn named(
@@ -204,6 +289,7 @@ fn named(
         {
             mamba2(cfg, model_type, hidden)?
         }
+        "conv" | "short_conv" if cfg.get("conv_L_cache").is_some() => short_conv(cfg, hidden)?,
         "linear_attention"
         | "mamba"
         | "mamba2"
@@ -277,6 +363,56 @@ pub(crate) fn parse(
             layers: out,
             ffn_free: Vec::new(),
         });
+    }
+    // MiniMax-M1 / Text-01: 0 lightning attention, 1 softmax attention (vLLM
+    // `minimax_text_01.py` `MiniMaxText01Model.__init__` reads `attn_type_list`)
+    if let Some(types) = cfg.get("attn_type_list").and_then(Value::as_array) {
+        if types.len() != n {
+            return Err(PlanError::Invalid {
+                field: "attn_type_list",
+                detail: format!("has {} entries for {} layers", types.len(), n),
+            });
+        }
+        for ((i, t), k) in types.iter().enumerate().zip(kinds.iter_mut()) {
+            match t.as_u64() {
+                Some(1) => {}
+                Some(0) => {
+                    *k = AttentionKind::NoKv;
+                    push(&mut out, i, "linear_attention", lightning(cfg, hidden)?);
+                }
+                _ => {
+                    return Err(PlanError::Invalid {
+                        field: "attn_type_list",
+                        detail: format!("layer {i} is {t}; known: 0 (linear), 1 (softmax)"),
+                    });
+                }
+            }
+        }
+        return Ok(Parsed {
+            layers: out,
+            ffn_free: Vec::new(),
+        });
+    }
+    // Kimi-Linear: `linear_attn_config.kda_layers` (1-based) are Kimi Delta Attention layers,
+    // the rest MLA; KDA's state is not modelled, so the model is refused by name
+    if let Some(kda) = cfg
+        .get("linear_attn_config")
+        .and_then(|c| c.get("kda_layers"))
+        .and_then(Value::as_array)
+    {
+        for l in kda.iter().filter_map(Value::as_u64) {
+            let i = l.saturating_sub(1) as usize;
+            if let Some(k) = kinds.get_mut(i) {
+                *k = AttentionKind::NoKv;
+                push(&mut out, i, "kda", StateKind::Unmodelled);
+            }
+        }
+        if !out.is_empty() {
+            return Ok(Parsed {
+                layers: out,
+                ffn_free: Vec::new(),
+            });
+        }
     }
     if let Some(p) = cfg.string("hybrid_override_pattern") {
         if p.chars().count() != n {
@@ -356,6 +492,14 @@ pub(crate) fn parse(
         for i in 0..n {
             push(&mut out, i, "mamba2", mamba2(cfg, model_type, hidden)?);
         }
+    } else if let Some(key) = recurrent_hint(cfg) {
+        // no layer is marked (layer index past the model): KV and weights stay as read, and
+        // every engine refuses the model through `StateKind::Unmodelled`
+        out.push(StateLayer {
+            layer: u32::MAX,
+            layer_type: format!("recurrent (config.json key {key}, no layer layout read)"),
+            state: StateKind::Unmodelled,
+        });
     }
     Ok(Parsed {
         layers: out,
@@ -417,6 +561,14 @@ pub fn vllm_state_bytes(s: &StateKind, tp: u32, conv: Dtype, ssm: Dtype) -> Opti
             conv: u64::from(conv_kernel.saturating_sub(1)) * d(intermediate) * conv.bytes(),
             ssm: d(intermediate) * u64::from(state_size) * ssm.bytes(),
         },
+        StateKind::ShortConv { dim, conv_kernel } => StateBytes {
+            conv: u64::from(conv_kernel.saturating_sub(1)) * d(dim) * conv.bytes(),
+            ssm: 0,
+        },
+        StateKind::Lightning { heads, head_dim } => StateBytes {
+            conv: 0,
+            ssm: d(u64::from(heads)) * u64::from(head_dim) * u64::from(head_dim) * conv.bytes(),
+        },
         StateKind::Unmodelled => return None,
     })
 }
@@ -426,7 +578,9 @@ pub fn vllm_state_bytes(s: &StateKind, tp: u32, conv: Dtype, ssm: Dtype) -> Opti
 /// Gated DeltaNet (`qwen3_next.py` `Qwen3NextGatedDeltaNet`): in_proj_qkvz, in_proj_ba,
 /// conv1d, out_proj; Mamba-2 (`mamba_mixer2.py` `MambaMixer2`): in_proj to
 /// `2·inter + 2·g·state + heads`, conv1d, out_proj; Mamba-1 (`mamba_mixer.py` `MambaMixer`):
-/// in_proj, x_proj (dt_rank = ⌈hidden/16⌉), dt_proj, A, D, out_proj.
+/// in_proj, x_proj (dt_rank = ⌈hidden/16⌉), dt_proj, A, D, out_proj; short conv (`lfm2.py`
+/// `Lfm2ShortConv`): in_proj to 3·conv_dim, conv1d, out_proj; lightning attention
+/// (`MiniMaxText01LinearAttention`): qkv_proj to 3·heads·head_dim, output_gate, out_proj, norm.
 pub fn mixer_params(s: &StateKind, hidden: u64, tp: u32) -> (u64, u64) {
     let tp = u64::from(tp.max(1));
     let h = hidden;
@@ -478,6 +632,14 @@ pub fn mixer_params(s: &StateKind, hidden: u64, tp: u32) -> (u64, u64) {
             let small = intermediate * (u64::from(conv_kernel) + st + 2) / tp;
             (mats, small)
         }
+        StateKind::ShortConv { dim, conv_kernel } => (
+            (h * 3 * dim + dim * h) / tp,
+            dim * u64::from(conv_kernel) / tp,
+        ),
+        StateKind::Lightning { heads, head_dim } => {
+            let inner = u64::from(heads) * u64::from(head_dim);
+            ((h * 3 * inner + h * inner + inner * h) / tp, inner / tp)
+        }
         StateKind::Unmodelled => (0, 0),
     }
 }
@@ -518,7 +680,9 @@ pub fn llama_cpp_state_elements(s: &StateKind) -> Option<(u64, u64)> {
             state_size,
             conv_kernel,
         } => (conv_kernel, intermediate, 0, u64::from(state_size)),
-        StateKind::Unmodelled => return None,
+        StateKind::ShortConv { .. } | StateKind::Lightning { .. } | StateKind::Unmodelled => {
+            return None;
+        }
     };
     let r = u64::from(k.saturating_sub(1)) * (inner + 2 * groups * state);
     Some((r, state * inner))

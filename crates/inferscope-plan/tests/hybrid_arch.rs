@@ -318,14 +318,24 @@ fn engines_without_a_state_model_refuse_by_name() {
             Some(p.problems[0].as_str())
         );
     }
-    // a layer type with no formula (LFM2's short convolutions) is refused on vLLM too
+    // a layer type an engine has no formula for (LFM2's short convolutions on SGLang and
+    // llama.cpp) is refused there; vLLM plans it (tests/layer_types_2025.rs)
     let l = arch("LiquidAI--LFM2-2.6B");
     assert_eq!(l.state_layers.len(), 22);
-    let why = hybrid::unmodelled(&l, Engine::Vllm, None).unwrap();
-    assert!(
-        why.starts_with("layer type `conv` of Lfm2ForCausalLM is not modelled for vLLM"),
-        "{why}"
-    );
+    for (engine, named) in [
+        (Engine::Sglang, "SGLang 0.5.10"),
+        (Engine::LlamaCpp, "llama.cpp"),
+    ] {
+        let version = (engine == Engine::Sglang).then_some("0.5.10");
+        let why = hybrid::unmodelled(&l, engine, version).unwrap();
+        assert!(
+            why.starts_with(&format!(
+                "layer type `conv` of Lfm2ForCausalLM is not modelled for {named}"
+            )),
+            "{why}"
+        );
+    }
+    assert!(hybrid::unmodelled(&l, Engine::Vllm, None).is_none());
 }
 
 #[test]

@@ -273,6 +273,11 @@ pub trait EngineRoom: Sync {
             None => Ok(()),
         }
     }
+    /// Why the release does not run this architecture at all (vLLM's dropped architectures);
+    /// `None`: it may.
+    fn architecture_refused(&self, _architecture: &str, _version: Option<&str>) -> Option<String> {
+        None
+    }
     /// The first release whose recurrent-state accounting is modelled (`0.11`), for the hint
     /// to engines that model none; `None`: not modelled.
     fn state_layers_since(&self) -> Option<&'static str> {
@@ -361,6 +366,16 @@ pub fn room(engine: Engine) -> &'static dyn EngineRoom {
         Engine::Mlc => &mlc::Mlc,
         Engine::Lmdeploy => &lmdeploy::Lmdeploy,
     }
+}
+
+/// Why `engine` at `version` cannot be planned for `arch`: the release does not run the
+/// architecture ([`EngineRoom::architecture_refused`]), or a layer type is not modelled
+/// ([`crate::hybrid::unmodelled`]); `None` when it can.
+pub fn refusal(arch: &ModelArch, engine: Engine, version: Option<&str>) -> Option<String> {
+    arch.architecture
+        .as_deref()
+        .and_then(|a| room(engine).architecture_refused(a, version))
+        .or_else(|| crate::hybrid::unmodelled(arch, engine, version))
 }
 
 /// " (its recurrent-state pool is not modelled: plan it for vLLM ≥ 0.11 or ...)": the rooms

@@ -253,7 +253,7 @@ pub fn run(args: &PlanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     }
     // a layer type the engine's accounting does not cover is an input error, not a plan
     if let Some(why) =
-        inferscope_plan::hybrid::unmodelled(&req.arch, req.engine, req.engine_version.as_deref())
+        inferscope_plan::engines::refusal(&req.arch, req.engine, req.engine_version.as_deref())
     {
         bail!("{model_source}: {why}");
     }

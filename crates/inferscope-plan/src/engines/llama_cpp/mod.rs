@@ -122,11 +122,22 @@ impl EngineRoom for LlamaCpp {
 
     fn state_layers(
         &self,
-        _arch: &ModelArch,
+        arch: &ModelArch,
         _version: Option<&str>,
     ) -> Result<(), (String, &'static str)> {
-        // llama.cpp keeps recurrent cells per slot (`plan`)
-        Ok(())
+        // llama.cpp keeps recurrent cells per slot (`plan`), sized for Mamba and Gated
+        // DeltaNet rows only
+        match arch
+            .state_layers
+            .iter()
+            .find(|s| crate::state::llama_cpp_state_elements(&s.state).is_none())
+        {
+            Some(s) => Err((
+                s.layer_type.clone(),
+                " (its recurrent cells are sized for Mamba and Gated DeltaNet layers only)",
+            )),
+            None => Ok(()),
+        }
     }
 
     fn env_prefixes(&self) -> &'static [&'static str] {

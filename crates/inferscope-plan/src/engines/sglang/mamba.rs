@@ -73,7 +73,10 @@ pub fn per_request(
         .iter()
         .filter(|s| range.contains(&(s.layer as usize)))
     {
-        if matches!(s.state, StateKind::Mamba1 { .. } | StateKind::Unmodelled) {
+        if !matches!(
+            s.state,
+            StateKind::Mamba2 { .. } | StateKind::GatedDeltaNet { .. }
+        ) {
             return None;
         }
         total = total.saturating_add(vllm_state_bytes(&s.state, tp, Dtype::Bf16, ssm)?.total());

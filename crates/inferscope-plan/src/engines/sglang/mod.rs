@@ -183,6 +183,17 @@ impl EngineRoom for Sglang {
                 " (Mamba-1 state has no SGLang formula here)",
             ));
         }
+        if let Some(s) = arch.state_layers.iter().find(|s| {
+            matches!(
+                s.state,
+                StateKind::ShortConv { .. } | StateKind::Lightning { .. }
+            )
+        }) {
+            return Err((
+                s.layer_type.clone(),
+                " (SGLang's pool is modelled for Mamba-2 and Gated DeltaNet layers only)",
+            ));
+        }
         if old {
             return Err((
                 first.layer_type.clone(),

@@ -4,6 +4,7 @@
 
 mod flags;
 mod multi_node;
+pub mod removed;
 pub mod rules;
 
 use super::{
@@ -173,6 +174,10 @@ impl EngineRoom for Vllm {
             )),
             _ => Ok(()),
         }
+    }
+
+    fn architecture_refused(&self, architecture: &str, version: Option<&str>) -> Option<String> {
+        removed::refusal(architecture, version.and_then(EngineVersion::parse))
     }
 
     fn refused_by_release(&self, s: &EngineSettings, version: &str) -> Option<String> {

@@ -1,0 +1,194 @@
+//! Layer types of 2025 models beyond Mamba and Gated DeltaNet (issue 29 item 2), from real
+//! configs (`fixtures/hub/*/config.json`, sources in `fixtures/hub/SOURCES.md` and
+//! `SOURCES-arch.md`): LFM2's short convolutions and MiniMax-M1's lightning attention planned
+//! for vLLM with the engine's formulas, computed here independently from the config; the
+//! architectures vLLM dropped refused in its words; and a config that marks recurrent layers in
+//! a way the planner does not read refused by name on every engine, never planned as plain
+//! attention.
+
+use inferscope_plan::arch::{AttentionKind, ModelArch, from_hf_config};
+use inferscope_plan::engine::Engine;
+use inferscope_plan::engines;
+use inferscope_plan::memory::GIB;
+use inferscope_plan::plan::{GpuSpec, PlanRequest, plan};
+use serde_json::Value;
+
+fn hub(name: &str) -> String {
+    let p = format!(
+        "{}/../../fixtures/hub/{name}/config.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
+}
+
+fn arch(name: &str) -> ModelArch {
+    from_hf_config(&hub(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn h200(count: u32) -> GpuSpec {
+    GpuSpec {
+        name: "NVIDIA H200".into(),
+        total_bytes: (139.8 * GIB) as u64,
+        count,
+    }
+}
+
+fn u(v: &Value, k: &str) -> u64 {
+    v[k].as_u64().unwrap_or_else(|| panic!("{k}"))
+}
+
+fn vllm(a: &ModelArch, tp: u32, version: Option<&str>) -> inferscope_plan::plan::Plan {
+    let mut r = PlanRequest::new(a.clone(), "m", h200(tp));
+    r.tp = tp;
+    r.max_model_len = Some(4096);
+    r.engine_version = version.map(str::to_string);
+    plan(&r)
+}
+
+#[test]
+fn lfm2_short_conv_state_on_vllm() {
+    let name = "LiquidAI--LFM2-2.6B";
+    let a = arch(name);
+    let c: Value = serde_json::from_str(&hub(name)).unwrap();
+    let types: Vec<&str> = c["layer_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    let conv_layers = types.iter().filter(|t| **t == "conv").count() as u64;
+    let attn_layers = types.len() as u64 - conv_layers;
+    for tp in [1u32, 2] {
+        let p = vllm(&a, tp, Some("0.11.0"));
+        assert!(p.problems.is_empty(), "{:?}", p.problems);
+        // vLLM lfm2.py get_mamba_state_shape_from_config → short_conv_state_shape:
+        // (conv_L_cache − 1) × conv_dim / tp in the model dtype (bf16), one state a layer
+        let per_seq = conv_layers * (u(&c, "conv_L_cache") - 1) * u(&c, "conv_dim") / tp as u64 * 2;
+        assert_eq!(p.state_bytes_per_sequence, per_seq, "tp {tp}");
+        // attention layers only: K and V of the KV heads on this rank, bf16
+        let head_dim = u(&c, "hidden_size") / u(&c, "num_attention_heads");
+        let kv = attn_layers * (u(&c, "num_key_value_heads") / tp as u64) * head_dim * 2 * 2;
+        assert_eq!(p.kv_bytes_per_token, kv, "tp {tp}");
+    }
+}
+
+#[test]
+fn minimax_m1_lightning_attention_on_vllm_0_23_and_refused_after() {
+    let name = "renegade-studio--beta-O1";
+    let a = arch(name);
+    let c: Value = serde_json::from_str(&hub(name)).unwrap();
+    let list: Vec<u64> = c["attn_type_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    let linear = list.iter().filter(|t| **t == 0).count() as u64;
+    let softmax = list.len() as u64 - linear;
+    assert_eq!((linear, softmax), (70, 10));
+    assert_eq!(
+        a.layers
+            .iter()
+            .filter(|l| l.kind == AttentionKind::NoKv)
+            .count() as u64,
+        linear
+    );
+    let tp = 8u32;
+    let p = vllm(&a, tp, Some("0.23.0"));
+    assert!(p.problems.is_empty(), "{:?}", p.problems);
+    // vLLM 0.23.0 minimax_text_01.py: linear_attention_state_shape (heads / tp, head_dim,
+    // head_dim) in linear_attention_state_dtype = the model dtype (bf16) per lightning layer
+    let (heads, hd) = (u(&c, "num_attention_heads"), u(&c, "head_dim"));
+    assert_eq!(
+        p.state_bytes_per_sequence,
+        linear * heads / tp as u64 * hd * hd * 2
+    );
+    assert_eq!(
+        p.kv_bytes_per_token,
+        softmax * u(&c, "num_key_value_heads").div_ceil(tp as u64) * hd * 2 * 2
+    );
+    // the lightning mixers replace attention in the weights: the config-only estimate is
+    // within 1.5 % of the index's real total_size (the rest is vLLM's RoPE cache, which the
+    // Hub test accounts for separately)
+    let idx: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!(
+            "{}/../../fixtures/hub/{name}/model.safetensors.index.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let total = idx["metadata"]["total_size"].as_f64().unwrap();
+    let ours = p.weights_bytes_per_gpu as f64 * f64::from(tp);
+    assert!(
+        (ours / total - 1.0).abs() < 0.015,
+        "{ours} vs index total {total}"
+    );
+    // vLLM 0.24.0 and later refuse the architecture (registry.py _PREVIOUSLY_SUPPORTED_MODELS)
+    for v in [Some("0.24.0"), None] {
+        let p = vllm(&a, tp, v);
+        assert!(!p.fits);
+        assert!(
+            p.problems[0].contains("MiniMaxM1ForCausalLM was supported in vLLM until v0.23.0"),
+            "{:?}",
+            p.problems
+        );
+    }
+    // SGLang has no lightning-attention pool here: refused by name
+    let why = engines::refusal(&a, Engine::Sglang, Some("0.5.10")).unwrap();
+    assert!(
+        why.starts_with("layer type `linear_attention` of MiniMaxM1ForCausalLM is not modelled for SGLang 0.5.10"),
+        "{why}"
+    );
+}
+
+#[test]
+fn dropped_architectures_are_vllms_own_refusal() {
+    // Bamba ran on vLLM until 0.23.0 (registry.py), planned there, refused after
+    let a = arch("ibm-granite--granite-4.0-h-tiny");
+    let mut bamba = a.clone();
+    bamba.architecture = Some("BambaForCausalLM".into());
+    assert!(engines::refusal(&bamba, Engine::Vllm, Some("0.23.0")).is_none());
+    let why = engines::refusal(&bamba, Engine::Vllm, Some("0.28.0")).unwrap();
+    assert!(why.contains("until v0.23.0"), "{why}");
+    // other engines are not vLLM's registry
+    assert!(engines::refusal(&bamba, Engine::Sglang, Some("0.5.10")).is_none());
+    // Granite-4.0-H itself still runs
+    assert!(engines::refusal(&a, Engine::Vllm, None).is_none());
+}
+
+#[test]
+fn recurrent_keys_without_a_layer_layout_are_refused_on_every_engine() {
+    // constructed: a Llama-shaped config carrying RecurrentGemma's `block_types` key, and one
+    // carrying Mamba sizes with no layout (`mamba_d_state`); neither may be planned as 4
+    // attention layers
+    let base = r#"{"architectures":["XForCausalLM"],"model_type":"x","hidden_size":1024,
+        "num_hidden_layers":4,"num_attention_heads":8,"num_key_value_heads":8,
+        "vocab_size":32000,"intermediate_size":2048,"torch_dtype":"bfloat16","#;
+    for (extra, key) in [
+        (
+            r#""block_types":["recurrent","recurrent","attention"]}"#,
+            "block_types",
+        ),
+        (r#""mamba_d_state":128}"#, "mamba_d_state"),
+    ] {
+        let a = from_hf_config(&format!("{base}{extra}")).unwrap();
+        for e in [
+            Engine::Vllm,
+            Engine::Sglang,
+            Engine::Tgi,
+            Engine::LlamaCpp,
+            Engine::Lmdeploy,
+        ] {
+            let why = engines::refusal(&a, e, None)
+                .unwrap_or_else(|| panic!("{key} on {e:?} was planned as attention"));
+            assert!(
+                why.contains(&format!("config.json key {key}")) && why.contains("XForCausalLM"),
+                "{why}"
+            );
+        }
+    }
+    // a plain config is not caught by the guard
+    let plain = from_hf_config(&format!("{base}\"rope_theta\":10000}}")).unwrap();
+    assert!(engines::refusal(&plain, Engine::Vllm, None).is_none());
+}
