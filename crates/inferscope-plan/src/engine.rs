@@ -99,6 +99,10 @@ pub struct HybridSettings {
     /// vLLM `--mamba-ssm-cache-dtype` (and the other rooms' SSM-state dtype flags).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mamba_ssm_cache_dtype: Option<String>,
+    /// vLLM `--enable-prefix-caching` (`true`) / `--no-enable-prefix-caching` (`false`): how
+    /// many blocks a request's state takes (`hybrid::state_blocks_per_request`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_prefix_caching: Option<bool>,
     /// A separate state pool's size: requests whose state the pool holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_mamba_cache_size: Option<u64>,
@@ -309,6 +313,8 @@ pub enum Meaning {
     MambaRatio,
     /// The prefix (radix) cache is off (a switch).
     NoRadixCache,
+    /// vLLM's prefix caching on (`true`) or off (`false`) (a switch).
+    PrefixCaching(bool),
     /// An LMDeploy-only setting (`LmdeploySettings::set`); takes a value.
     Lmdeploy,
     /// Known, no memory effect; takes a value.
@@ -410,6 +416,7 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
                 | Meaning::KvUnified(_)
                 | Meaning::SwaFull
                 | Meaning::NoRadixCache
+                | Meaning::PrefixCaching(_)
         ) || (m == Meaning::FlashAttn
             // `-fa` was a switch before llama.cpp took `on|off|auto`.
             && !next_value.is_some_and(|v| matches!(v.as_str(), "on" | "off" | "auto")));
@@ -488,6 +495,14 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
                         .unwrap_or(Some(true))
                         .unwrap_or(true),
                 )
+            }
+            Meaning::PrefixCaching(on) => {
+                let set = value
+                    .as_deref()
+                    .map(parse_bool)
+                    .unwrap_or(Some(true))
+                    .unwrap_or(true);
+                s.hybrid.enable_prefix_caching = Some(on == set);
             }
             Meaning::ExpertParallel => {
                 s.enable_expert_parallel = Some(

@@ -31,18 +31,40 @@ pub const VLLM_FIRST: EngineVersion = EngineVersion {
     patch: 0,
 };
 
-/// Blocks one state group holds per request: one (0.11–0.16: prefix caching is disabled for
-/// hybrid models, 0.11.0 `MambaModelConfig.verify_and_update_config`), two from 0.17, where
-/// prefix caching is on by default and puts Mamba layers in `align` mode
-/// (`MambaSpec.max_memory_usage_bytes`: `page × (2 + speculative blocks)`).
-pub fn state_blocks_per_request(version: EngineVersion) -> u64 {
-    if version.at_least(0, 17) { 2 } else { 1 }
+/// Blocks one state group holds per request: two when prefix caching puts the Mamba layers in
+/// `align` mode (`MambaSpec.max_memory_usage_bytes`: `page × (2 + speculative blocks)`), else
+/// one. Prefix caching of hybrid models: not available before 0.17 (0.11.0
+/// `MambaModelConfig.verify_and_update_config`); off by default in 0.17–0.25 and on by default
+/// from 0.26 (`ModelConfig.is_prefix_caching_supported`: "Hybrid models do not support prefix
+/// caching since the feature is still experimental" up to 0.25.0, "Generative hybrid models
+/// support prefix caching" from 0.26.0), where `--enable-prefix-caching` /
+/// `--no-enable-prefix-caching` (`prefix_caching`) override the default.
+pub fn state_blocks_per_request(version: EngineVersion, prefix_caching: Option<bool>) -> u64 {
+    let on = version.at_least(0, 17) && prefix_caching.unwrap_or(version.at_least(0, 26));
+    if on { 2 } else { 1 }
 }
 
-/// From 0.21 vLLM prints `GPU KV cache size` as `int(max_concurrency × max_model_len)`
-/// (0.21.0 `v1/core/kv_cache_utils.py`); up to 0.20 as `num_blocks / groups × block`.
+/// How vLLM keeps a hybrid model's recurrent state: the conv and SSM dtypes
+/// ([`vllm_state_dtypes`]) and the blocks a request holds in each state group
+/// ([`state_blocks_per_request`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StateCache {
+    /// Conv and SSM state dtypes.
+    pub dtypes: (Dtype, Dtype),
+    /// Blocks per request in each state group.
+    pub blocks_per_request: u64,
+}
+
+/// From 0.20.1 vLLM prints `GPU KV cache size` as `int(max_concurrency × max_model_len)`
+/// (0.20.1 `v1/core/kv_cache_utils.py` `_report_kv_cache_config`); up to 0.20.0 as
+/// `num_blocks / groups × block`.
 pub fn prints_concurrency_tokens(version: EngineVersion) -> bool {
-    version.at_least(0, 21)
+    version
+        >= EngineVersion {
+            major: 0,
+            minor: 20,
+            patch: 1,
+        }
 }
 
 /// Conv and SSM state dtypes vLLM uses: `--mamba-cache-dtype` (auto: the model dtype) for the
@@ -90,16 +112,18 @@ pub fn state_bytes_per_sequence(
 }
 
 /// vLLM's layout of the layers in `range` of a hybrid model: attention groups plus state
-/// groups (kind [`AttentionKind::NoKv`], one block per request), one page size for all.
+/// groups (kind [`AttentionKind::NoKv`], `state.blocks_per_request` blocks per request), one
+/// page size for all.
 pub fn vllm_layout(
     arch: &ModelArch,
     range: std::ops::Range<usize>,
     tp: u32,
     kv: Dtype,
     block: u64,
-    dtypes: (Dtype, Dtype),
+    state: StateCache,
     version: EngineVersion,
 ) -> KvLayout {
+    let dtypes = state.dtypes;
     let fallback = LayerAttention {
         kind: AttentionKind::Full,
         kv_heads: arch.num_kv_heads,
@@ -177,7 +201,7 @@ pub fn vllm_layout(
         kinds,
         block_size: block,
         state_bytes_per_seq: state_total,
-        state_blocks_per_request: state_blocks_per_request(version),
+        state_blocks_per_request: state.blocks_per_request,
     }
 }
 
@@ -208,4 +232,34 @@ pub fn unmodelled(arch: &ModelArch, engine: Engine, version: Option<&str>) -> Op
     room.state_layers(arch, version)
         .err()
         .map(|(layer, why)| say(&layer, why))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::parse_command;
+
+    #[test]
+    fn prefix_caching_decides_the_state_blocks_per_request() {
+        let v = |s| EngineVersion::parse(s).unwrap();
+        // before 0.17 no prefix caching for hybrid models; off by default until 0.25
+        assert_eq!(state_blocks_per_request(v("0.13.0"), Some(true)), 1);
+        assert_eq!(state_blocks_per_request(v("0.19.0"), None), 1);
+        assert_eq!(state_blocks_per_request(v("0.25.0"), None), 1);
+        assert_eq!(state_blocks_per_request(v("0.24.0"), Some(true)), 2);
+        // on by default from 0.26, unless turned off
+        assert_eq!(state_blocks_per_request(v("0.26.0"), None), 2);
+        assert_eq!(state_blocks_per_request(v("0.34.0"), Some(false)), 1);
+        let flag = |cmd: &str| {
+            let words: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+            parse_command(&words).unwrap().hybrid.enable_prefix_caching
+        };
+        assert_eq!(flag("vllm serve m"), None);
+        assert_eq!(flag("vllm serve m --enable-prefix-caching"), Some(true));
+        assert_eq!(flag("vllm serve m --no-enable-prefix-caching"), Some(false));
+        assert_eq!(
+            flag("vllm serve m --enable-prefix-caching=false"),
+            Some(false)
+        );
+    }
 }

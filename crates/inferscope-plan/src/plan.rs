@@ -641,7 +641,14 @@ fn stages(req: &PlanRequest, i: &StageInputs) -> Stages {
         } else if arch.state_layers.is_empty() {
             kv_layout(arch, range, tp, kv_dtype, block)
         } else {
-            crate::hybrid::vllm_layout(arch, range, tp, kv_dtype, block, state_dtypes, version)
+            let state = crate::hybrid::StateCache {
+                dtypes: state_dtypes,
+                blocks_per_request: crate::hybrid::state_blocks_per_request(
+                    version,
+                    req.hybrid.enable_prefix_caching,
+                ),
+            };
+            crate::hybrid::vllm_layout(arch, range, tp, kv_dtype, block, state, version)
         };
         let blocks = if kv <= 0 {
             0

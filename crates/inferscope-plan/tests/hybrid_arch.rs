@@ -250,9 +250,18 @@ fn vllm_start_ups_of_hybrid_models() {
             "fp8" => Dtype::Fp8,
             _ => a.dtype,
         };
-        let dtypes = hybrid::vllm_state_dtypes(&a, v, None, None);
+        let ssm = c["mamba_ssm_cache_dtype"].as_str().and_then(Dtype::parse);
+        let dtypes = hybrid::vllm_state_dtypes(&a, v, None, ssm);
         let n = a.num_layers as usize;
-        let layout = hybrid::vllm_layout(&a, 0..n, tp, kv, 16, dtypes, v);
+        // prefix caching as the start-up ran it: the logged flag, else the release's default
+        let state = hybrid::StateCache {
+            dtypes,
+            blocks_per_request: hybrid::state_blocks_per_request(
+                v,
+                c["enable_prefix_caching"].as_bool(),
+            ),
+        };
+        let layout = hybrid::vllm_layout(&a, 0..n, tp, kv, 16, state, v);
         let logged = &c["logged"];
         eprintln!(
             "{id}: block {} page {} B, {} groups of {}",

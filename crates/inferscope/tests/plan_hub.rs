@@ -717,3 +717,158 @@ fn commit_from_the_model_api_when_the_header_is_missing() {
         "{v}"
     );
 }
+
+/// The headers of `fixtures/hub/XiaomiMiMo--MiMo-V2.6-Distill-Qwen-9B/` as served: tensor name →
+/// (dtype, shape, bytes), read here independently of the client.
+fn mimo_headers() -> Vec<(String, String, Vec<u64>, u64)> {
+    let dir = common::repo().join("fixtures/hub/XiaomiMiMo--MiMo-V2.6-Distill-Qwen-9B");
+    let mut out = Vec::new();
+    for n in 1..=4 {
+        let frame =
+            std::fs::read(dir.join(format!("model-0000{n}-of-00004.safetensors.header"))).unwrap();
+        let len = u64::from_le_bytes(frame[..8].try_into().unwrap()) as usize;
+        let h: Value = serde_json::from_slice(&frame[8..8 + len]).unwrap();
+        for (name, t) in h.as_object().unwrap() {
+            if name == "__metadata__" {
+                continue;
+            }
+            let off = t["data_offsets"].as_array().unwrap();
+            let shape = t["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_u64().unwrap())
+                .collect();
+            out.push((
+                name.clone(),
+                t["dtype"].as_str().unwrap().to_string(),
+                shape,
+                off[1].as_u64().unwrap() - off[0].as_u64().unwrap(),
+            ));
+        }
+    }
+    out
+}
+
+/// A real 2026 checkpoint's real shard headers (MiMo-V2.6-Distill-Qwen-9B, fixtures/hub/SOURCES.md;
+/// byte-exact, hash-checked): planned through the Hub stand-in by Range requests only, weights
+/// equal to the headers' tensor bytes, the Gated DeltaNet state and attention KV as vLLM's
+/// formulas give them from the config (whose shapes the headers confirm), then the same offline.
+#[test]
+fn real_2026_shard_headers_plan_weights_state_and_kv() {
+    let hub = hub_standin::Hub::start(common::repo().join("fixtures/hub"));
+    let cache = cache_dir("mimo");
+    let repo = "XiaomiMiMo/MiMo-V2.6-Distill-Qwen-9B";
+    let headers = mimo_headers();
+    assert_eq!(headers.len(), 760);
+    let header_bytes: u64 = headers.iter().map(|h| h.3).sum();
+    // the config's shapes, confirmed by the real tensors
+    let cfg: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            common::repo().join("fixtures/hub/XiaomiMiMo--MiMo-V2.6-Distill-Qwen-9B/config.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let t = &cfg["text_config"];
+    let g = |k: &str| t[k].as_u64().unwrap_or_else(|| panic!("{k}"));
+    let (hidden, heads, kv_heads, hd) = (
+        g("hidden_size"),
+        g("num_attention_heads"),
+        g("num_key_value_heads"),
+        g("head_dim"),
+    );
+    let (kh, vh, kd, vd, conv_k) = (
+        g("linear_num_key_heads"),
+        g("linear_num_value_heads"),
+        g("linear_key_head_dim"),
+        g("linear_value_head_dim"),
+        g("linear_conv_kernel_dim"),
+    );
+    let shape = |name: &str| -> Vec<u64> {
+        headers
+            .iter()
+            .find(|h| h.0 == name)
+            .unwrap_or_else(|| panic!("{name}"))
+            .2
+            .clone()
+    };
+    let l = "model.language_model.layers";
+    assert_eq!(
+        shape(&format!("{l}.0.linear_attn.in_proj_qkv.weight")),
+        [2 * kh * kd + vh * vd, hidden]
+    );
+    assert_eq!(
+        shape(&format!("{l}.0.linear_attn.conv1d.weight")),
+        [2 * kh * kd + vh * vd, 1, conv_k]
+    );
+    // Qwen3.5's gated query: q_proj holds query and gate
+    assert_eq!(
+        shape(&format!("{l}.3.self_attn.q_proj.weight")),
+        [2 * heads * hd, hidden]
+    );
+    assert_eq!(
+        shape(&format!("{l}.3.self_attn.k_proj.weight")),
+        [kv_heads * hd, hidden]
+    );
+    let full = headers
+        .iter()
+        .filter(|h| h.0.starts_with(l) && h.0.ends_with("self_attn.k_proj.weight"))
+        .count() as u64;
+    let linear = headers
+        .iter()
+        .filter(|h| h.0.starts_with(l) && h.0.ends_with("linear_attn.in_proj_qkv.weight"))
+        .count() as u64;
+    assert_eq!((full, linear), (8, 24));
+
+    let tp = 2u64;
+    let args = [
+        "--model",
+        repo,
+        "--gpu",
+        "H100 SXM",
+        "--gpus",
+        "2",
+        "--tp",
+        "2",
+        "--max-model-len",
+        "4096",
+        "--json",
+    ];
+    let (code, out, err) = plan(&hub.endpoint, &cache, &[], &args);
+    assert_eq!(code, 0, "{err}");
+    assert!(requests(&err) <= 4 + 3, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let src = v["model_source"].as_str().unwrap();
+    assert!(
+        !src.contains("total_size"),
+        "headers, not the fallback: {src}"
+    );
+    assert_eq!(v["weights_bytes_total"], header_bytes);
+    // vLLM ≥ 0.17 (the newest modelled release here): Gated DeltaNet state per layer and
+    // sequence, conv (k − 1) × (2·kh·kd + vh·vd)/tp in bf16 and SSM vh/tp × kd × vd in the
+    // config's mamba_ssm_dtype float32 (layers/mamba/mamba_utils.py
+    // gated_delta_net_state_shape, Qwen3_5ForConditionalGenerationConfig)
+    let conv = (conv_k - 1) * (2 * kh * kd + vh * vd) / tp * 2;
+    let ssm = vh / tp * kd * vd * 4;
+    assert_eq!(v["state_bytes_per_sequence"], linear * (conv + ssm));
+    // full attention only: K and V of kv_heads/tp heads, bf16 (FullAttentionSpec)
+    assert_eq!(v["kv_bytes_per_token"], full * (kv_heads / tp) * hd * 2 * 2);
+
+    let (code2, out2, err2) = plan(
+        "http://127.0.0.1:9",
+        &cache,
+        &[("HF_HUB_OFFLINE", "1")],
+        &args,
+    );
+    assert_eq!(code2, 0, "{err2}");
+    let v2: Value = serde_json::from_str(&out2).unwrap();
+    for k in [
+        "weights_bytes_total",
+        "weights_bytes_per_gpu",
+        "kv_bytes_per_token",
+        "state_bytes_per_sequence",
+    ] {
+        assert_eq!(v2[k], v[k], "{k}");
+    }
+}

@@ -32,6 +32,8 @@ pub(super) fn meaning(f: &str) -> Option<Meaning> {
         "--dtype" => Dtype,
         "--block-size" => Block,
         "--enable-expert-parallel" => ExpertParallel,
+        "--enable-prefix-caching" => PrefixCaching(true),
+        "--no-enable-prefix-caching" => PrefixCaching(false),
         "--model" => Model,
         "--host"
         | "--port"
@@ -46,7 +48,6 @@ pub(super) fn meaning(f: &str) -> Option<Meaning> {
         | "--seed"
         | "--distributed-executor-backend" => Inert,
         "--trust-remote-code"
-        | "--enable-prefix-caching"
         | "--disable-log-requests"
         | "--disable-log-stats"
         | "--enable-auto-tool-choice"
