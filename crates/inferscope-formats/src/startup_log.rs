@@ -1455,7 +1455,11 @@ pub fn command_engine(cmd: &str) -> Option<Engine> {
 fn args_command(log: &mut StartupLog, s: &str, program_first: bool) {
     let mut words: Vec<&str> = s
         .split_whitespace()
-        .map(|w| w.trim_end_matches(['`', ')', '\'', '"', ',']))
+        // shell quoting as pasted (`--model-path 'Qwen/Qwen3.5-9B'`) is not part of the value
+        .map(|w| {
+            w.trim_start_matches(['`', '\'', '"'])
+                .trim_end_matches(['`', ')', '\'', '"', ','])
+        })
         .filter(|w| !w.is_empty())
         .collect();
     if program_first {

@@ -214,6 +214,18 @@ static SGLANG_LOG: LogDialect = {
                 ],
                 false,
             ),
+            // hybrid models (`mamba_pool` `MambaPool.__init__`, 0.5.x): "Mamba Cache is
+            // allocated. max_mamba_cache_size: N, conv_state size: X GB, ssm_state size: Y GB"
+            line(
+                &["Mamba Cache is allocated."],
+                true,
+                &[
+                    count("state_pool_requests", "max_mamba_cache_size:", "requests"),
+                    mem("state_conv", "conv_state size:"),
+                    mem("state_ssm", "ssm_state size:"),
+                ],
+                false,
+            ),
             line(
                 &["Memory pool end."],
                 false,

@@ -77,6 +77,12 @@ pub struct Measured {
     /// The engine's token capacity (vLLM "GPU KV cache size", TGI "max batch total tokens";
     /// llama.cpp: `n_ctx`; the dialects' `kv_cache_tokens`).
     pub kv_cache_tokens: Option<u64>,
+    /// A separate recurrent-state pool (SGLang's Mamba pool: conv + SSM state), per GPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_pool_gib: Option<f64>,
+    /// Requests whose state that pool holds (SGLang `max_mamba_cache_size`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_pool_requests: Option<u64>,
     /// KV blocks (vLLM `# GPU blocks` / `num_gpu_blocks`, TGI `KV-cache blocks`).
     pub gpu_blocks: Option<u64>,
     /// vLLM `# CPU blocks`.
@@ -116,7 +122,8 @@ pub struct Printed {
 /// One term of the per-GPU breakdown, measured beside predicted.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Term {
-    /// `weights`, `non_torch`, `activation_peak`, `cuda_graph`, `kv_cache`.
+    /// `weights`, `non_torch`, `activation_peak`, `cuda_graph`, `kv_cache`, and `state_pool`
+    /// where the engine keeps a separate recurrent-state pool.
     pub term: &'static str,
     /// From the log (null: not printed).
     pub measured_gib: Option<f64>,
@@ -264,6 +271,11 @@ fn measured(log: &StartupLog) -> Measured {
         cuda_graph_gib: gib(log, "cuda_graph"),
         kv_cache_gib: kv.map(r2),
         kv_cache_tokens: kv_tokens,
+        state_pool_gib: match (gib(log, "state_conv"), gib(log, "state_ssm")) {
+            (Some(c), Some(s)) => Some(r2(c + s)),
+            _ => None,
+        },
+        state_pool_requests: count(log, "state_pool_requests"),
         gpu_blocks: count(log, "gpu_blocks"),
         cpu_blocks: count(log, "cpu_blocks"),
         max_concurrency: log.figure("max_concurrency").map(|f| f.value),
@@ -695,7 +707,14 @@ fn prediction(req: &PlanRequest, p: &Plan, m: &Measured) -> Prediction {
             term("activation_peak", m.activation_peak_gib, g.activation_gib),
             term("cuda_graph", m.cuda_graph_gib, g.cuda_graph_gib),
             term("kv_cache", m.kv_cache_gib, g.kv_cache_gib),
-        ],
+        ]
+        .into_iter()
+        // a separate state pool, where the engine keeps one (SGLang's Mamba pool)
+        .chain(
+            p.state_pool_bytes
+                .map(|b| term("state_pool", m.state_pool_gib, r2(b as f64 / GIB))),
+        )
+        .collect(),
         kv_cache_tokens: p.kv_cache_tokens,
         max_concurrency: p.max_concurrency,
         fits: p.fits,

@@ -169,6 +169,7 @@ pub fn speed_inputs<'a>(
         moe,
         active_params_per_token_per_gpu: params / f64::from(tp),
         kv_bytes_per_token_per_gpu: p.kv_bytes_per_token as f64,
+        state_bytes_per_sequence_per_gpu: p.state_bytes_per_sequence as f64,
         context_tokens,
         concurrency: u64::from(concurrency.max(1)),
         tp,

@@ -192,3 +192,55 @@ fn recurrent_keys_without_a_layer_layout_are_refused_on_every_engine() {
     let plain = from_hf_config(&format!("{base}\"rope_theta\":10000}}")).unwrap();
     assert!(engines::refusal(&plain, Engine::Vllm, None).is_none());
 }
+
+#[test]
+fn hybrid_decode_reads_and_writes_each_sequences_state() {
+    use inferscope_plan::arch::Dtype;
+    use inferscope_plan::speed::engines::{Engine as SpeedEngine, efficiency};
+    use inferscope_plan::speed::estimate::{
+        Scenario, Split, Weights, estimate_figures, model_numbers,
+    };
+    // Qwen3.5-9B: 24 Gated DeltaNet layers; conv state (k − 1) × (2·kh·kd + vh·vd) in bf16 and
+    // the recurrent state vh × kd × vd in the config's float32, per sequence on one GPU
+    let name = "Qwen--Qwen3.5-9B";
+    let a = arch(name);
+    let c: Value = serde_json::from_str(&hub(name)).unwrap();
+    let t = c.get("text_config").unwrap_or(&c);
+    let (kh, vh, kd, vd, k) = (
+        u(t, "linear_num_key_heads"),
+        u(t, "linear_num_value_heads"),
+        u(t, "linear_key_head_dim"),
+        u(t, "linear_value_head_dim"),
+        u(t, "linear_conv_kernel_dim"),
+    );
+    let per_layer = (k - 1) * (2 * kh * kd + vh * vd) * 2 + vh * kd * vd * 4;
+    let m = model_numbers(&a, &Weights::Checkpoint(None), Dtype::Bf16);
+    assert_eq!(m.state_bytes_per_sequence, (24 * per_layer) as f64);
+    // no context: the only per-sequence bytes a decode step moves are the states, read and
+    // written, so at 64 sequences the step moves 2 × 64 states beside the weights
+    let gpu = inferscope_plan::gpus::lookup("H100 SXM").unwrap();
+    let s = Scenario {
+        model: &m,
+        gpu,
+        gpus: 1,
+        split: Split::Tensor,
+        batch: 64,
+        decode_context: 0,
+        prompt_tokens: 1,
+        eager: false,
+        pipeline_stages: 1,
+    };
+    let (roof, _) = estimate_figures(&s, &efficiency(SpeedEngine::Vllm).unwrap()).unwrap();
+    assert_eq!(
+        roof.kv_bytes_read_per_step,
+        2.0 * 64.0 * m.state_bytes_per_sequence
+    );
+    // ~6.6 GB of state traffic beside ~19 GB of weights: the roofline step is that much longer
+    let bw = gpu.memory_bandwidth_gbps.unwrap() * 1e9;
+    let want = (roof.weight_bytes_read_per_step + roof.kv_bytes_read_per_step) / bw;
+    assert!(
+        (roof.memory_time_s - want).abs() / want < 1e-9,
+        "{} vs {want}",
+        roof.memory_time_s
+    );
+}

@@ -371,11 +371,16 @@ fn the_fixtures_cover_three_hybrid_families_and_tp_1_2_4() {
 }
 
 #[test]
-fn mem_startup_reads_the_kv_line_of_the_hybrid_start_ups() {
+fn mem_startup_reads_the_kv_and_mamba_pool_lines_of_the_hybrid_start_ups() {
     // the two excerpts that are raw log lines (the XPU report reflows its lines, the Coder-Next
-    // notes quote figures); `mem startup` has no field for the Mamba pool yet, so only the KV
-    // line is checked here
-    for file in ["qwen3.5-9b-tp2-2x4090.log", "granite-4.0-h-micro-tp1.log"] {
+    // notes quote figures)
+    for (file, model) in [
+        ("qwen3.5-9b-tp2-2x4090.log", "Qwen/Qwen3.5-9B"),
+        (
+            "granite-4.0-h-micro-tp1.log",
+            "ibm-granite/granite-4.0-h-micro",
+        ),
+    ] {
         let rel = format!("fixtures/tools/sglang-logs/{file}");
         let text = std::fs::read_to_string(repo().join(&rel)).unwrap();
         let body: String = text
@@ -399,7 +404,57 @@ fn mem_startup_reads_the_kv_line_of_the_hybrid_start_ups() {
             "{file}: {kv} vs {}",
             p.kv_gib
         );
+        // "Mamba Cache is allocated. max_mamba_cache_size: N, conv_state size: X GB,
+        // ssm_state size: Y GB"
+        assert_eq!(v["measured"]["state_pool_requests"], p.slots, "{file}");
+        let pool = v["measured"]["state_pool_gib"].as_f64().unwrap();
+        assert!(
+            (pool - (p.conv_gib + p.ssm_gib)).abs() < 0.006,
+            "{file}: {pool}"
+        );
+        // the model as the pasted command names it, shell quotes dropped
+        assert_eq!(v["model_id"], model, "{file}");
     }
+}
+
+/// With the model's config and a GPU, `mem startup` sets the planner's Mamba pool beside the
+/// logged one (term `state_pool`). The budget SGLang split is not known precisely (the log's GPU
+/// is a stand-in, the config carries no vision tower), but the split itself is the engine's rule
+/// (`handle_max_mamba_cache`: state pool and KV pool in a fixed ratio), so the pool's share of
+/// the two is checked: the Qwen3.5-9B start-up logged 4.48 GiB of state beside 5.00 of KV.
+#[test]
+fn mem_startup_predicts_the_mamba_pool_beside_the_logged_one() {
+    let rel = "fixtures/tools/sglang-logs/qwen3.5-9b-tp2-2x4090.log";
+    let (code, out, err) = inferscope(&[
+        "mem",
+        "startup",
+        "--json",
+        rel,
+        "--model",
+        "fixtures/hub/Qwen--Qwen3.5-9B/config.json",
+        "--gpu",
+        "RTX 4090",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let terms = v["prediction"]["terms"].as_array().unwrap();
+    let term = |name: &str| {
+        terms
+            .iter()
+            .find(|t| t["term"] == name)
+            .unwrap_or_else(|| panic!("{name}: {terms:?}"))
+    };
+    let (pool, kv) = (term("state_pool"), term("kv_cache"));
+    let share = |t: &str| {
+        let p = pool[t].as_f64().unwrap();
+        p / (p + kv[t].as_f64().unwrap())
+    };
+    let (measured, predicted) = (share("measured_gib"), share("predicted_gib"));
+    eprintln!("state pool share: measured {measured:.4}, predicted {predicted:.4}");
+    assert!(
+        (predicted - measured).abs() < 0.01,
+        "{predicted} vs {measured}"
+    );
 }
 
 /// The start-up's body (header lines dropped, lines joined) and what it printed.

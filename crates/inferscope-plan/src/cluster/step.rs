@@ -417,7 +417,9 @@ fn figures(s: &ClusterScenario<'_>, r: &Rates) -> ClusterFigures {
     let stage_time = |tokens: f64, r: &Rates| -> (f64, f64, f64, f64, f64, f64) {
         let bytes = s.memory.dense_bytes as f64
             + expert_read(tokens)
-            + tokens * s.memory.kv_bytes_per_token as f64 * s.context as f64 * kv_share_ctx;
+            + tokens * s.memory.kv_bytes_per_token as f64 * s.context as f64 * kv_share_ctx
+            // hybrid models: each sequence's recurrent state, read and written per step
+            + tokens * 2.0 * m.state_bytes_per_sequence * stage_share / tp;
         let mem = bytes / r.bw;
         let comp = tokens * flops_per_token * stage_share / tp / r.flops;
         let Some((e, c)) = &r.eff else {

@@ -45,6 +45,12 @@ pub struct ModelNumbers {
     pub active_params: f64,
     /// KV bytes per token of context per layer, with each layer's window (0 = full attention).
     pub kv_layers: Vec<(f64, u64)>,
+    /// Recurrent-state bytes of one sequence over all state layers (hybrid models; 0 otherwise),
+    /// as vLLM keeps them (`state::vllm_state_bytes`, one GPU). A decode step reads and writes
+    /// each sequence's state once: the Gated DeltaNet and Mamba update kernels
+    /// (`fused_recurrent_gated_delta_rule`, `selective_state_update`) load the state and store
+    /// the new one in place.
+    pub state_bytes_per_sequence: f64,
     pub hidden: u64,
     pub layers: u64,
     /// Query width (heads × head_dim) and each layer's attention window (0 = full).
@@ -151,7 +157,16 @@ pub fn model_numbers(arch: &ModelArch, weights: &Weights<'_>, kv: Dtype) -> Mode
             (kv_bytes_per_token_layer(arch, &l, 1, kv) as f64, window)
         })
         .collect();
+    let (conv, ssm) =
+        crate::hybrid::vllm_state_dtypes(arch, crate::memory::EngineVersion::LATEST, None, None);
+    let state_bytes_per_sequence = arch
+        .state_layers
+        .iter()
+        .filter_map(|l| crate::state::vllm_state_bytes(&l.state, 1, conv, ssm))
+        .map(|b| b.total() as f64)
+        .sum();
     ModelNumbers {
+        state_bytes_per_sequence,
         weight_bytes,
         routed_expert_bytes,
         experts,
@@ -204,7 +219,8 @@ pub struct Figures {
     pub compute_time_s: f64,
     pub communication_time_s: f64,
     pub launch_floor_s: f64,
-    /// Bytes one decode step reads: weights (experts touched) and KV cache, all GPUs.
+    /// Bytes one decode step reads: weights (experts touched) and KV cache (with a hybrid
+    /// model's recurrent state, read and written), all GPUs.
     pub weight_bytes_read_per_step: f64,
     pub kv_bytes_read_per_step: f64,
     /// Prefill parts for one prompt: FLOPs on all GPUs, compute and weight-read time.
@@ -317,7 +333,7 @@ fn figures(s: &Scenario<'_>, r: &Rates, eff: Option<&EngineEfficiency>) -> Figur
     let par = (n / stages).floor().max(1.0);
     let (kv_seq, attended) = kv_at(m, s.decode_context);
     let w_read = weights_read(m, b);
-    let bytes = w_read + kv_seq * b as f64;
+    let bytes = w_read + (kv_seq + 2.0 * m.state_bytes_per_sequence) * b as f64;
     let memory_time_s = bytes / (par * r.bw);
     let flops = b as f64 * (2.0 * m.active_params + 4.0 * attended * m.attention_dim as f64);
     let compute_time_s = flops / (par * r.flops);
@@ -383,7 +399,7 @@ fn figures(s: &Scenario<'_>, r: &Rates, eff: Option<&EngineEfficiency>) -> Figur
         communication_time_s: comm_step,
         launch_floor_s: floor,
         weight_bytes_read_per_step: w_read,
-        kv_bytes_read_per_step: kv_seq * b as f64,
+        kv_bytes_read_per_step: (kv_seq + 2.0 * m.state_bytes_per_sequence) * b as f64,
         prefill_flops: pf_flops,
         prefill_compute_time_s: pf_compute / comp_e,
         prefill_memory_time_s: pf_memory / mem_e,
@@ -447,7 +463,14 @@ pub fn estimate(s: &Scenario<'_>, eff: &EngineEfficiency) -> Result<Estimate, Sp
                 Split::Layers => "layers split across GPUs, one after another",
             },
             s.decode_context
-        ),
+        ) + &if s.model.state_bytes_per_sequence > 0.0 {
+            format!(
+                " and its recurrent state ({:.1} MB a sequence, read and written every step)",
+                s.model.state_bytes_per_sequence / 1e6
+            )
+        } else {
+            String::new()
+        },
         format!(
             "roofline: {bw} GB/s and {best} TFLOPS ({} path or faster) per GPU at 100 %, no communication, no launch cost: no real run is faster",
             s.model.path

@@ -156,6 +156,9 @@ pub struct SpeedInputs<'a> {
     pub active_params_per_token_per_gpu: f64,
     /// KV-cache bytes per token of context on one GPU (all layers).
     pub kv_bytes_per_token_per_gpu: f64,
+    /// Recurrent-state bytes of one sequence on one GPU (hybrid models; 0 otherwise), read and
+    /// written once per decode step.
+    pub state_bytes_per_sequence_per_gpu: f64,
     /// Average context length (tokens) of each sequence during decode.
     pub context_tokens: u64,
     /// Sequences decoded together (batch).
@@ -256,6 +259,10 @@ fn validate(i: &SpeedInputs<'_>) -> Result<(), SpeedError> {
         i.active_params_per_token_per_gpu,
     )?;
     check("kv_bytes_per_token_per_gpu", i.kv_bytes_per_token_per_gpu)?;
+    check(
+        "state_bytes_per_sequence_per_gpu",
+        i.state_bytes_per_sequence_per_gpu,
+    )?;
     check("dtype_bytes", i.dtype_bytes)?;
     if i.active_weight_bytes_per_token_per_gpu > i.weights_bytes_per_gpu {
         return Err(SpeedError::Invalid(String::from(
@@ -437,7 +444,9 @@ pub fn decode_bound(i: &SpeedInputs<'_>) -> Result<DecodeBound, SpeedError> {
     let mut a = vec![i.efficiency.describe()];
     let b = i.concurrency;
     let w = weight_bytes_for(i, b, &mut a);
-    let kv = i.kv_bytes_per_token_per_gpu * i.context_tokens as f64 * b as f64;
+    let kv = (i.kv_bytes_per_token_per_gpu * i.context_tokens as f64
+        + 2.0 * i.state_bytes_per_sequence_per_gpu)
+        * b as f64;
     a.push(format!(
         "every decode step reads the weights once for the whole batch and each sequence's KV cache ({} tokens of context × {} sequences)",
         i.context_tokens, b
@@ -676,6 +685,7 @@ mod tests {
             moe: None,
             active_params_per_token_per_gpu: 8.0e9,
             kv_bytes_per_token_per_gpu: 131_072.0,
+            state_bytes_per_sequence_per_gpu: 0.0,
             context_tokens: 0,
             concurrency: 1,
             tp: 1,
