@@ -514,17 +514,22 @@ fn planned_kv_against_the_engine_per_log() {
     // the vision tower included (LMDeploy loads it on the same GPU before the engine:
     // v0.7.3 lmdeploy/serve/vl_async_engine.py VLAsyncEngine.__init__ builds the ImageEncoder
     // before AsyncEngine.__init__ creates the engine).
-    // The release is unknown, so no TurboMind buffers are taken off (0.9.x only).
+    // The release is not stated; the comment (2025-04-16) is two days after v0.7.3, the latest
+    // release then, so its rules apply, and v0.7.3's TurboMind buffers are taken off.
     let l = fixture("tm-internvl2_5-8b-mpo-a100.log");
     let gpu = inferscope_plan::gpus::lookup("A100 SXM 80GB").expect("gpu catalog");
     let total = gpu.torch_total_bytes();
     let weights = 8.1e9 as u64 * 2;
     let context = non_torch_bytes(1, 1, true, None);
+    // v0.7.3's buffers for InternLM2.5-7B (32 heads of 128; not in the catalog): GEMM barriers
+    // and partials 33 MiB + attention partials 4096 × 32 × (3 + 128) × 4 B + 4096 × 4 B, the
+    // formula `memory::turbomind_presizing_bytes` is checked against above
+    let buffers: u64 = 33 * (1 << 20) + 4096 * 32 * (12 + 512) + 4096 * 4;
     let kv = memory::kv(&KvInputs {
         version: Some("0.7.3"),
         backend: Backend::Turbomind,
         total,
-        free: total - weights - context,
+        free: total - weights - context - buffers,
         block: block_of(8 << 20),
         ratio: 0.8,
         vocab_size: 92544,
@@ -537,12 +542,13 @@ fn planned_kv_against_the_engine_per_log() {
     let theirs = fig(&l, "kv_cache") / 1024.0;
     let err = (ours - theirs) / theirs * 100.0;
     println!(
-        "{:<34} {ours:>10.3} {theirs:>10.3} {err:>+7.1}  {:.2} − {:.2} weights (8.1 B × 2) − {:.2} context = {:.2} GiB free × 0.8 (release not stated)",
+        "{:<34} {ours:>10.3} {theirs:>10.3} {err:>+7.1}  {:.2} − {:.2} weights (8.1 B × 2) − {:.2} context − {:.3} buffers = {:.2} GiB free × 0.8 (release not stated: v0.7.3 by date)",
         "tm-internvl2_5-8b-mpo-a100.log",
         total as f64 / GIB,
         weights as f64 / GIB,
         context as f64 / GIB,
-        (total - weights - context) as f64 / GIB,
+        buffers as f64 / GIB,
+        (total - weights - context - buffers) as f64 / GIB,
     );
     // the maintainer's own words: weights "about 20G", KV "about 50G"; ours within 10 %
     assert!(err.abs() <= 10.0, "internvl: {err:+.1} %");
@@ -727,8 +733,17 @@ fn turbomind_presizing_buffers_follow_the_0_9_source() {
     );
     // the H200 replay of that sequence kept 0.245 GiB (tools/turbomind_pool_probe.h200.txt)
     assert!(((awq - plain) as f64 / GIB - 0.245).abs() < 0.01);
+    // 0.6–0.8: the same attention partials, a GEMM workspace without tensor maps (33 MiB),
+    // no conversion read
+    for older in ["0.6.0", "0.7.3", "0.8.0"] {
+        assert_eq!(
+            memory::turbomind_presizing_bytes(&arch, 1, v(older), Some(128)),
+            Some(plain - 32 * (1 << 20)),
+            "{older}"
+        );
+    }
     // other releases were not read
-    for other in ["0.8.0", "0.10.0", "0.15.0"] {
+    for other in ["0.5.3", "0.10.0", "0.15.0"] {
         assert_eq!(
             memory::turbomind_presizing_bytes(&arch, 1, v(other), Some(128)),
             None

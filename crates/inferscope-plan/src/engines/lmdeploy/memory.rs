@@ -410,23 +410,31 @@ pub fn kv(i: &KvInputs) -> Result<LmdeployKv, NotModelled> {
 }
 
 /// First and last release (exclusive) whose TurboMind buffers allocated before the cache is
-/// sized were read ([`turbomind_presizing_bytes`]): v0.9.0 and v0.9.2.
-pub const TM_PRESIZING_READ: (EngineVersion, EngineVersion) = (v(0, 9, 0), v(0, 10, 0));
+/// sized were read ([`turbomind_presizing_bytes`]): v0.6.0 to v0.9.2.
+pub const TM_PRESIZING_READ: (EngineVersion, EngineVersion) = (v(0, 6, 0), v(0, 10, 0));
 
-/// Bytes TurboMind 0.9.x allocates on each GPU after the weights and before
-/// `BlockManager::GetBlockCount` reads the free memory, from the source (v0.9.0, v0.9.2):
+/// The first release whose GEMM workspace also holds the tensor maps, and whose 4-bit weight
+/// conversion was read (v0.9.0).
+const TM_TENSORMAPS: EngineVersion = v(0, 9, 0);
+
+/// Bytes TurboMind 0.6–0.9 allocates on each GPU after the weights and before
+/// `BlockManager::GetBlockCount` reads the free memory, from the source (v0.9.0, v0.9.2; and
+/// v0.6.0, v0.7.3, v0.8.0, where `LlamaTritonModel` likewise builds `LlamaV2`, whose
+/// `UnifiedAttentionLayer` constructor calls `allocateWorkspace()`, before `LlamaBatch`'s
+/// constructor creates the `SequenceManager`):
 /// `LlamaTritonModel::createEngine` builds the `Context` and `LlamaV2` (whose `UnifiedDecoder`
 /// builds the attention layer) before `LlamaBatch::LlamaBatch` creates the `SequenceManager`;
 /// `LlamaBatch::AllocateBuffer` comes after it and does not count.
 ///
 /// * `src/turbomind/models/llama/LlamaLinear.cu` `LlamaLinear::Impl::Impl`: GEMM barriers
-///   (`Gemm::kBarriersSize` = 1 MiB), partials (`kPartialsSize` = 32 MiB) and tensor maps
-///   (allocated with `partials_size`, 32 MiB);
+///   (`Gemm::kBarriersSize` = 1 MiB), partials (`kPartialsSize` = 32 MiB) and, from v0.9.0,
+///   tensor maps (allocated with `partials_size`, 32 MiB);
 /// * `src/turbomind/models/llama/unified_attention_layer.cc` `UnifiedAttentionLayer::
 ///   UnifiedAttentionLayer`: `kMaxWorkspaceTokens` (4096) × local heads of float `partial_M`,
 ///   `partial_L`, `partial_O` (× head_dim) and int `barriers`, plus 4096 int `split_cnt`.
 ///
-/// * with 4-bit (AWQ/GPTQ) weights of a dense model (`u4_group` = the group size): what
+/// * from v0.9.0, with 4-bit (AWQ/GPTQ) weights of a dense model (`u4_group` = the group
+///   size; earlier releases' conversion, through `utils/allocator.h`, was not read): what
 ///   `LlamaWeight`'s own memory pool keeps of the conversion temporaries. The weights are
 ///   allocated from that pool (`LlamaWeight::LlamaWeight`: `core::Allocator{stream_, false}`,
 ///   `core/allocator.cc` `CudaMemPoolAllocator`: release threshold −1, never given back), and
@@ -450,7 +458,8 @@ pub fn turbomind_presizing_bytes(
         return None;
     }
     const MIB: u64 = 1 << 20;
-    let gemm = MIB + 32 * MIB + 32 * MIB;
+    let tensormaps = if ver >= TM_TENSORMAPS { 32 * MIB } else { 0 };
+    let gemm = MIB + 32 * MIB + tensormaps;
     let tokens = 4096u64;
     let heads = u64::from(arch.num_attention_heads)
         .div_ceil(u64::from(tp.max(1)))
@@ -461,7 +470,7 @@ pub fn turbomind_presizing_bytes(
         .saturating_mul(per_head)
         .saturating_add(tokens * 4);
     let conversion = match u4_group {
-        Some(group) if arch.moe.is_none() && arch.mla.is_none() => {
+        Some(group) if arch.moe.is_none() && arch.mla.is_none() && ver >= TM_TENSORMAPS => {
             let tp = u64::from(tp.max(1));
             let (h, hd) = (arch.hidden_size, u64::from(arch.head_dim));
             let q = u64::from(arch.num_attention_heads) * hd;
