@@ -416,8 +416,9 @@ fn mem_startup_resolves_a_hub_id_like_plan() {
 /// Every real 2025–26 repo in fixtures/hub (config and index as published; SOURCES.md): resolved
 /// through the stand-in within shards + 3 requests, stored, and planned the same offline. Where
 /// the planner models the architecture, the weights are the index's total_size over TP 2
-/// within 1 % (no shard headers are served for them: the total_size fallback). KV figures are
-/// not asserted here (issue 29 item 2 models these layer types).
+/// within 1 % (no shard headers are served for them: the total_size fallback), and the KV bytes
+/// per token and state bytes per sequence are those [`vllm_cache_bytes`] computes from the
+/// config with vLLM's formulas.
 #[test]
 fn real_2025_26_repos_resolve_through_the_hub_and_offline() {
     let hub = hub_standin::Hub::start(common::repo().join("fixtures/hub"));
@@ -504,6 +505,13 @@ fn real_2025_26_repos_resolve_through_the_hub_and_offline() {
         assert!(
             (per_gpu - half).abs() / half < 0.01,
             "{repo}: {per_gpu} vs {half}"
+        );
+        let (kv, state) = vllm_cache_bytes(repo, 2);
+        assert_eq!(v["kv_bytes_per_token"], kv, "{repo}: KV bytes per token");
+        assert_eq!(
+            v["state_bytes_per_sequence"].as_u64().unwrap_or(0),
+            state,
+            "{repo}: state bytes per sequence"
         );
         args.push("--revision");
         args.push("main");
@@ -670,6 +678,54 @@ fn gguf_file_of_a_hub_repo_is_planned_from_its_header() {
 /// max_position_embeddings × rotary dim × 2 bytes (bf16/fp16) from `fixtures/hub/ORG--NAME/
 /// config.json` (its `text_config` when nested; rotary dim = head_dim, or hidden / heads, times
 /// `partial_rotary_factor`).
+/// KV bytes per token and recurrent-state bytes per sequence on one of `tp` GPUs, from the
+/// repo's config with vLLM's formulas (KV cache dtype `auto`: the model's 16-bit dtype):
+/// - every attention layer keeps K and V of `max(1, kv_heads / tp)` heads of `head_dim`
+///   (`v1/kv_cache_interface.py` `AttentionSpec.page_size_bytes`; sliding-window layers the
+///   same per token, `SlidingWindowSpec`), head_dim = `head_dim` or hidden / heads;
+/// - a `linear_attention` layer (Gated DeltaNet) keeps no KV but a conv state
+///   `(k − 1) × (2·kh·kd + vh·vd) / tp` in the model dtype and a recurrent state
+///   `vh / tp × kd × vd` in the config's `mamba_ssm_dtype` (`layers/mamba/mamba_utils.py`
+///   `gated_delta_net_state_shape`, `Qwen3_5MoeForConditionalGenerationConfig`).
+fn vllm_cache_bytes(repo: &str, tp: u64) -> (u64, u64) {
+    let path = common::repo()
+        .join("fixtures/hub")
+        .join(repo.replace('/', "--"))
+        .join("config.json");
+    let top: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let c = if top["text_config"].is_object() {
+        &top["text_config"]
+    } else {
+        &top
+    };
+    let g = |k: &str| c[k].as_u64();
+    let layers = g("num_hidden_layers").unwrap();
+    let heads = g("num_attention_heads").unwrap();
+    let kv_heads = g("num_key_value_heads").unwrap_or(heads);
+    let head_dim = g("head_dim").unwrap_or_else(|| g("hidden_size").unwrap() / heads);
+    let linear = c["layer_types"].as_array().map_or(0, |t| {
+        t.iter().filter(|x| *x == "linear_attention").count() as u64
+    });
+    let kv = (layers - linear) * 2 * (kv_heads / tp).max(1) * head_dim * 2;
+    let state = if linear > 0 {
+        let (kh, vh, kd, vd, k) = (
+            g("linear_num_key_heads").unwrap(),
+            g("linear_num_value_heads").unwrap(),
+            g("linear_key_head_dim").unwrap(),
+            g("linear_value_head_dim").unwrap(),
+            g("linear_conv_kernel_dim").unwrap(),
+        );
+        let ssm_bytes = match c["mamba_ssm_dtype"].as_str() {
+            Some("float32") => 4,
+            _ => 2,
+        };
+        linear * ((k - 1) * (2 * kh * kd + vh * vd) / tp * 2 + vh / tp * kd * vd * ssm_bytes)
+    } else {
+        0
+    };
+    (kv, state)
+}
+
 fn rope_cache_bytes(repo: &str) -> u64 {
     let path = common::repo()
         .join("fixtures/hub")
