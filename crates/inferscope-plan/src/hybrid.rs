@@ -39,9 +39,31 @@ pub const VLLM_FIRST: EngineVersion = EngineVersion {
 /// caching since the feature is still experimental" up to 0.25.0, "Generative hybrid models
 /// support prefix caching" from 0.26.0), where `--enable-prefix-caching` /
 /// `--no-enable-prefix-caching` (`prefix_caching`) override the default.
-pub fn state_blocks_per_request(version: EngineVersion, prefix_caching: Option<bool>) -> u64 {
+///
+/// From 0.32 a Mamba-2 model's state groups hold one more block in `align` mode, the prefill
+/// checkpoint (`MambaSpec.max_memory_usage_bytes`: `2 + speculative + prefill checkpoint
+/// blocks`; 0.32.0 `layers/mamba/mamba_mixer2.py` `MambaMixer2.get_kv_cache_spec`:
+/// `num_prefill_checkpoint_blocks=1`; not in 0.31.0). 0.34's Gated DeltaNet layers take one too
+/// when their prefill kernel exports checkpoints (`qwen_gdn_linear_attn.py`
+/// `_exports_checkpoints`, a choice of backend): not modelled.
+pub fn state_blocks_per_request(
+    arch: &ModelArch,
+    version: EngineVersion,
+    prefix_caching: Option<bool>,
+) -> u64 {
     let on = version.at_least(0, 17) && prefix_caching.unwrap_or(version.at_least(0, 26));
-    if on { 2 } else { 1 }
+    if !on {
+        return 1;
+    }
+    // the scheduler checkpoints only when every Mamba layer can (`get_mamba_prefill_checkpoint_
+    // alignment`): a model whose state layers are all Mamba-2
+    let checkpoint = version.at_least(0, 32)
+        && !arch.state_layers.is_empty()
+        && arch
+            .state_layers
+            .iter()
+            .all(|s| matches!(s.state, StateKind::Mamba2 { .. }));
+    2 + u64::from(checkpoint)
 }
 
 /// How vLLM keeps a hybrid model's recurrent state: the conv and SSM dtypes
@@ -242,14 +264,28 @@ mod tests {
     #[test]
     fn prefix_caching_decides_the_state_blocks_per_request() {
         let v = |s| EngineVersion::parse(s).unwrap();
+        let gdn = crate::arch::from_hf_config(include_str!(
+            "../../../fixtures/hub/Qwen--Qwen3.5-9B/config.json"
+        ))
+        .unwrap();
+        let blocks = |ver, pc| state_blocks_per_request(&gdn, v(ver), pc);
         // before 0.17 no prefix caching for hybrid models; off by default until 0.25
-        assert_eq!(state_blocks_per_request(v("0.13.0"), Some(true)), 1);
-        assert_eq!(state_blocks_per_request(v("0.19.0"), None), 1);
-        assert_eq!(state_blocks_per_request(v("0.25.0"), None), 1);
-        assert_eq!(state_blocks_per_request(v("0.24.0"), Some(true)), 2);
+        assert_eq!(blocks("0.13.0", Some(true)), 1);
+        assert_eq!(blocks("0.19.0", None), 1);
+        assert_eq!(blocks("0.25.0", None), 1);
+        assert_eq!(blocks("0.24.0", Some(true)), 2);
         // on by default from 0.26, unless turned off
-        assert_eq!(state_blocks_per_request(v("0.26.0"), None), 2);
-        assert_eq!(state_blocks_per_request(v("0.34.0"), Some(false)), 1);
+        assert_eq!(blocks("0.26.0", None), 2);
+        assert_eq!(blocks("0.34.0", None), 2);
+        assert_eq!(blocks("0.34.0", Some(false)), 1);
+        // Mamba-2 models: a prefill-checkpoint block from 0.32
+        let m2 = crate::arch::from_hf_config(include_str!(
+            "../../../fixtures/hub/ibm-granite--granite-4.0-h-tiny/config.json"
+        ))
+        .unwrap();
+        assert_eq!(state_blocks_per_request(&m2, v("0.31.0"), None), 2);
+        assert_eq!(state_blocks_per_request(&m2, v("0.32.0"), None), 3);
+        assert_eq!(state_blocks_per_request(&m2, v("0.34.0"), Some(false)), 1);
         let flag = |cmd: &str| {
             let words: Vec<String> = cmd.split_whitespace().map(String::from).collect();
             parse_command(&words).unwrap().hybrid.enable_prefix_caching

@@ -644,6 +644,7 @@ fn stages(req: &PlanRequest, i: &StageInputs) -> Stages {
             let state = crate::hybrid::StateCache {
                 dtypes: state_dtypes,
                 blocks_per_request: crate::hybrid::state_blocks_per_request(
+                    arch,
                     version,
                     req.hybrid.enable_prefix_caching,
                 ),

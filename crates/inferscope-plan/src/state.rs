@@ -283,6 +283,9 @@ fn named(
 ) -> Result<Option<StateKind>, PlanError> {
     Ok(Some(match t {
         "linear_attention" if cfg.get("linear_num_value_heads").is_some() => gated_delta_net(cfg)?,
+        // MiniMax's Hugging Face format names lightning layers in `layer_types` (vLLM 0.23.0
+        // `minimax_text_01.py` maps "linear_attention" to 0)
+        "linear_attention" if model_type.starts_with("minimax") => lightning(cfg, hidden)?,
         "mamba" | "mamba2" if model_type == "jamba" => mamba1(cfg, hidden)?,
         "mamba" | "mamba2"
             if cfg.get("mamba_n_heads").is_some() || cfg.get("mamba_num_heads").is_some() =>

@@ -257,6 +257,7 @@ fn vllm_start_ups_of_hybrid_models() {
         let state = hybrid::StateCache {
             dtypes,
             blocks_per_request: hybrid::state_blocks_per_request(
+                &a,
                 v,
                 c["enable_prefix_caching"].as_bool(),
             ),

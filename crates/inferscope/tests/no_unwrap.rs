@@ -3,7 +3,8 @@
 //! the same rule with `deny(clippy::unwrap_used, clippy::expect_used)` in every crate's root
 //! (outside `cfg(test)`); this test keeps it enforced by `cargo test` alone.
 //!
-//! Non-test code is each `src/` file up to its first top-level `#[cfg(test)]`. The benchmark
+//! Non-test code is each `src/` file up to its first top-level `#[cfg(test)]`; a file that opens
+//! with `#![cfg(test)]` (a test module in its own file) is test code throughout. The benchmark
 //! crate is checked too; `inferscope-testkit` is not: it is test support (a dev-dependency
 //! only, `publish = false`) where a failed bind should fail the test that asked for it.
 
@@ -50,7 +51,7 @@ fn no_unexplained_unwrap_or_expect_outside_tests() {
         let text = std::fs::read_to_string(f).unwrap();
         let mut prev = "";
         for (n, line) in text.lines().enumerate() {
-            if line.starts_with("#[cfg(test)]") {
+            if line.starts_with("#[cfg(test)]") || line.starts_with("#![cfg(test)]") {
                 break;
             }
             let code = line.split("//").next().unwrap_or("");

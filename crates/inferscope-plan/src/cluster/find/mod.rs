@@ -31,7 +31,8 @@ mod aggregated;
 mod disaggregated;
 mod explain;
 mod phase;
-#[cfg(test)]
+// test-only: the file opens with `#![cfg(test)]` (a top-level `#[cfg(test)]` here would end what
+// tests/no_unwrap.rs reads of this file)
 mod tests;
 
 use aggregated::aggregated_row;

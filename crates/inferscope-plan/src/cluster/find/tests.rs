@@ -1,4 +1,5 @@
 //! Tests of the whole search ([`super::find`]): aggregated against P/D on real catalog entries.
+#![cfg(test)]
 
 use super::aggregated::agg_point;
 use super::disaggregated::decode_point;
