@@ -1054,10 +1054,11 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
         .and_then(Value::as_object)
         .map(|v| vision_params(v, c.hidden_size))
         .unwrap_or(0);
+    // DeepSeek/GLM `num_nextn_predict_layers`, Qwen3-Next/Qwen3.5 `mtp_num_hidden_layers`
     let mtp_layers = cfg
         .uint(
             "num_nextn_predict_layers",
-            &["num_nextn_predict_layers"],
+            &["num_nextn_predict_layers", "mtp_num_hidden_layers"],
             64,
         )?
         .unwrap_or(0) as u32;
@@ -1370,6 +1371,41 @@ impl Family {
 }
 
 impl ModelArch {
+    /// The model with its multi-token-prediction layers loaded as a draft (vLLM
+    /// `--speculative-config '{"method": "mtp"}'`, `v1/spec_decode/eagle.py`
+    /// `EagleProposer.load_model`): each MTP layer is one more decoder layer, shaped like the last
+    /// one (attention of the model's full-attention shape; MoE where the last layer is), whose
+    /// weights load and whose attention gets KV pages in the same cache as the model's; the
+    /// embedding and LM head are shared with the model, and the small `eh_proj` is not counted.
+    /// `None` when the config declares no MTP layer.
+    pub fn with_mtp_layers(&self) -> Option<ModelArch> {
+        if self.mtp_layers == 0 {
+            return None;
+        }
+        let mut a = self.clone();
+        let n = self.mtp_layers as usize;
+        let full = self
+            .layers
+            .iter()
+            .rev()
+            .find(|l| l.kind == AttentionKind::Full)
+            .copied()
+            .unwrap_or(LayerAttention {
+                kind: AttentionKind::Full,
+                kv_heads: self.num_kv_heads,
+                head_dim: self.head_dim,
+                k_eq_v: false,
+            });
+        a.layers.extend(std::iter::repeat_n(full, n));
+        if let Some(m) = a.moe.as_mut() {
+            let last = m.moe_layers.last().copied().unwrap_or(true);
+            m.moe_layers.extend(std::iter::repeat_n(last, n));
+        }
+        a.num_layers = self.num_layers.saturating_add(self.mtp_layers);
+        a.mtp_layers = 0;
+        Some(a)
+    }
+
     /// Layers whose attention keeps a KV cache.
     pub fn kv_layers(&self) -> usize {
         if self.mla.is_some() {

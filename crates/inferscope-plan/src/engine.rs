@@ -79,6 +79,10 @@ pub struct EngineSettings {
     /// Hybrid (Mamba / linear-attention) state settings, as keys of this object in JSON.
     #[serde(flatten)]
     pub hybrid: HybridSettings,
+    /// vLLM `--speculative-config` with a multi-token-prediction method (`mtp`,
+    /// `deepseek_mtp`, `qwen3_next_mtp`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_mtp: Option<SpeculativeMtp>,
     /// Flags understood but with no effect on the plan (host, port, API key...).
     pub no_memory_effect: Vec<String>,
     /// Flags the planner does not model, with their values: listed, never dropped.
@@ -86,6 +90,17 @@ pub struct EngineSettings {
     /// What the engine may make of the command differently (printed first).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+}
+
+/// Speculative decoding that drafts with the model's own MTP layers (vLLM
+/// `--speculative-config '{"method": "mtp", "num_speculative_tokens": N}'`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpeculativeMtp {
+    /// The method as written (`mtp`, `deepseek_mtp`, …).
+    pub method: String,
+    /// `num_speculative_tokens`, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_speculative_tokens: Option<u64>,
 }
 
 /// The engines' flags for hybrid models' recurrent state: vLLM `--mamba-cache-dtype` (conv
@@ -135,6 +150,7 @@ impl EngineSettings {
             disable_radix_cache: false,
             lmdeploy: LmdeploySettings::default(),
             hybrid: HybridSettings::default(),
+            speculative_mtp: None,
             no_memory_effect: Vec::new(),
             ignored: Vec::new(),
             warnings: Vec::new(),
@@ -315,6 +331,8 @@ pub enum Meaning {
     NoRadixCache,
     /// vLLM's prefix caching on (`true`) or off (`false`) (a switch).
     PrefixCaching(bool),
+    /// vLLM `--speculative-config JSON`.
+    SpeculativeConfig,
     /// An LMDeploy-only setting (`LmdeploySettings::set`); takes a value.
     Lmdeploy,
     /// Known, no memory effect; takes a value.
@@ -562,6 +580,28 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
                 }
             },
             Meaning::Model => s.model = Some(v),
+            Meaning::SpeculativeConfig => {
+                // not JSON: listed as not modelled, as before this flag was read
+                let j: serde_json::Value = serde_json::from_str(&v).unwrap_or_default();
+                let method = j.get("method").and_then(serde_json::Value::as_str);
+                match method {
+                    // every *_mtp method is the model's own MTP layers (vLLM's
+                    // `SpeculativeConfig` maps them to "mtp")
+                    Some(m) if m == "mtp" || m.ends_with("_mtp") => {
+                        let tokens = j
+                            .get("num_speculative_tokens")
+                            .and_then(serde_json::Value::as_u64);
+                        s.speculative_mtp = Some(SpeculativeMtp {
+                            method: m.to_string(),
+                            num_speculative_tokens: tokens,
+                        });
+                    }
+                    // n-gram look-up drafts hold no weights or KV
+                    Some("ngram") => s.no_memory_effect.push(format!("{flag} {v}")),
+                    // a separate draft model (EAGLE, Medusa, a small model): not modelled
+                    _ => s.ignored.push(format!("{flag} {v}")),
+                }
+            }
             Meaning::Inert => s.no_memory_effect.push(format!("{flag} {v}")),
             Meaning::InertSwitch => s.no_memory_effect.push(flag),
         }

@@ -58,6 +58,10 @@ pub struct PlanRequest {
     pub kv_cache_memory_bytes: Option<u64>,
     /// Hybrid models' state flags (state dtypes, a state pool's size; see each room's options).
     pub hybrid: crate::engine::HybridSettings,
+    /// vLLM `--speculative-config` with an MTP method.
+    pub speculative_mtp: Option<crate::engine::SpeculativeMtp>,
+    /// MTP layers [`PlanRequest::apply_engine`] added to `arch` as the draft (0: none).
+    pub speculative_mtp_layers: u32,
     /// `--gpu-memory-utilization` (vLLM default 0.9).
     pub gpu_memory_utilization: Option<f64>,
     /// `--kv-cache-dtype` (`auto` = model dtype).
@@ -130,6 +134,16 @@ impl PlanRequest {
         if s.hybrid != crate::engine::HybridSettings::default() {
             req.hybrid = s.hybrid.clone();
         }
+        // MTP speculative decoding loads the model's MTP layers as the draft: planned as more
+        // decoder layers (`ModelArch::with_mtp_layers`); a config without them stays as it is
+        // and the plan says so (`speculative_mtp`)
+        if let Some(m) = &s.speculative_mtp {
+            req.speculative_mtp = Some(m.clone());
+            if let Some(a) = req.arch.with_mtp_layers() {
+                req.speculative_mtp_layers = req.arch.mtp_layers;
+                req.arch = a;
+            }
+        }
         if s.gpu_memory_utilization.is_some() {
             req.gpu_memory_utilization = s.gpu_memory_utilization;
         }
@@ -184,6 +198,8 @@ impl PlanRequest {
             max_model_len_auto: false,
             kv_cache_memory_bytes: None,
             hybrid: Default::default(),
+            speculative_mtp: None,
+            speculative_mtp_layers: 0,
             gpu_memory_utilization: None,
             kv_cache_dtype: None,
             dtype: None,
@@ -926,6 +942,20 @@ pub(crate) fn pipeline(req: &PlanRequest, own: Option<&OwnSizer>) -> Plan {
     let mut problems: Vec<String> = Vec::new();
     let tp = req.tp.clamp(1, 1024);
     let pp = req.pp.clamp(1, 1024);
+    if let Some(m) = &req.speculative_mtp {
+        let method = &m.method;
+        if req.speculative_mtp_layers > 0 {
+            assumptions.push(format!(
+                "speculative decoding ({method}, {} token(s) a step): the model's {} MTP layer(s) load as the draft; their weights and KV pages are counted as decoder layers, the drafter's own profiling run and CUDA graphs are not [vllm/v1/spec_decode/eagle.py EagleProposer.load_model]",
+                m.num_speculative_tokens.unwrap_or(1),
+                req.speculative_mtp_layers
+            ));
+        } else {
+            problems.push(format!(
+                "--speculative-config method {method} drafts with the model's MTP layers, and config.json declares none (num_nextn_predict_layers / mtp_num_hidden_layers): vLLM has no draft to load"
+            ));
+        }
+    }
 
     // ---- dtypes and quantization ----
     let (arch_dtype, flag_quant, kv_dtype) = dtypes(req, &mut assumptions);

@@ -244,3 +244,81 @@ fn hybrid_decode_reads_and_writes_each_sequences_state() {
         roof.memory_time_s
     );
 }
+
+#[test]
+fn vllm_mtp_speculative_decoding_loads_the_mtp_layers_as_a_draft() {
+    use inferscope_plan::engine::parse_command;
+    let words = |s: &str| -> Vec<String> { s.split_whitespace().map(String::from).collect() };
+    let base = "vllm serve deepseek-ai/DeepSeek-R1 -tp 8 --max-model-len 32768";
+    let plan_of = |extra: &str| {
+        let s = parse_command(&words(&format!("{base} {extra}"))).unwrap();
+        let arch = inferscope_plan::catalog::lookup("deepseek-ai/DeepSeek-R1").unwrap();
+        let mut r = PlanRequest::new(arch, "deepseek-ai/DeepSeek-R1", h200(8));
+        r.apply_engine(&s);
+        (s, plan(&r))
+    };
+    let (_, plain) = plan_of("");
+    let (s, mtp) =
+        plan_of(r#"--speculative-config {"method":"deepseek_mtp","num_speculative_tokens":1}"#);
+    assert_eq!(
+        s.speculative_mtp.as_ref().map(|m| m.method.as_str()),
+        Some("deepseek_mtp")
+    );
+    assert!(s.ignored.is_empty(), "{:?}", s.ignored);
+    // DeepSeek-R1's config: num_nextn_predict_layers 1, an MLA layer (kv_lora_rank 512 +
+    // qk_rope_head_dim 64, bf16, the same on every TP rank) and a MoE layer of 256 routed + 1
+    // shared experts of 3 × 7168 × 2048, fp8 with one fp32 scale per 128 × 128 block
+    assert_eq!(
+        mtp.kv_bytes_per_token - plain.kv_bytes_per_token,
+        (512 + 64) * 2
+    );
+    let experts = (256 + 1) as f64 * 3.0 * 7168.0 * 2048.0;
+    let fp8_with_scales = experts * (1.0 + 4.0 / (128.0 * 128.0));
+    let per_gpu = fp8_with_scales / 8.0;
+    let grew = (mtp.weights_bytes_per_gpu - plain.weights_bytes_per_gpu) as f64;
+    // the experts dominate; attention, router and norms add a few per cent
+    assert!(
+        grew > per_gpu && grew < per_gpu * 1.1,
+        "{grew} vs experts alone {per_gpu}"
+    );
+    assert!(mtp.kv_cache_tokens < plain.kv_cache_tokens);
+    assert!(
+        mtp.assumptions
+            .iter()
+            .any(|a| a.contains("1 MTP layer(s) load as the draft")),
+        "{:?}",
+        mtp.assumptions
+    );
+    // a model without MTP layers: vLLM has nothing to draft with
+    let s = parse_command(&words(
+        r#"vllm serve meta-llama/Llama-3.1-8B-Instruct --speculative-config {"method":"mtp"}"#,
+    ))
+    .unwrap();
+    let mut r = PlanRequest::new(
+        inferscope_plan::catalog::lookup("meta-llama/Llama-3.1-8B-Instruct").unwrap(),
+        "m",
+        h200(1),
+    );
+    r.apply_engine(&s);
+    let p = plan(&r);
+    assert!(!p.fits);
+    assert!(
+        p.problems.iter().any(|x| x.contains("declares none")),
+        "{:?}",
+        p.problems
+    );
+    // n-gram drafts hold nothing; a separate draft model is not modelled and listed so
+    let s = parse_command(&words(
+        r#"vllm serve m --speculative-config {"method":"ngram","num_speculative_tokens":3}"#,
+    ))
+    .unwrap();
+    assert!(s.speculative_mtp.is_none() && s.ignored.is_empty());
+    let s = parse_command(&words(
+        r#"vllm serve m --speculative-config {"method":"eagle3","model":"x/y"}"#,
+    ))
+    .unwrap();
+    assert_eq!(s.ignored.len(), 1);
+    // not JSON: listed as not modelled
+    let s = parse_command(&words("vllm serve m --speculative-config {method")).unwrap();
+    assert_eq!(s.ignored, ["--speculative-config {method"]);
+}

@@ -34,6 +34,7 @@ pub(super) fn meaning(f: &str) -> Option<Meaning> {
         "--enable-expert-parallel" => ExpertParallel,
         "--enable-prefix-caching" => PrefixCaching(true),
         "--no-enable-prefix-caching" => PrefixCaching(false),
+        "--speculative-config" | "-sc" => SpeculativeConfig,
         "--model" => Model,
         "--host"
         | "--port"
