@@ -52,6 +52,19 @@ fn requests(err: &str) -> usize {
         .unwrap_or_else(|| panic!("no request count in {err}"))
 }
 
+/// The real repos' plans: two H100s at TP 2, 4,096 tokens.
+const H100_TP2: [&str; 9] = [
+    "--gpu",
+    "H100 SXM",
+    "--gpus",
+    "2",
+    "--tp",
+    "2",
+    "--max-model-len",
+    "4096",
+    "--json",
+];
+
 const ARGS: [&str; 9] = [
     "--gpu-memory-gib",
     "8",
@@ -455,19 +468,8 @@ fn real_2025_26_repos_resolve_through_the_hub_and_offline() {
         // its index says total_size 0: unknown, so no fallback and one clear error
         ("sarcascoder/nvidia-reason2", 4, None),
     ] {
-        let mut args = vec![
-            "--model",
-            repo,
-            "--gpu",
-            "H100 SXM",
-            "--gpus",
-            "2",
-            "--tp",
-            "2",
-            "--max-model-len",
-            "4096",
-            "--json",
-        ];
+        let mut args = vec!["--model", repo];
+        args.extend(H100_TP2);
         let (code, out, err) = plan(&hub.endpoint, &cache, &[], &args);
         eprintln!("{repo}: exit {code}; {}", err.lines().last().unwrap_or(""));
         assert!(requests(&err) <= shards + 3, "{repo}: {err}");
@@ -678,6 +680,19 @@ fn gguf_file_of_a_hub_repo_is_planned_from_its_header() {
 /// max_position_embeddings × rotary dim × 2 bytes (bf16/fp16) from `fixtures/hub/ORG--NAME/
 /// config.json` (its `text_config` when nested; rotary dim = head_dim, or hidden / heads, times
 /// `partial_rotary_factor`).
+/// A fixture repo's `config.json`: its `text_config` where it has one, else the whole.
+fn text_config(repo: &str) -> Value {
+    let path = common::repo()
+        .join("fixtures/hub")
+        .join(repo.replace('/', "--"))
+        .join("config.json");
+    let top: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    match top.get("text_config") {
+        Some(t) if t.is_object() => t.clone(),
+        _ => top,
+    }
+}
+
 /// KV bytes per token and recurrent-state bytes per sequence on one of `tp` GPUs, from the
 /// repo's config with vLLM's formulas (KV cache dtype `auto`: the model's 16-bit dtype):
 /// - every attention layer keeps K and V of `max(1, kv_heads / tp)` heads of `head_dim`
@@ -688,16 +703,7 @@ fn gguf_file_of_a_hub_repo_is_planned_from_its_header() {
 ///   `vh / tp × kd × vd` in the config's `mamba_ssm_dtype` (`layers/mamba/mamba_utils.py`
 ///   `gated_delta_net_state_shape`, `Qwen3_5MoeForConditionalGenerationConfig`).
 fn vllm_cache_bytes(repo: &str, tp: u64) -> (u64, u64) {
-    let path = common::repo()
-        .join("fixtures/hub")
-        .join(repo.replace('/', "--"))
-        .join("config.json");
-    let top: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let c = if top["text_config"].is_object() {
-        &top["text_config"]
-    } else {
-        &top
-    };
+    let c = text_config(repo);
     let g = |k: &str| c[k].as_u64();
     let layers = g("num_hidden_layers").unwrap();
     let heads = g("num_attention_heads").unwrap();
@@ -727,16 +733,7 @@ fn vllm_cache_bytes(repo: &str, tp: u64) -> (u64, u64) {
 }
 
 fn rope_cache_bytes(repo: &str) -> u64 {
-    let path = common::repo()
-        .join("fixtures/hub")
-        .join(repo.replace('/', "--"))
-        .join("config.json");
-    let top: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let c = if top["text_config"].is_object() {
-        &top["text_config"]
-    } else {
-        &top
-    };
+    let c = text_config(repo);
     let max_pos = c["max_position_embeddings"].as_u64().unwrap_or(0);
     let head = c["head_dim"].as_u64().unwrap_or_else(|| {
         c["hidden_size"].as_u64().unwrap_or(0) / c["num_attention_heads"].as_u64().unwrap_or(1)
@@ -819,14 +816,7 @@ fn real_2026_shard_headers_plan_weights_state_and_kv() {
     assert_eq!(headers.len(), 760);
     let header_bytes: u64 = headers.iter().map(|h| h.3).sum();
     // the config's shapes, confirmed by the real tensors
-    let cfg: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            common::repo().join("fixtures/hub/XiaomiMiMo--MiMo-V2.6-Distill-Qwen-9B/config.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    let t = &cfg["text_config"];
+    let t = &text_config(repo);
     let g = |k: &str| t[k].as_u64().unwrap_or_else(|| panic!("{k}"));
     let (hidden, heads, kv_heads, hd) = (
         g("hidden_size"),
@@ -878,19 +868,8 @@ fn real_2026_shard_headers_plan_weights_state_and_kv() {
     assert_eq!((full, linear), (8, 24));
 
     let tp = 2u64;
-    let args = [
-        "--model",
-        repo,
-        "--gpu",
-        "H100 SXM",
-        "--gpus",
-        "2",
-        "--tp",
-        "2",
-        "--max-model-len",
-        "4096",
-        "--json",
-    ];
+    let mut args = vec!["--model", repo];
+    args.extend(H100_TP2);
     let (code, out, err) = plan(&hub.endpoint, &cache, &[], &args);
     assert_eq!(code, 0, "{err}");
     assert!(requests(&err) <= 4 + 3, "{err}");

