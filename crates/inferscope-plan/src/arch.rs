@@ -307,6 +307,10 @@ pub struct ModelArch {
     /// `mamba_ssm_dtype`), when it says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_ssm_dtype: Option<Dtype>,
+    /// The Mamba kernel's chunk (`mamba_chunk_size`, else `chunk_size`), when the config says:
+    /// vLLM aligns blocks to it when prefix caching keeps every state (`hybrid::StateBlocks`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mamba_chunk_size: Option<u32>,
     /// Layers with no feed-forward block (Nemotron-H: each block is one mixer).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ffn_free_layers: Vec<u32>,
@@ -1026,6 +1030,18 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
         .string("mamba_ssm_cache_dtype")
         .or_else(|| cfg.string("mamba_ssm_dtype"))
         .and_then(Dtype::parse);
+    // `chunk_size` means other things in other models: read for hybrid models only
+    let mamba_chunk_size = if state_layers.is_empty() {
+        None
+    } else {
+        cfg.uint(
+            "mamba_chunk_size",
+            &["mamba_chunk_size", "chunk_size"],
+            1 << 20,
+        )?
+        .filter(|c| *c > 0)
+        .map(|c| c as u32)
+    };
     let layers = layer_attention(&cfg, &kinds, c.kv_heads, c.head_dim)?;
     let mla = mla(&cfg)?;
     let moe = moe(&cfg, family, n, c.intermediate_size)?;
@@ -1102,6 +1118,7 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
         nsa_index_head_dim: nsa_index_head_dim(&cfg, architecture_is_dsa)?,
         state_layers,
         state_ssm_dtype,
+        mamba_chunk_size,
         ffn_free_layers,
     })
 }

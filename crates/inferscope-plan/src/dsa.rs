@@ -56,5 +56,6 @@ pub fn vllm_layout(
         block_size: block,
         state_bytes_per_seq: 0,
         state_blocks_per_request: 0,
+        state_blocks_follow_length: false,
     })
 }

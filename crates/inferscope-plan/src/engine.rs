@@ -118,6 +118,17 @@ pub struct HybridSettings {
     /// many blocks a request's state takes (`hybrid::state_blocks_per_request`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable_prefix_caching: Option<bool>,
+    /// vLLM `--mamba-cache-mode` (`none`, `align`, `all`; 0.15–0.33, no effect from 0.32 for
+    /// `all`): how prefix caching keeps the state ([`crate::hybrid::mamba_cache_mode`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mamba_cache_mode: Option<String>,
+    /// vLLM `--gdn-prefill-backend` (0.33+): only `flashinfer` exports prefill checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gdn_prefill_backend: Option<String>,
+    /// `num_speculative_tokens` of vLLM `--speculative-config`, any method: a state group holds
+    /// one more block per draft token (`MambaSpec.num_speculative_blocks`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_tokens: Option<u64>,
     /// A separate state pool's size: requests whose state the pool holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_mamba_cache_size: Option<u64>,
@@ -327,6 +338,10 @@ pub enum Meaning {
     MambaSsmDtype,
     MambaPoolSize,
     MambaRatio,
+    /// vLLM `--mamba-cache-mode`.
+    MambaCacheMode,
+    /// vLLM `--gdn-prefill-backend`.
+    GdnPrefillBackend,
     /// The prefix (radix) cache is off (a switch).
     NoRadixCache,
     /// vLLM's prefix caching on (`true`) or off (`false`) (a switch).
@@ -491,6 +506,13 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
                     s.hybrid.mamba_ssm_cache_dtype = d;
                 }
             }
+            Meaning::MambaCacheMode => match v.as_str() {
+                "none" | "align" | "all" => s.hybrid.mamba_cache_mode = Some(v),
+                _ => return Err(err(format!("{flag} {v:?}: expected none, align or all"))),
+            },
+            Meaning::GdnPrefillBackend => {
+                s.hybrid.gdn_prefill_backend = Some(v.to_ascii_lowercase())
+            }
             Meaning::MambaPoolSize => s.hybrid.max_mamba_cache_size = Some(parse_num(&flag, &v)?),
             Meaning::MambaRatio => {
                 let r: f64 = parse_num(&flag, &v)?;
@@ -584,6 +606,10 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
                 // not JSON: listed as not modelled, as before this flag was read
                 let j: serde_json::Value = serde_json::from_str(&v).unwrap_or_default();
                 let method = j.get("method").and_then(serde_json::Value::as_str);
+                // every method's draft tokens take state blocks in a hybrid model
+                s.hybrid.speculative_tokens = j
+                    .get("num_speculative_tokens")
+                    .and_then(serde_json::Value::as_u64);
                 match method {
                     // every *_mtp method is the model's own MTP layers (vLLM's
                     // `SpeculativeConfig` maps them to "mtp")

@@ -318,6 +318,7 @@ pub fn from_gguf(h: &GgufHeader) -> Result<ModelArch, GgufArchError> {
         nsa_index_head_dim: None,
         state_layers,
         state_ssm_dtype: None,
+        mamba_chunk_size: None,
         ffn_free_layers: Vec::new(),
     })
 }

@@ -31,50 +31,189 @@ pub const VLLM_FIRST: EngineVersion = EngineVersion {
     patch: 0,
 };
 
-/// Blocks one state group holds per request: two when prefix caching puts the Mamba layers in
-/// `align` mode (`MambaSpec.max_memory_usage_bytes`: `page × (2 + speculative blocks)`), else
-/// one. Prefix caching of hybrid models: not available before 0.17 (0.11.0
-/// `MambaModelConfig.verify_and_update_config`); off by default in 0.17–0.25 and on by default
-/// from 0.26 (`ModelConfig.is_prefix_caching_supported`: "Hybrid models do not support prefix
-/// caching since the feature is still experimental" up to 0.25.0, "Generative hybrid models
-/// support prefix caching" from 0.26.0), where `--enable-prefix-caching` /
-/// `--no-enable-prefix-caching` (`prefix_caching`) override the default.
+/// How vLLM keeps a hybrid model's state under prefix caching (`CacheConfig.mamba_cache_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MambaCacheMode {
+    /// No prefix caching: one state per running request.
+    None,
+    /// `align`: the running state plus the last cached one (and drafts, checkpoints).
+    Align,
+    /// `all`: one state page per block of tokens, like an attention layer.
+    All,
+}
+
+/// Architectures that declare `SupportsMambaPrefixCaching` (0.12.0–0.31.0
+/// `model_executor/models/*.py`; Bamba until its removal), the only ones `all` mode serves.
+const MAMBA_PREFIX_CACHING: [&str; 8] = [
+    "BambaForCausalLM",
+    "FalconH1ForCausalLM",
+    "GraniteMoeHybridForCausalLM",
+    "JambaForCausalLM",
+    "MambaForCausalLM",
+    "Mamba2ForCausalLM",
+    "NemotronHForCausalLM",
+    "Zamba2ForCausalLM",
+];
+
+/// The mode a vLLM release runs a hybrid model's state in (`MambaModelConfig.
+/// verify_and_update_config`, `model_executor/models/config.py`):
+///
+/// * prefix caching: not for hybrid models in 0.11; off by default from 0.12 to 0.25 ("Hybrid
+///   models do not support prefix caching since the feature is still experimental",
+///   `ModelConfig.is_prefix_caching_supported`), on by default from 0.26 ("Generative hybrid
+///   models support prefix caching"); `--[no-]enable-prefix-caching` overrides the default.
+/// * with it on: 0.12–0.14, `all` for the architectures in `MAMBA_PREFIX_CACHING`, prefix
+///   caching turned off for the others ("Hybrid or mamba-based model detected without support
+///   for prefix caching: disabling"); 0.15–0.27, `--mamba-cache-mode`, else `all` for those
+///   architectures and `align` for the others; 0.28–0.31, `align` unless `--mamba-cache-mode
+///   all` on one of them; from 0.32 only `align` (`MambaCacheMode = Literal["align", "none"]`).
+pub fn mamba_cache_mode(
+    arch: &ModelArch,
+    version: EngineVersion,
+    run: &HybridRun,
+) -> MambaCacheMode {
+    let on = version.at_least(0, 12) && run.prefix_caching.unwrap_or(version.at_least(0, 26));
+    if !on {
+        return MambaCacheMode::None;
+    }
+    let supports_all = arch
+        .architecture
+        .as_deref()
+        .is_some_and(|a| MAMBA_PREFIX_CACHING.contains(&a));
+    let asked = run.mamba_cache_mode;
+    if !version.at_least(0, 15) {
+        return if supports_all {
+            MambaCacheMode::All
+        } else {
+            MambaCacheMode::None
+        };
+    }
+    let all = if !version.at_least(0, 28) {
+        supports_all && matches!(asked, None | Some("none" | "all"))
+    } else {
+        !version.at_least(0, 32) && supports_all && asked == Some("all")
+    };
+    if all {
+        MambaCacheMode::All
+    } else {
+        MambaCacheMode::Align
+    }
+}
+
+/// Blocks one state group holds per request (`MambaSpec.max_memory_usage_bytes`):
+///
+/// * no prefix caching: 1, plus one per draft token from 0.15 (`1 + num_speculative_blocks`;
+///   0.12–0.14 count one page whatever the drafts);
+/// * `align`: 2 + draft tokens + prefill-checkpoint blocks;
+/// * `all`: one per block of tokens ([`StateBlocks::PerBlockOfTokens`]).
 ///
 /// From 0.32 a Mamba-2 model's state groups hold one more block in `align` mode, the prefill
-/// checkpoint (`MambaSpec.max_memory_usage_bytes`: `2 + speculative + prefill checkpoint
-/// blocks`; 0.32.0 `layers/mamba/mamba_mixer2.py` `MambaMixer2.get_kv_cache_spec`:
-/// `num_prefill_checkpoint_blocks=1`; not in 0.31.0). 0.34's Gated DeltaNet layers take one too
-/// when their prefill kernel exports checkpoints (`qwen_gdn_linear_attn.py`
-/// `_exports_checkpoints`, a choice of backend): not modelled.
+/// checkpoint (0.32.0 `layers/mamba/mamba_mixer2.py` `MambaMixer2.get_kv_cache_spec`:
+/// `num_prefill_checkpoint_blocks=1`; not in 0.31.0). From 0.33 Gated DeltaNet layers take one
+/// too when their prefill runs on FlashInfer's kernel, which emits mid-prefill states
+/// ([`gdn_prefill_on_flashinfer`]). The scheduler checkpoints only when every state layer can
+/// (`abstract.py` `get_mamba_prefill_checkpoint_alignment`: `None` unless every layer declares
+/// an alignment), so a model mixing layer kinds takes the block only when all of them do.
+pub fn state_blocks(arch: &ModelArch, version: EngineVersion, run: &HybridRun) -> StateBlocks {
+    let drafts = if version.at_least(0, 15) {
+        run.speculative_tokens
+    } else {
+        0
+    };
+    match mamba_cache_mode(arch, version, run) {
+        MambaCacheMode::None => StateBlocks::PerRequest(1 + drafts),
+        MambaCacheMode::All => StateBlocks::PerBlockOfTokens,
+        MambaCacheMode::Align => {
+            let gdn_checkpoints = gdn_prefill_on_flashinfer(arch, version, run) == Some(true);
+            let checkpoint = !arch.state_layers.is_empty()
+                && arch.state_layers.iter().all(|s| match s.state {
+                    StateKind::Mamba2 { .. } => version.at_least(0, 32),
+                    StateKind::GatedDeltaNet { .. } => gdn_checkpoints,
+                    _ => false,
+                });
+            StateBlocks::PerRequest(2 + drafts + u64::from(checkpoint))
+        }
+    }
+}
+
+/// Blocks a request holds in one state group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateBlocks {
+    /// A fixed count per request.
+    PerRequest(u64),
+    /// `all` mode: `⌈max_model_len / block⌉`, like full attention.
+    PerBlockOfTokens,
+}
+
+/// The blocks per request of [`state_blocks`] when they do not grow with the length (`all`
+/// mode gives `None`).
 pub fn state_blocks_per_request(
     arch: &ModelArch,
     version: EngineVersion,
-    prefix_caching: Option<bool>,
-) -> u64 {
-    let on = version.at_least(0, 17) && prefix_caching.unwrap_or(version.at_least(0, 26));
-    if !on {
-        return 1;
+    run: &HybridRun,
+) -> Option<u64> {
+    match state_blocks(arch, version, run) {
+        StateBlocks::PerRequest(n) => Some(n),
+        StateBlocks::PerBlockOfTokens => None,
     }
-    // the scheduler checkpoints only when every Mamba layer can (`get_mamba_prefill_checkpoint_
-    // alignment`): a model whose state layers are all Mamba-2
-    let checkpoint = version.at_least(0, 32)
-        && !arch.state_layers.is_empty()
-        && arch
-            .state_layers
-            .iter()
-            .all(|s| matches!(s.state, StateKind::Mamba2 { .. }));
-    2 + u64::from(checkpoint)
+}
+
+/// What a vLLM run decides about a hybrid model's state blocks beyond the release: prefix
+/// caching, the GPU, and the GDN prefill backend.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HybridRun<'a> {
+    /// `--enable-prefix-caching` / `--no-enable-prefix-caching` (`None`: the release default).
+    pub prefix_caching: Option<bool>,
+    /// `--mamba-cache-mode` (`None`: the release default).
+    pub mamba_cache_mode: Option<&'a str>,
+    /// `num_speculative_tokens` of `--speculative-config` (0 without drafts).
+    pub speculative_tokens: u64,
+    /// The GPU's CUDA compute capability (`None`: unknown, or not an NVIDIA GPU).
+    pub compute_capability: Option<(u32, u32)>,
+    /// `--gdn-prefill-backend` (`None`: auto).
+    pub gdn_prefill_backend: Option<&'a str>,
+}
+
+/// Whether vLLM ≥ 0.33 runs a Gated DeltaNet model's prefill on FlashInfer's kernel (the only
+/// backend that exports prefill checkpoints: `qwen_gdn_linear_attn.py`
+/// `GatedDeltaNetAttention.__init__` sets a checkpoint alignment only for `flashinfer`).
+/// 0.33.0/0.34.0 `_resolve_gdn_prefill_backend`: with `--gdn-prefill-backend` unset or
+/// `flashinfer`, CUDA SM 9.0 always, SM 10.x and 12.x when `linear_key_head_dim` is 128 and the
+/// CUDA runtime is ≥ 13 (the PyPI wheels' torch 2.13/2.14 are CUDA 13 builds, assumed); any
+/// other backend or GPU (Ampere, Ada, SM 11.x, ROCm, XPU) runs Triton/FLA or its own kernel.
+/// `Some(false)` when the model has no GDN layer or the release predates 0.33; `None` when
+/// the answer hangs on a GPU capability that is not known.
+pub fn gdn_prefill_on_flashinfer(
+    arch: &ModelArch,
+    version: EngineVersion,
+    run: &HybridRun,
+) -> Option<bool> {
+    let key_head_dim = arch.state_layers.iter().find_map(|s| match s.state {
+        StateKind::GatedDeltaNet { key_head_dim, .. } => Some(key_head_dim),
+        _ => None,
+    });
+    let Some(key_head_dim) = key_head_dim else {
+        return Some(false);
+    };
+    if !version.at_least(0, 33) {
+        return Some(false);
+    }
+    if !matches!(run.gdn_prefill_backend, None | Some("flashinfer" | "auto")) {
+        return Some(false);
+    }
+    let (major, _) = run.compute_capability?;
+    Some(major == 9 || (matches!(major, 10 | 12) && key_head_dim == 128))
 }
 
 /// How vLLM keeps a hybrid model's recurrent state: the conv and SSM dtypes
 /// ([`vllm_state_dtypes`]) and the blocks a request holds in each state group
-/// ([`state_blocks_per_request`]).
+/// ([`state_blocks`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StateCache {
     /// Conv and SSM state dtypes.
     pub dtypes: (Dtype, Dtype),
     /// Blocks per request in each state group.
-    pub blocks_per_request: u64,
+    pub blocks: StateBlocks,
 }
 
 /// From 0.20.1 vLLM prints `GPU KV cache size` as `int(max_concurrency × max_model_len)`
@@ -134,8 +273,8 @@ pub fn state_bytes_per_sequence(
 }
 
 /// vLLM's layout of the layers in `range` of a hybrid model: attention groups plus state
-/// groups (kind [`AttentionKind::NoKv`], `state.blocks_per_request` blocks per request), one
-/// page size for all.
+/// groups (kind [`AttentionKind::NoKv`], `state.blocks` blocks per request), one page size
+/// for all.
 pub fn vllm_layout(
     arch: &ModelArch,
     range: std::ops::Range<usize>,
@@ -195,14 +334,29 @@ pub fn vllm_layout(
     // the attention block grows, in steps of the alignment, until one page holds one state:
     // 16 up to 0.19; from 0.20 the larger of the backend's smallest kernel block (16 for
     // FlashAttention/FlashInfer) and the configured block (`_align_hybrid_block_size`), which
-    // is 64 by default in 0.34
+    // is 64 by default in 0.34. In `all` mode the step is the Mamba kernel's chunk made a
+    // multiple of the alignment (0.12.0 `HybridAttentionMambaModelConfig`, 0.26.0
+    // `Platform._align_hybrid_block_size`: `lcm(get_mamba_chunk_size(), alignment)`; the
+    // chunk is `mamba_chunk_size`, else `chunk_size`, else 2048).
     let align = if version.at_least(0, 20) {
         block.max(16)
     } else {
         16
     };
+    let step = match state.blocks {
+        StateBlocks::PerBlockOfTokens => lcm(
+            u64::from(arch.mamba_chunk_size.unwrap_or(2048)).max(1),
+            align,
+        ),
+        StateBlocks::PerRequest(_) => align,
+    };
     let block = if attn_1 > 0 && state_page > 0 {
-        block.max(align * state_page.div_ceil(align * attn_1))
+        match state.blocks {
+            StateBlocks::PerBlockOfTokens => {
+                block.max(step * state_page.div_ceil(attn_1).div_ceil(step))
+            }
+            StateBlocks::PerRequest(_) => block.max(step * state_page.div_ceil(step * attn_1)),
+        }
     } else {
         block
     };
@@ -223,8 +377,22 @@ pub fn vllm_layout(
         kinds,
         block_size: block,
         state_bytes_per_seq: state_total,
-        state_blocks_per_request: state.blocks_per_request,
+        state_blocks_per_request: match state.blocks {
+            StateBlocks::PerRequest(n) => n,
+            StateBlocks::PerBlockOfTokens => 0,
+        },
+        state_blocks_follow_length: state.blocks == StateBlocks::PerBlockOfTokens,
     }
+}
+
+fn lcm(a: u64, b: u64) -> u64 {
+    let gcd = |mut x: u64, mut y: u64| {
+        while y != 0 {
+            (x, y) = (y, x % y);
+        }
+        x
+    };
+    a / gcd(a, b).max(1) * b
 }
 
 /// Why the planner cannot plan this model on this engine and release, naming the layer type,
@@ -261,31 +429,38 @@ mod tests {
     use super::*;
     use crate::engine::parse_command;
 
+    fn v(s: &str) -> EngineVersion {
+        EngineVersion::parse(s).unwrap()
+    }
+
+    fn fixture(name: &str) -> ModelArch {
+        let path = format!(
+            "{}/../../fixtures/hub/{name}/config.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        crate::arch::from_hf_config(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    fn run(pc: Option<bool>) -> HybridRun<'static> {
+        HybridRun {
+            prefix_caching: pc,
+            ..HybridRun::default()
+        }
+    }
+
     #[test]
     fn prefix_caching_decides_the_state_blocks_per_request() {
-        let v = |s| EngineVersion::parse(s).unwrap();
-        let gdn = crate::arch::from_hf_config(include_str!(
-            "../../../fixtures/hub/Qwen--Qwen3.5-9B/config.json"
-        ))
-        .unwrap();
-        let blocks = |ver, pc| state_blocks_per_request(&gdn, v(ver), pc);
-        // before 0.17 no prefix caching for hybrid models; off by default until 0.25
-        assert_eq!(blocks("0.13.0", Some(true)), 1);
-        assert_eq!(blocks("0.19.0", None), 1);
-        assert_eq!(blocks("0.25.0", None), 1);
-        assert_eq!(blocks("0.24.0", Some(true)), 2);
+        let gdn = fixture("Qwen--Qwen3.5-9B");
+        let blocks = |ver, pc| state_blocks_per_request(&gdn, v(ver), &run(pc));
+        // 0.12–0.14 turn prefix caching off for a model without `all` support
+        assert_eq!(blocks("0.13.0", Some(true)), Some(1));
+        // off by default until 0.25
+        assert_eq!(blocks("0.19.0", None), Some(1));
+        assert_eq!(blocks("0.25.0", None), Some(1));
+        assert_eq!(blocks("0.24.0", Some(true)), Some(2));
         // on by default from 0.26, unless turned off
-        assert_eq!(blocks("0.26.0", None), 2);
-        assert_eq!(blocks("0.34.0", None), 2);
-        assert_eq!(blocks("0.34.0", Some(false)), 1);
-        // Mamba-2 models: a prefill-checkpoint block from 0.32
-        let m2 = crate::arch::from_hf_config(include_str!(
-            "../../../fixtures/hub/ibm-granite--granite-4.0-h-tiny/config.json"
-        ))
-        .unwrap();
-        assert_eq!(state_blocks_per_request(&m2, v("0.31.0"), None), 2);
-        assert_eq!(state_blocks_per_request(&m2, v("0.32.0"), None), 3);
-        assert_eq!(state_blocks_per_request(&m2, v("0.34.0"), Some(false)), 1);
+        assert_eq!(blocks("0.26.0", None), Some(2));
+        assert_eq!(blocks("0.34.0", Some(false)), Some(1));
         let flag = |cmd: &str| {
             let words: Vec<String> = cmd.split_whitespace().map(String::from).collect();
             parse_command(&words).unwrap().hybrid.enable_prefix_caching
@@ -297,5 +472,132 @@ mod tests {
             flag("vllm serve m --enable-prefix-caching=false"),
             Some(false)
         );
+    }
+
+    #[test]
+    fn gated_deltanet_checkpoints_on_flashinfer_gpus_from_0_33() {
+        let gdn = fixture("Qwen--Qwen3.5-9B");
+        let on = |ver, cc, backend| {
+            let r = HybridRun {
+                compute_capability: cc,
+                gdn_prefill_backend: backend,
+                ..HybridRun::default()
+            };
+            state_blocks_per_request(&gdn, v(ver), &r)
+        };
+        // Hopper runs FlashInfer's GDN prefill: a checkpoint block from 0.33
+        assert_eq!(on("0.32.0", Some((9, 0)), None), Some(2));
+        assert_eq!(on("0.33.0", Some((9, 0)), None), Some(3));
+        assert_eq!(on("0.34.0", Some((9, 0)), None), Some(3));
+        // Blackwell with 128-wide key heads too; Ampere and Ada run Triton
+        assert_eq!(on("0.34.0", Some((10, 0)), None), Some(3));
+        assert_eq!(on("0.34.0", Some((8, 0)), None), Some(2));
+        assert_eq!(on("0.34.0", Some((8, 9)), None), Some(2));
+        // the backend flag decides; an unknown GPU is not assumed to checkpoint
+        assert_eq!(on("0.34.0", Some((9, 0)), Some("triton")), Some(2));
+        assert_eq!(on("0.34.0", None, None), Some(2));
+        let r = HybridRun {
+            compute_capability: Some((9, 0)),
+            ..HybridRun::default()
+        };
+        assert_eq!(gdn_prefill_on_flashinfer(&gdn, v("0.34.0"), &r), Some(true));
+        assert_eq!(
+            gdn_prefill_on_flashinfer(&gdn, v("0.34.0"), &HybridRun::default()),
+            None
+        );
+    }
+
+    #[test]
+    fn mamba2_models_page_every_state_in_all_mode_until_0_28() {
+        let m2 = fixture("ibm-granite--granite-4.0-h-tiny");
+        let mode = |ver, pc, asked| {
+            let r = HybridRun {
+                prefix_caching: pc,
+                mamba_cache_mode: asked,
+                ..HybridRun::default()
+            };
+            mamba_cache_mode(&m2, v(ver), &r)
+        };
+        assert_eq!(mode("0.11.0", Some(true), None), MambaCacheMode::None);
+        assert_eq!(mode("0.13.0", Some(true), None), MambaCacheMode::All);
+        assert_eq!(mode("0.20.0", None, None), MambaCacheMode::None);
+        assert_eq!(mode("0.20.0", Some(true), None), MambaCacheMode::All);
+        // prefix caching on by default from 0.26: `all` for this architecture in 0.26–0.27
+        assert_eq!(mode("0.26.0", None, None), MambaCacheMode::All);
+        assert_eq!(mode("0.27.1", None, None), MambaCacheMode::All);
+        assert_eq!(mode("0.26.0", None, Some("align")), MambaCacheMode::Align);
+        // `align` by default from 0.28, `all` on request until 0.31
+        assert_eq!(mode("0.28.0", None, None), MambaCacheMode::Align);
+        assert_eq!(mode("0.28.0", None, Some("all")), MambaCacheMode::All);
+        assert_eq!(mode("0.32.0", None, Some("all")), MambaCacheMode::Align);
+        // a model without `all` support falls back to `align`
+        let gdn = fixture("Qwen--Qwen3.5-9B");
+        let r = HybridRun {
+            mamba_cache_mode: Some("all"),
+            ..HybridRun::default()
+        };
+        assert_eq!(
+            mamba_cache_mode(&gdn, v("0.26.0"), &r),
+            MambaCacheMode::Align
+        );
+        let blocks = |ver, pc| state_blocks_per_request(&m2, v(ver), &run(pc));
+        assert_eq!(blocks("0.26.0", None), None);
+        assert_eq!(blocks("0.28.0", None), Some(2));
+        assert_eq!(blocks("0.31.0", None), Some(2));
+        // the prefill checkpoint from 0.32
+        assert_eq!(blocks("0.32.0", None), Some(3));
+        assert_eq!(blocks("0.34.0", Some(false)), Some(1));
+    }
+
+    #[test]
+    fn draft_tokens_take_state_blocks_from_0_15() {
+        let gdn = fixture("Qwen--Qwen3.5-9B");
+        let drafts = |ver, pc| {
+            let r = HybridRun {
+                prefix_caching: pc,
+                speculative_tokens: 2,
+                compute_capability: Some((9, 0)),
+                ..HybridRun::default()
+            };
+            state_blocks_per_request(&gdn, v(ver), &r)
+        };
+        assert_eq!(drafts("0.14.0", None), Some(1));
+        assert_eq!(drafts("0.15.0", None), Some(3));
+        assert_eq!(drafts("0.34.0", Some(false)), Some(3));
+        assert_eq!(drafts("0.34.0", None), Some(5));
+    }
+
+    #[test]
+    fn all_mode_aligns_the_block_to_the_mamba_chunk() {
+        // granite-4.0-h-tiny at TP 1, bf16: 1,536 attention bytes per token and layer; a
+        // Mamba-2 state of 3,200,000 B + conv; `mamba_chunk_size` 256
+        let m2 = fixture("ibm-granite--granite-4.0-h-tiny");
+        let n = m2.num_layers as usize;
+        let dtypes = vllm_state_dtypes(&m2, v("0.26.0"), None, None);
+        let layout = |blocks| {
+            vllm_layout(
+                &m2,
+                0..n,
+                1,
+                m2.dtype,
+                16,
+                StateCache { dtypes, blocks },
+                v("0.26.0"),
+            )
+        };
+        let align = layout(StateBlocks::PerRequest(2));
+        let all = layout(StateBlocks::PerBlockOfTokens);
+        let attn_1 = align.page_bytes / align.block_size;
+        let state = align.state_bytes_per_seq / 36;
+        // align: 16-token steps; all: 256-token steps, each large enough for one state
+        assert_eq!(align.block_size, 16 * state.div_ceil(16 * attn_1));
+        assert_eq!(all.block_size, 256 * state.div_ceil(attn_1).div_ceil(256));
+        assert_eq!(all.block_size % 256, 0);
+        assert!(all.state_blocks_follow_length && !align.state_blocks_follow_length);
+        // a 32k request: 2 state blocks per group in align mode, ⌈32768 / block⌉ in all mode
+        let per_req = |l: &KvLayout| l.blocks_per_request(32768, l.block_size, 8192);
+        let groups = u64::from(all.num_groups());
+        assert_eq!(per_req(&all), groups * 32768u64.div_ceil(all.block_size));
+        assert!(per_req(&all) > 10 * per_req(&align) / 2);
     }
 }

@@ -680,9 +680,13 @@ pub struct KvLayout {
     /// Recurrent-state bytes of one sequence over this GPU's state layers (unpadded).
     #[serde(default)]
     pub state_bytes_per_seq: u64,
-    /// Blocks a request holds in each state group ([`crate::hybrid::state_blocks_per_request`]).
+    /// Blocks a request holds in each state group ([`crate::hybrid::state_blocks`]).
     #[serde(default)]
     pub state_blocks_per_request: u64,
+    /// vLLM's `all` state mode: a state group holds one block per block of tokens, like full
+    /// attention, instead of `state_blocks_per_request`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub state_blocks_follow_length: bool,
 }
 
 impl KvLayout {
@@ -711,7 +715,9 @@ impl KvLayout {
                 AttentionKind::ChunkedLocal(c) => {
                     cdiv((u64::from(c) + batched_tokens).min(max_len), block)
                 }
-                // a state group holds one block per request (MambaSpec.max_memory_usage_bytes)
+                // MambaSpec.max_memory_usage_bytes: `all` mode pages the state per block of
+                // tokens; otherwise a fixed count per request
+                AttentionKind::NoKv if self.state_blocks_follow_length => cdiv(max_len, block),
                 AttentionKind::NoKv => self.state_blocks_per_request.max(1),
             };
             total += per * u64::from(k.groups);
@@ -779,6 +785,7 @@ pub fn kv_layout(
         block_size: block,
         state_bytes_per_seq: 0,
         state_blocks_per_request: 0,
+        state_blocks_follow_length: false,
     }
 }
 

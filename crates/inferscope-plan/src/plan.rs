@@ -111,6 +111,27 @@ pub struct PlanRequest {
 }
 
 impl PlanRequest {
+    /// What this request decides about a hybrid model's state blocks in vLLM.
+    pub fn hybrid_run(&self) -> crate::hybrid::HybridRun<'_> {
+        // an MTP draft without `num_speculative_tokens` drafts one token per MTP layer
+        // (`SpeculativeConfig.__post_init__`: `n_predict`)
+        let drafts = self
+            .hybrid
+            .speculative_tokens
+            .unwrap_or(if self.speculative_mtp.is_some() {
+                u64::from(self.speculative_mtp_layers.max(1))
+            } else {
+                0
+            });
+        crate::hybrid::HybridRun {
+            prefix_caching: self.hybrid.enable_prefix_caching,
+            mamba_cache_mode: self.hybrid.mamba_cache_mode.as_deref(),
+            speculative_tokens: drafts,
+            compute_capability: self.compute_capability,
+            gdn_prefill_backend: self.hybrid.gdn_prefill_backend.as_deref(),
+        }
+    }
+
     /// Take every setting a parsed serving command gives; the rest keep their defaults.
     pub fn apply_engine(&mut self, s: &EngineSettings) {
         let req = self;
@@ -659,11 +680,7 @@ fn stages(req: &PlanRequest, i: &StageInputs) -> Stages {
         } else {
             let state = crate::hybrid::StateCache {
                 dtypes: state_dtypes,
-                blocks_per_request: crate::hybrid::state_blocks_per_request(
-                    arch,
-                    version,
-                    req.hybrid.enable_prefix_caching,
-                ),
+                blocks: crate::hybrid::state_blocks(arch, version, &req.hybrid_run()),
             };
             crate::hybrid::vllm_layout(arch, range, tp, kv_dtype, block, state, version)
         };
@@ -1059,7 +1076,13 @@ pub(crate) fn pipeline(req: &PlanRequest, own: Option<&OwnSizer>) -> Plan {
     // the note is vLLM's paging; an engine with its own sizing (a separate state pool) states
     // its own state accounting instead
     if layout.state_bytes_per_seq > 0 && vllm {
-        hybrid_notes(arch, &layout, block, state_dtypes, &mut assumptions);
+        hybrid_notes(
+            arch,
+            (&layout, block),
+            state_dtypes,
+            (version, &req.hybrid_run()),
+            &mut assumptions,
+        );
     }
 
     // ---- vLLM's own sizing flags ----
@@ -1237,11 +1260,12 @@ fn is_zero(n: &u64) -> bool {
 /// What a hybrid model's state costs and how vLLM pages it ([`crate::hybrid`]).
 fn hybrid_notes(
     arch: &ModelArch,
-    layout: &crate::memory::KvLayout,
-    block: u64,
+    (layout, block): (&crate::memory::KvLayout, u64),
     (conv, ssm): (Dtype, Dtype),
+    (version, run): (memory::EngineVersion, &crate::hybrid::HybridRun),
     assumptions: &mut Vec<String>,
 ) {
+    use crate::hybrid::MambaCacheMode;
     let state_layers = layout
         .kinds
         .iter()
@@ -1257,12 +1281,33 @@ fn hybrid_notes(
         t.dedup();
         t
     };
+    let mode = crate::hybrid::mamba_cache_mode(arch, version, run);
+    let held = match mode {
+        MambaCacheMode::All => format!(
+            "prefix caching in `all` mode keeps a state page per {block}-token block, so a request holds as many state blocks per group as it holds attention blocks [0.26.0 model_executor/models/config.py MambaModelConfig.verify_and_update_config; platforms/interface.py _align_hybrid_block_size; v1/kv_cache_interface.py MambaSpec.max_memory_usage_bytes]"
+        ),
+        MambaCacheMode::Align => format!(
+            "prefix caching (`align` mode): {} blocks per state group per request [v1/kv_cache_interface.py MambaSpec.max_memory_usage_bytes: 2 + draft tokens + prefill checkpoint]",
+            layout.state_blocks_per_request
+        ),
+        MambaCacheMode::None => format!(
+            "{} block(s) per state group per request [MambaSpec.max_memory_usage_bytes: 1 + draft tokens]",
+            layout.state_blocks_per_request
+        ),
+    };
     assumptions.push(format!(
-        "hybrid state: {state_layers} `{}` layers keep {} B per sequence on this GPU (conv state {conv}, SSM state {ssm}); vLLM pages them with the attention KV: block raised to {block} tokens so one {} B page holds one layer's state, one block per state group per request [0.11.0 model_executor/models/config.py HybridAttentionMambaModelConfig.verify_and_update_config; 0.34.0 platforms/interface.py _align_hybrid_block_size; layers/mamba/mamba_utils.py MambaStateShapeCalculator]",
+        "hybrid state: {state_layers} `{}` layers keep {} B per sequence on this GPU (conv state {conv}, SSM state {ssm}); vLLM pages them with the attention KV: block raised to {block} tokens so one {} B page holds one layer's state; {held} [0.11.0 model_executor/models/config.py HybridAttentionMambaModelConfig.verify_and_update_config; 0.34.0 platforms/interface.py _align_hybrid_block_size; layers/mamba/mamba_utils.py MambaStateShapeCalculator]",
         types.join("`, `"),
         layout.state_bytes_per_seq,
         layout.page_bytes,
     ));
+    if mode == MambaCacheMode::Align
+        && crate::hybrid::gdn_prefill_on_flashinfer(arch, version, run).is_none()
+    {
+        assumptions.push(
+            "Gated DeltaNet prefill checkpoint: the GPU's compute capability is unknown, so no checkpoint block is counted; vLLM ≥ 0.33 adds one per state group on Hopper, and on Blackwell with 128-wide key heads, where the GDN prefill runs on FlashInfer [0.34.0 layers/mamba/gdn/qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend, GatedDeltaNetAttention.get_kv_cache_spec]".into(),
+        );
+    }
 }
 
 /// The answer for a model the engine's accounting does not cover: no numbers, one problem.

@@ -256,10 +256,13 @@ fn vllm_start_ups_of_hybrid_models() {
         // prefix caching as the start-up ran it: the logged flag, else the release's default
         let state = hybrid::StateCache {
             dtypes,
-            blocks_per_request: hybrid::state_blocks_per_request(
+            blocks: hybrid::state_blocks(
                 &a,
                 v,
-                c["enable_prefix_caching"].as_bool(),
+                &hybrid::HybridRun {
+                    prefix_caching: c["enable_prefix_caching"].as_bool(),
+                    ..hybrid::HybridRun::default()
+                },
             ),
         };
         let layout = hybrid::vllm_layout(&a, 0..n, tp, kv, 16, state, v);

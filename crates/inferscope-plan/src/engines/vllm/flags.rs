@@ -23,6 +23,8 @@ pub(super) fn meaning(f: &str) -> Option<Meaning> {
         "--kv-cache-memory-bytes" => KvBytes,
         "--mamba-cache-dtype" => MambaConvDtype,
         "--mamba-ssm-cache-dtype" => MambaSsmDtype,
+        "--mamba-cache-mode" => MambaCacheMode,
+        "--gdn-prefill-backend" => GdnPrefillBackend,
         "--gpu-memory-utilization" => GpuUtil,
         "--kv-cache-dtype" => KvDtype,
         "--max-num-seqs" => MaxSeqs,
