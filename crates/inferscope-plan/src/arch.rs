@@ -344,6 +344,15 @@ impl<'a> Cfg<'a> {
         }
     }
 
+    /// The top-level `architectures[0]` (a multimodal config's text part has none).
+    pub(crate) fn architecture(&self) -> Option<&'a str> {
+        self.top
+            .get("architectures")
+            .and_then(Value::as_array)
+            .and_then(|a| a.first())
+            .and_then(Value::as_str)
+    }
+
     fn first(&self, keys: &[&str]) -> Option<&'a Value> {
         keys.iter().find_map(|k| self.get(k))
     }

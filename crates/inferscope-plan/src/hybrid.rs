@@ -254,6 +254,16 @@ pub fn vllm_state_dtypes(
         None
     };
     let ssm = mamba_ssm_cache_dtype.or(model_default).unwrap_or(conv);
+    // KDA's recurrent state is float32 whatever the flags (`kda_state_dtype`; from 0.30 it
+    // takes `--mamba-ssm-cache-dtype`, but `KimiGatedDeltaNetAttention.get_state_dtype` does
+    // not pass it)
+    if arch
+        .state_layers
+        .iter()
+        .any(|s| matches!(s.state, StateKind::Kda { .. }))
+    {
+        return (conv, Dtype::F32);
+    }
     (conv, ssm)
 }
 

@@ -257,42 +257,44 @@ fn weights_sized(
             k_eq_v: false,
         });
         // ---- attention ----
-        let (attn, attn_bias) = if let Some(m) = arch.mla {
-            let qk = u64::from(m.qk_nope_head_dim + m.qk_rope_head_dim);
-            let q = match m.q_lora_rank {
-                Some(r) => h * u64::from(r) + u64::from(r) * heads_rank * qk,
-                None => h * heads_rank * qk,
-            };
-            let kv_a = h * u64::from(m.kv_lora_rank + m.qk_rope_head_dim);
-            let kv_b = u64::from(m.kv_lora_rank)
-                * heads_rank
-                * u64::from(m.qk_nope_head_dim + m.v_head_dim);
-            let o = heads_rank * u64::from(m.v_head_dim) * h;
-            // vLLM's MLA backends keep a second, absorbed copy of kv_b_proj (W_UK, W_UV) in
-            // the model dtype after loading
-            w.runtime += qb(kv_b, false);
-            let norms = u64::from(m.kv_lora_rank) + u64::from(m.q_lora_rank.unwrap_or(0));
-            (q + kv_a + kv_b + o, norms)
-        } else if layer.kind == AttentionKind::NoKv && arch.state_layers.is_empty() {
-            // a no-KV layer of unknown shape (GGUF): approximate with the same projection budget
-            (4 * h * heads_rank * u64::from(layer.head_dim), 0)
-        } else if layer.kind == AttentionKind::NoKv {
-            // hybrid: a state mixer (below) or an MLP-only block, no attention projections
-            (0, 0)
-        } else {
-            let hd = u64::from(layer.head_dim);
-            let kv_rank = cdiv(u64::from(layer.kv_heads), tp).max(1);
-            let kv_mats = if layer.k_eq_v { 1 } else { 2 };
-            let q = h * heads_rank * hd;
-            let kv = kv_mats * h * kv_rank * hd;
-            let o = heads_rank * hd * h;
-            let bias = if arch.attention_bias {
-                heads_rank * hd + kv_mats * kv_rank * hd + h
+        let (attn, attn_bias) =
+            if layer.kind == AttentionKind::NoKv && !arch.state_layers.is_empty() {
+                // hybrid: a state mixer (below) or an MLP-only block, no attention projections
+                // (MLA models' state layers too: Kimi-Linear)
+                (0, 0)
+            } else if let Some(m) = arch.mla {
+                let qk = u64::from(m.qk_nope_head_dim + m.qk_rope_head_dim);
+                let q = match m.q_lora_rank {
+                    Some(r) => h * u64::from(r) + u64::from(r) * heads_rank * qk,
+                    None => h * heads_rank * qk,
+                };
+                let kv_a = h * u64::from(m.kv_lora_rank + m.qk_rope_head_dim);
+                let kv_b = u64::from(m.kv_lora_rank)
+                    * heads_rank
+                    * u64::from(m.qk_nope_head_dim + m.v_head_dim);
+                let o = heads_rank * u64::from(m.v_head_dim) * h;
+                // vLLM's MLA backends keep a second, absorbed copy of kv_b_proj (W_UK, W_UV) in
+                // the model dtype after loading
+                w.runtime += qb(kv_b, false);
+                let norms = u64::from(m.kv_lora_rank) + u64::from(m.q_lora_rank.unwrap_or(0));
+                (q + kv_a + kv_b + o, norms)
+            } else if layer.kind == AttentionKind::NoKv {
+                // a no-KV layer of unknown shape (GGUF): approximate with the same projection budget
+                (4 * h * heads_rank * u64::from(layer.head_dim), 0)
             } else {
-                0
+                let hd = u64::from(layer.head_dim);
+                let kv_rank = cdiv(u64::from(layer.kv_heads), tp).max(1);
+                let kv_mats = if layer.k_eq_v { 1 } else { 2 };
+                let q = h * heads_rank * hd;
+                let kv = kv_mats * h * kv_rank * hd;
+                let o = heads_rank * hd * h;
+                let bias = if arch.attention_bias {
+                    heads_rank * hd + kv_mats * kv_rank * hd + h
+                } else {
+                    0
+                };
+                (q + kv + o, bias)
             };
-            (q + kv + o, bias)
-        };
         w.attention += qb(attn, attn_q);
         w.other += qb(attn_bias + 2 * h, false);
         // hybrid models: the layer's linear-attention / Mamba mixer
@@ -405,12 +407,13 @@ pub fn kv_bytes_per_token_layer(
     tp: u32,
     kv: Dtype,
 ) -> u64 {
+    // recurrent-state layers keep no KV, MLA models' (Kimi-Linear) included
+    if layer.kind == AttentionKind::NoKv {
+        return 0;
+    }
     if let Some(m) = arch.mla {
         // the latent (kv_lora_rank) plus the shared RoPE key, replicated on every TP rank
         return u64::from(m.kv_lora_rank + m.qk_rope_head_dim) * kv.bytes();
-    }
-    if layer.kind == AttentionKind::NoKv {
-        return 0;
     }
     let kv_rank = cdiv(u64::from(layer.kv_heads), u64::from(tp.max(1))).max(1);
     let mats = if layer.k_eq_v { 1 } else { 2 };

@@ -89,6 +89,17 @@ pub enum StateKind {
         /// `head_dim`.
         head_dim: u32,
     },
+    /// Kimi Delta Attention (Kimi-Linear `linear_attn_config.kda_layers`; vLLM
+    /// `kimi_linear.py` / `gdn/kimi_gdn_linear_attn.py` `KimiGatedDeltaNetAttention`): short
+    /// convolutions of q, k and v and one `head_dim × head_dim` state per head.
+    Kda {
+        /// `linear_attn_config.num_heads`.
+        heads: u32,
+        /// `linear_attn_config.head_dim`.
+        head_dim: u32,
+        /// `linear_attn_config.short_conv_kernel_size`.
+        conv_kernel: u32,
+    },
     /// A state layer this planner has no formula for.
     Unmodelled,
 }
@@ -102,6 +113,26 @@ pub struct StateLayer {
     pub layer_type: String,
     /// Its state shape.
     pub state: StateKind,
+}
+
+/// A KDA layer's shape from `linear_attn_config` (`num_heads`, `head_dim`,
+/// `short_conv_kernel_size`, 4 when absent as in `KimiLinearConfig`); unmodelled when the
+/// head keys are missing or zero.
+fn kda_state(lin: &Value) -> StateKind {
+    let get = |k: &str| {
+        lin.get(k)
+            .and_then(Value::as_u64)
+            .filter(|v| (1..=1 << 16).contains(v))
+            .map(|v| v as u32)
+    };
+    match (get("num_heads"), get("head_dim")) {
+        (Some(heads), Some(head_dim)) => StateKind::Kda {
+            heads,
+            head_dim,
+            conv_kernel: get("short_conv_kernel_size").unwrap_or(4),
+        },
+        _ => StateKind::Unmodelled,
+    }
 }
 
 /// Bytes of one state layer for one sequence on one GPU.
@@ -396,18 +427,26 @@ pub(crate) fn parse(
             ffn_free: Vec::new(),
         });
     }
-    // Kimi-Linear: `linear_attn_config.kda_layers` (1-based) are Kimi Delta Attention layers,
-    // the rest MLA; KDA's state is not modelled, so the model is refused by name
-    if let Some(kda) = cfg
-        .get("linear_attn_config")
-        .and_then(|c| c.get("kda_layers"))
-        .and_then(Value::as_array)
+    // Kimi-Linear: `linear_attn_config.kda_layers` (1-based: vLLM `KimiLinearConfig.
+    // is_kda_layer` tests `layer_idx + 1`) are Kimi Delta Attention layers, the rest MLA.
+    // Other models that carry KDA layers (Kimi K3, GLM-5-Next) add caches of their own: their
+    // KDA layers stay unmodelled, so they are refused by name.
+    if let Some(lin) = cfg.get("linear_attn_config").filter(|c| c.is_object())
+        && let Some(kda) = lin.get("kda_layers").and_then(Value::as_array)
     {
+        let state =
+            if model_type == "kimi_linear" && cfg.architecture() == Some("KimiLinearForCausalLM") {
+                kda_state(lin)
+            } else {
+                StateKind::Unmodelled
+            };
         for l in kda.iter().filter_map(Value::as_u64) {
             let i = l.saturating_sub(1) as usize;
-            if let Some(k) = kinds.get_mut(i) {
+            if l >= 1
+                && let Some(k) = kinds.get_mut(i)
+            {
                 *k = AttentionKind::NoKv;
-                push(&mut out, i, "kda", StateKind::Unmodelled);
+                push(&mut out, i, "kda", state.clone());
             }
         }
         if !out.is_empty() {
@@ -568,6 +607,20 @@ pub fn vllm_state_bytes(s: &StateKind, tp: u32, conv: Dtype, ssm: Dtype) -> Opti
             conv: u64::from(conv_kernel.saturating_sub(1)) * d(dim) * conv.bytes(),
             ssm: 0,
         },
+        // `MambaStateShapeCalculator.kda_state_shape`: conv over q, k and v (3 × heads ×
+        // head_dim channels; three tensors up to 0.25, one from 0.26, the same bytes), state
+        // `heads/tp × head_dim × head_dim`
+        StateKind::Kda {
+            heads,
+            head_dim,
+            conv_kernel,
+        } => {
+            let width = u64::from(heads) * u64::from(head_dim);
+            StateBytes {
+                conv: u64::from(conv_kernel.saturating_sub(1)) * 3 * d(width) * conv.bytes(),
+                ssm: d(u64::from(heads)) * u64::from(head_dim) * u64::from(head_dim) * ssm.bytes(),
+            }
+        }
         StateKind::Lightning { heads, head_dim } => StateBytes {
             conv: 0,
             ssm: d(u64::from(heads)) * u64::from(head_dim) * u64::from(head_dim) * conv.bytes(),
@@ -639,6 +692,20 @@ pub fn mixer_params(s: &StateKind, hidden: u64, tp: u32) -> (u64, u64) {
             (h * 3 * dim + dim * h) / tp,
             dim * u64::from(conv_kernel) / tp,
         ),
+        // `KimiGatedDeltaNetAttention`: q/k/v and o projections, the low-rank forget and
+        // output gates (f_a/g_a replicated, f_b/g_b split), b_proj; three conv1d, A_log,
+        // dt_bias, o_norm
+        StateKind::Kda {
+            heads,
+            head_dim,
+            conv_kernel,
+        } => {
+            let (hd, d) = (u64::from(heads), u64::from(head_dim));
+            let width = hd * d;
+            let mats = (4 * width * h + 2 * width * d + hd * h) / tp + 2 * d * h;
+            let small = (3 * width * u64::from(conv_kernel) + hd + width) / tp + d;
+            (mats, small)
+        }
         StateKind::Lightning { heads, head_dim } => {
             let inner = u64::from(heads) * u64::from(head_dim);
             ((h * 3 * inner + h * inner + inner * h) / tp, inner / tp)
@@ -683,7 +750,10 @@ pub fn llama_cpp_state_elements(s: &StateKind) -> Option<(u64, u64)> {
             state_size,
             conv_kernel,
         } => (conv_kernel, intermediate, 0, u64::from(state_size)),
-        StateKind::ShortConv { .. } | StateKind::Lightning { .. } | StateKind::Unmodelled => {
+        StateKind::ShortConv { .. }
+        | StateKind::Lightning { .. }
+        | StateKind::Kda { .. }
+        | StateKind::Unmodelled => {
             return None;
         }
     };

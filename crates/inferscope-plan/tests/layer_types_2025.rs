@@ -322,3 +322,86 @@ fn vllm_mtp_speculative_decoding_loads_the_mtp_layers_as_a_draft() {
     let s = parse_command(&words("vllm serve m --speculative-config {method")).unwrap();
     assert_eq!(s.ignored, ["--speculative-config {method"]);
 }
+
+#[test]
+fn kimi_linear_kda_state_and_mla_kv_on_vllm() {
+    let name = "moonshotai--Kimi-Linear-48B-A3B-Instruct";
+    let a = arch(name);
+    let c: Value = serde_json::from_str(&hub(name)).unwrap();
+    let lin = &c["linear_attn_config"];
+    let kda_layers = lin["kda_layers"].as_array().unwrap().len() as u64;
+    let mla_layers = u(&c, "num_hidden_layers") - kda_layers;
+    assert_eq!((kda_layers, mla_layers), (20, 7));
+    // `kda_layers` is 1-based (vLLM KimiLinearConfig.is_kda_layer: layer_idx + 1): layer 4
+    // (index 3) is MLA, index 0 is KDA
+    assert_eq!(a.layers[3].kind, AttentionKind::Full);
+    assert_eq!(a.layers[0].kind, AttentionKind::NoKv);
+    let (heads, hd, k) = (
+        u(lin, "num_heads"),
+        u(lin, "head_dim"),
+        u(lin, "short_conv_kernel_size"),
+    );
+    for tp in [1u32, 2] {
+        let t = u64::from(tp);
+        let p = vllm(&a, tp, Some("0.34.0"));
+        assert!(p.problems.is_empty(), "{:?}", p.problems);
+        // MambaStateShapeCalculator.kda_state_shape: conv (K − 1) × (3 × heads × head_dim) / tp
+        // in the model dtype (bf16); recurrent heads / tp × head_dim² in float32
+        // (kda_state_dtype), per KDA layer
+        let per_layer = (k - 1) * 3 * heads * hd / t * 2 + heads / t * hd * hd * 4;
+        assert_eq!(
+            p.state_bytes_per_sequence,
+            kda_layers * per_layer,
+            "tp {tp}"
+        );
+        // MLA layers: the latent and RoPE key, bf16, on every rank; KDA layers keep none
+        let latent = u(&c, "kv_lora_rank") + u(&c, "qk_rope_head_dim");
+        assert_eq!(p.kv_bytes_per_token, mla_layers * latent * 2, "tp {tp}");
+    }
+    // the weights: a public reviewed parameter inventory of this checkpoint
+    // (Kimi-Linear-48B-A3B-Instruct's modeling_kimi.py, 49,122,681,728 parameters, bf16) —
+    // KDA layers carry their mixer, not MLA projections
+    let p = vllm(&a, 1, Some("0.34.0"));
+    let inventory = 98_245_363_456f64;
+    let ours = p.weights_bytes_total.unwrap() as f64;
+    assert!(
+        (ours / inventory - 1.0).abs() < 0.001,
+        "{ours} vs inventory {inventory}"
+    );
+    // the SSM flag does not change KDA's float32 state (get_state_dtype does not pass it)
+    let mut r = PlanRequest::new(a.clone(), "m", h200(1));
+    r.max_model_len = Some(4096);
+    r.engine_version = Some("0.34.0".into());
+    r.hybrid.mamba_ssm_cache_dtype = Some("bfloat16".into());
+    assert_eq!(
+        plan(&r).state_bytes_per_sequence,
+        p.state_bytes_per_sequence
+    );
+    // vLLM serves it from 0.12.0; the other engines have no KDA formula here
+    let why = engines::refusal(&a, Engine::Vllm, Some("0.11.0")).unwrap();
+    assert!(
+        why.contains("layer type `kda`") && why.contains("0.12.0"),
+        "{why}"
+    );
+    for e in [
+        Engine::Sglang,
+        Engine::Tgi,
+        Engine::LlamaCpp,
+        Engine::Lmdeploy,
+    ] {
+        let why = engines::refusal(&a, e, None).unwrap_or_else(|| panic!("{e:?} planned KDA"));
+        assert!(
+            why.contains("layer type `kda` of KimiLinearForCausalLM"),
+            "{why}"
+        );
+    }
+    // another architecture with KDA layers (Kimi K3 adds caches of its own in vLLM 0.34,
+    // `vllm/models/kimi_k3`): refused by name, never planned
+    let k3 = hub(name).replace("KimiLinearForCausalLM", "KimiK3ForConditionalGeneration");
+    let k3 = from_hf_config(&k3).unwrap();
+    let why = engines::refusal(&k3, Engine::Vllm, None).unwrap();
+    assert!(
+        why.contains("layer type `kda` of KimiK3ForConditionalGeneration"),
+        "{why}"
+    );
+}

@@ -186,7 +186,7 @@ impl EngineRoom for Sglang {
         if let Some(s) = arch.state_layers.iter().find(|s| {
             matches!(
                 s.state,
-                StateKind::ShortConv { .. } | StateKind::Lightning { .. }
+                StateKind::ShortConv { .. } | StateKind::Lightning { .. } | StateKind::Kda { .. }
             )
         }) {
             return Err((

@@ -172,6 +172,20 @@ impl EngineRoom for Vllm {
                 s.layer_type.clone(),
                 " (hybrid state is modelled for vLLM ≥ 0.11.0's hybrid KV-cache manager)",
             )),
+            // Kimi-Linear arrived in 0.12.0 (`models/kimi_linear.py`)
+            _ if v
+                < (EngineVersion {
+                    major: 0,
+                    minor: 12,
+                    patch: 0,
+                })
+                && arch
+                    .state_layers
+                    .iter()
+                    .any(|s| matches!(s.state, crate::state::StateKind::Kda { .. })) =>
+            {
+                Err(("kda".into(), " (vLLM serves Kimi-Linear from 0.12.0)"))
+            }
             _ => Ok(()),
         }
     }
