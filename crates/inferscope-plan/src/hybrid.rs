@@ -610,4 +610,25 @@ mod tests {
         assert_eq!(per_req(&all), groups * 32768u64.div_ceil(all.block_size));
         assert!(per_req(&all) > 10 * per_req(&align) / 2);
     }
+
+    #[test]
+    fn state_cache_flags_are_read_from_the_command() {
+        let parse = |cmd: &str| {
+            let words: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+            parse_command(&words)
+        };
+        let s = parse(
+            "vllm serve m --mamba-cache-mode all --gdn-prefill-backend FlashInfer \
+             --speculative-config {\"method\":\"qwen3_next_mtp\",\"num_speculative_tokens\":3}",
+        )
+        .unwrap();
+        assert_eq!(s.hybrid.mamba_cache_mode.as_deref(), Some("all"));
+        assert_eq!(s.hybrid.gdn_prefill_backend.as_deref(), Some("flashinfer"));
+        assert_eq!(s.hybrid.speculative_tokens, Some(3));
+        let err = parse("vllm serve m --mamba-cache-mode sometimes").unwrap_err();
+        assert!(
+            err.to_string().contains("expected none, align or all"),
+            "{err}"
+        );
+    }
 }
