@@ -152,6 +152,11 @@ fn sglang_max_total_num_tokens() {
                     .as_bool()
                     .unwrap_or(false),
                 mla: arch.mla.is_some(),
+                dsa: arch.nsa_index_head_dim.is_some(),
+                nemotron_h: arch.model_type == "nemotron_h",
+                disable_cuda_graph: s["disable_cuda_graph"].as_bool().unwrap_or(false),
+                max_running_requests: s["max_running_requests"].as_u64(),
+                speculative: s["speculative_algorithm"].as_str(),
                 multimodal: arch.vision_params > 0,
             })
         };
@@ -205,6 +210,11 @@ fn sglang_negative_budget_fails() {
         cuda_graph_max_bs: None,
         disable_piecewise_cuda_graph: false,
         mla: true,
+        dsa: false,
+        nemotron_h: false,
+        disable_cuda_graph: false,
+        max_running_requests: None,
+        speculative: None,
         multimodal: false,
     });
     assert!(r.rest < 0 && r.tokens == 0, "{r:?}");

@@ -56,6 +56,9 @@ pub struct PoolFlags {
     pub max_running_requests: Option<u64>,
     /// `--mamba-full-memory-ratio` ([`MAMBA_FULL_MEMORY_RATIO`] when not given).
     pub ratio: f64,
+    /// From 0.5.17 the budget pays for the padding slot too (`KVCacheConfigurator.
+    /// _handle_max_mamba_cache`: `K = ⌊(B − per_req) / per_req⌋`, `(K + 1) × per_req` charged).
+    pub charges_padding: bool,
 }
 
 /// One request's state bytes on one GPU over the state layers in `range`; `None` when a layer
@@ -98,14 +101,23 @@ pub fn pool(rest: f64, per_request: u64, flags: PoolFlags) -> MambaPool {
         (None, true, Some(n)) => (n, PoolSize::RunningRequests),
         _ if per_request > 0 && rest > 0.0 => {
             let raw = rest * flags.ratio / (1.0 + flags.ratio);
-            ((raw / per_request as f64).floor() as u64, PoolSize::Ratio)
+            let padding = if flags.charges_padding {
+                per_request as f64
+            } else {
+                0.0
+            };
+            (
+                ((raw - padding).max(0.0) / per_request as f64).floor() as u64,
+                PoolSize::Ratio,
+            )
         }
         _ => (0, PoolSize::Ratio),
     };
+    let charged = requests.saturating_add(u64::from(flags.charges_padding));
     MambaPool {
         per_request,
         requests,
-        bytes: requests.saturating_mul(per_request),
+        bytes: charged.saturating_mul(per_request),
         // memory_pool.py MambaPool.__init__: torch.zeros((layers, size + 1) + shape), 0.5.10
         // to 0.5.23
         held: requests.saturating_add(1).saturating_mul(per_request),
@@ -123,6 +135,7 @@ mod tests {
             disable_radix_cache: radix_off,
             max_running_requests: running,
             ratio: MAMBA_FULL_MEMORY_RATIO,
+            charges_padding: false,
         }
     }
 
@@ -143,5 +156,23 @@ mod tests {
         // budgeted: size states; allocated: size + 1 (the padding slot)
         assert_eq!(p.bytes, 9 * per);
         assert_eq!(p.held, 10 * per);
+    }
+
+    #[test]
+    fn from_0_5_17_the_budget_pays_for_the_padding_slot() {
+        // B = rest × 0.9 / 1.9 holds 10.5 states: 10 before 0.5.17, ⌊(B − 1) / 1⌋ = 9 after,
+        // and (9 + 1) states are charged
+        let per = 1_000_000u64;
+        let rest = 10.5 * per as f64 * 1.9 / 0.9;
+        let old = pool(rest, per, flags(None, false, None));
+        assert_eq!((old.requests, old.bytes), (10, 10 * per));
+        let mut f = flags(None, false, None);
+        f.charges_padding = true;
+        let new = pool(rest, per, f);
+        assert_eq!((new.requests, new.bytes), (9, 10 * per));
+        // an explicit size is kept, and its padding slot charged
+        let mut f = flags(Some(32), false, None);
+        f.charges_padding = true;
+        assert_eq!(pool(rest, per, f).bytes, 33 * per);
     }
 }

@@ -4,7 +4,9 @@
 
 pub mod kv;
 pub mod mamba;
+pub mod settings;
 pub mod sizing;
+pub(crate) mod speculative;
 
 use super::{
     CommandOptions, EngineRoom, EnvironmentRules, FreeMemoryFix, ImageShape, Knob,
@@ -65,6 +67,13 @@ fn meaning(f: &str) -> Option<Meaning> {
         "--quantization" => Quant,
         "--dtype" => Dtype,
         "--model-path" | "--model" => Model,
+        "--speculative-algorithm"
+        | "--speculative-draft-model-path"
+        | "--speculative-draft-model"
+        | "--speculative-num-steps"
+        | "--speculative-eagle-topk"
+        | "--speculative-num-draft-tokens" => Sglang,
+        "--disable-piecewise-cuda-graph" => SglangSwitch,
         "--host" | "--port" | "--api-key" | "--served-model-name" | "--tokenizer-path" => Inert,
         "--trust-remote-code" | "--enable-torch-compile" => InertSwitch,
         _ => return None,
@@ -75,6 +84,9 @@ struct Memory;
 
 impl MemoryAccounting for Memory {
     fn plan(&self, req: &PlanRequest) -> Plan {
+        if let Some(why) = speculative::refusal(&req.arch, req) {
+            return crate::plan::refused(req, why);
+        }
         crate::plan::pipeline(
             req,
             Some(&crate::plan::OwnSizer {

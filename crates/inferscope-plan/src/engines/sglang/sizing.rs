@@ -72,6 +72,15 @@ pub(crate) fn size(
         }
         _ => cell,
     };
+    // speculative decoding: the draft's weights and KV (`super::speculative`)
+    let draft = super::speculative::draft(input, cell);
+    let cell = match &draft {
+        Some(d) if d.in_budget => cell + d.cell_extra,
+        _ => cell,
+    };
+    if let Some(d) = draft.as_ref().filter(|d| d.in_budget) {
+        first.weights += d.weights;
+    }
     let mut r = super::kv::kv(&super::kv::SglangInputs {
         version: req.engine_version.as_deref(),
         gpu_mem_mib: total as f64 / f64::from(1u32 << 20),
@@ -83,12 +92,21 @@ pub(crate) fn size(
         mem_fraction_static: req.gpu_memory_utilization,
         chunked_prefill_size: req.max_num_batched_tokens,
         cuda_graph_max_bs: None,
-        disable_piecewise_cuda_graph: false,
+        disable_piecewise_cuda_graph: req.sglang.disable_piecewise_cuda_graph,
         mla: arch.mla.is_some(),
+        dsa: arch.nsa_index_head_dim.is_some(),
+        nemotron_h: arch.model_type == "nemotron_h",
+        disable_cuda_graph: req.enforce_eager,
+        max_running_requests: req.max_num_seqs.map(u64::from),
+        speculative: req.sglang.speculative_algorithm.as_deref(),
         multimodal: arch.vision_params > 0,
     });
     r.info.rules.extend(load_rules);
     r.info.rules.extend(nsa_rules);
+    if let Some(d) = &draft {
+        r.info.rules.extend(d.rules.iter().cloned());
+        assumptions.extend(d.assumptions.iter().cloned());
+    }
     // hybrid models: the Mamba state pool comes out of the same budget first
     let range = stage_layers(arch.num_layers, pp, 0);
     let ssm = req
@@ -107,6 +125,16 @@ pub(crate) fn size(
         disable_radix_cache: req.disable_radix_cache,
         max_running_requests: req.max_num_seqs.map(u64::from),
         ratio,
+        charges_padding: req
+            .engine_version
+            .as_deref()
+            .and_then(crate::memory::EngineVersion::parse)
+            .unwrap_or(super::kv::NEWEST)
+            >= crate::memory::EngineVersion {
+                major: 0,
+                minor: 5,
+                patch: 17,
+            },
     };
     if req.disable_radix_cache {
         r.info.rules.push(crate::rules::Rule {
@@ -145,6 +173,11 @@ pub(crate) fn size(
     let f = r.mem_fraction_static;
     // the padding slot is allocated beyond what handle_max_mamba_cache budgeted
     let padding = mamba.map_or(0, |m| m.held - m.bytes) as f64;
+    // until 0.5.13 the draft's weights and KV pool (as many tokens as the target's) come out
+    // of the 1 − mem_fraction_static share
+    let draft_outside = draft.as_ref().filter(|d| !d.in_budget).map_or(0.0, |d| {
+        d.weights as f64 + (r.tokens + 1) as f64 * d.cell_extra as f64
+    });
     // activations and CUDA graphs live outside mem_fraction_static
     first.activation = 0;
     first.non_torch = 0;
@@ -155,7 +188,7 @@ pub(crate) fn size(
         cell,
         kv: r.rest,
         budget: f * free as f64,
-        outside: (1.0 - f) * free as f64 - padding,
+        outside: (1.0 - f) * free as f64 - padding - draft_outside,
         block: 1,
         rules: r.info,
         max_requests: mamba.map(|m| m.requests),
