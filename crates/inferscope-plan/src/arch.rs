@@ -1016,17 +1016,7 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
         .and_then(Value::as_str)
         .map(str::to_string);
     let family = Family::of(&model_type, &top_type);
-    let architecture_is_dsa = architecture.as_deref().is_some_and(|a| {
-        matches!(
-            a,
-            "DeepseekV3ForCausalLM"
-                | "DeepseekV32ForCausalLM"
-                | "DeepseekV3ForCausalLMNextN"
-                | "MistralLarge3ForCausalLM"
-                | "PixtralForConditionalGeneration"
-                | "GlmMoeDsaForCausalLM"
-        )
-    });
+    let architecture_is_dsa = architecture.as_deref().is_some_and(is_dsa_architecture);
     let c = core_shape(&cfg, family)?;
     let n = c.num_layers as usize;
     let mut kinds = attention_kinds(&cfg, family, n, c.max_position_embeddings)?;
@@ -1130,6 +1120,20 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
         mamba_chunk_size,
         ffn_free_layers,
     })
+}
+
+/// Architectures whose `index_*` keys mean DeepSeek sparse attention's indexer (the engines'
+/// `is_deepseek_nsa` lists: vLLM `deepseek_v2.py`, SGLang `configs/model_config.py`).
+pub(crate) fn is_dsa_architecture(a: &str) -> bool {
+    matches!(
+        a,
+        "DeepseekV3ForCausalLM"
+            | "DeepseekV32ForCausalLM"
+            | "DeepseekV3ForCausalLMNextN"
+            | "MistralLarge3ForCausalLM"
+            | "PixtralForConditionalGeneration"
+            | "GlmMoeDsaForCausalLM"
+    )
 }
 
 /// DeepSeek sparse attention: a DeepSeek V3-family architecture with `index_topk` set (the

@@ -426,7 +426,7 @@ pub fn unmodelled(arch: &ModelArch, engine: Engine, version: Option<&str>) -> Op
     {
         return Some(say(
             &s.layer_type,
-            ": no state formula for it or its parameters are missing",
+            ": the planner has no formula for what it caches, or its parameters are missing",
         ));
     }
     room.state_layers(arch, version)

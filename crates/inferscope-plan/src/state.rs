@@ -294,6 +294,157 @@ const RECURRENT_HINTS: &[&str] = &[
     "decoder_attention_types",
 ];
 
+/// 2026 architectures whose caches have no formula here, with what vLLM 0.34.0 keeps for them
+/// (`vllm/models/*`): refused by name on every engine, whatever their keys say.
+const UNMODELLED_ARCHITECTURES: &[(&str, &str)] = &[
+    (
+        "DeepseekV4ForCausalLM",
+        "compressed and sliding-window MLA with an indexer (vllm/models/deepseek_v4)",
+    ),
+    (
+        "DeepseekV4ForConditionalGeneration",
+        "compressed and sliding-window MLA with an indexer (vllm/models/deepseek_v4)",
+    ),
+    (
+        "DeepseekV41ForCausalLM",
+        "compressed, cross-layer-shared MLA and ring buffers (vllm/models/deepseek_v41)",
+    ),
+    (
+        "Qwen4ExpForCausalLM",
+        "sparse-attention indexer caches and per-layer short-conv state beside Gated DeltaNet (vllm/models/qwen4_exp)",
+    ),
+    (
+        "Qwen4ExpForConditionalGeneration",
+        "sparse-attention indexer caches and per-layer short-conv state beside Gated DeltaNet (vllm/models/qwen4_exp)",
+    ),
+    (
+        "Glm5NextForCausalLM",
+        "KDA, sparse attention with a pooled indexer and ring buffers (vllm/models/glm5next)",
+    ),
+    (
+        "Glm5NextForConditionalGeneration",
+        "KDA, sparse attention with a pooled indexer and ring buffers (vllm/models/glm5next)",
+    ),
+    (
+        "HYV4ForCausalLM",
+        "MLA with an indexer on some layers (vllm/models/hy_v4)",
+    ),
+    (
+        "KimiK3ForConditionalGeneration",
+        "KDA and MLA with caches of its own (vllm/models/kimi_k3)",
+    ),
+    (
+        "KimiK31ForConditionalGeneration",
+        "KDA, MLA and a sparse-attention indexer (vllm/models/kimi_k3)",
+    ),
+    (
+        "MiniMaxM3SparseForCausalLM",
+        "sparse layers with an index-key cache (vllm/models/minimax_m3)",
+    ),
+    (
+        "MiniMaxM3SparseForConditionalGeneration",
+        "sparse layers with an index-key cache (vllm/models/minimax_m3)",
+    ),
+    (
+        "InklingForCausalLM",
+        "local and global layers of different heads with short-conv state (vllm/models/inkling)",
+    ),
+    (
+        "InklingForConditionalGeneration",
+        "local and global layers of different heads with short-conv state (vllm/models/inkling)",
+    ),
+    (
+        "MistralLarge4ForCausalLM",
+        "MLA shared across layers with an indexer (vllm/models/mistral/mistral_large4)",
+    ),
+    (
+        "Dots3NoteForCausalLM",
+        "sliding-window MLA of its own rank with an indexer (vllm/models/dots3_note)",
+    ),
+    (
+        "Step5ForCausalLM",
+        "grouped KV heads (num_attention_groups) and sparse caches (vllm/models/step5)",
+    ),
+    (
+        "Step5ForConditionalGeneration",
+        "grouped KV heads (num_attention_groups) and sparse caches (vllm/models/step5)",
+    ),
+];
+
+/// Config keys of attention layouts with no formula here (exact names; where vLLM 0.34.0 reads
+/// them): no ordinary Llama, Qwen, Gemma or DeepSeek-V3 config carries one.
+const UNMODELLED_ATTENTION_KEYS: &[&str] = &[
+    // DeepSeek-V4 / V4.1 compression (transformers_utils/deepseek_v4_utils.py)
+    "compress_rates",
+    "compress_ratios",
+    // cross-layer KV sharing (deepseek_v41/attention.py; mistral/common/layer_spec.py)
+    "kv_source_layer_ids",
+    "index_source_layer_ids",
+    "kv_source_layers",
+    "engram_layer_ids",
+    // per-layer short convolutions (qwen4_exp/nvidia/ple_layer.py; inkling/nvidia/model.py)
+    "ple_layer_ids",
+    "sconv_kernel_size",
+    "local_layer_ids",
+    // sliding-window MLA of another rank (dots3_note/nvidia/model.py)
+    "swa_kv_lora_rank",
+    // Step5's grouped heads and sparse caches (step5/common/config.py)
+    "num_attention_groups",
+    "attention_other_setting",
+    "sparse_config",
+    // Kimi K3.1's sparse-attention layers (transformers_utils/configs/kimi_linear.py)
+    "dsa_config",
+];
+
+/// `layer_types` values the planner has a formula for; any other is refused by name, never
+/// planned as full attention.
+pub(crate) const KNOWN_LAYER_TYPES: &[&str] = &[
+    "full_attention",
+    "attention",
+    "global",
+    "global_attention",
+    "full",
+    "sliding_attention",
+    "local_attention",
+    "sliding",
+    "chunked_attention",
+    "linear_attention",
+    "mamba",
+    "mamba2",
+    "conv",
+    "short_conv",
+    "recurrent",
+    "mlstm",
+    "mlp",
+    "moe",
+];
+
+/// Why this config's attention is not modelled, if it is not: an architecture named above, one
+/// of the keys above, or an indexer (`index_*`, `indexer_*` keys) on an architecture that is
+/// not DeepSeek sparse attention's.
+fn unmodelled_attention(cfg: &Cfg) -> Option<String> {
+    let arch = cfg.architecture().unwrap_or("");
+    if let Some((_, what)) = UNMODELLED_ARCHITECTURES.iter().find(|(a, _)| *a == arch) {
+        return Some(format!("attention ({what})"));
+    }
+    if let Some(k) = cfg
+        .keys()
+        .find(|k| UNMODELLED_ATTENTION_KEYS.contains(&k.as_str()))
+    {
+        return Some(format!("attention (config.json key {k})"));
+    }
+    if !crate::arch::is_dsa_architecture(arch)
+        && let Some(k) = cfg
+            .keys()
+            .find(|k| k.starts_with("index_") || k.starts_with("indexer_"))
+    {
+        return Some(format!(
+            "attention with an indexer (config.json key {k}, not a DeepSeek sparse-attention architecture)"
+        ));
+    }
+    None
+}
+
 /// The first config key that marks recurrent layers, if any.
 fn recurrent_hint(cfg: &Cfg) -> Option<String> {
     cfg.keys()
@@ -360,6 +511,15 @@ pub(crate) fn parse(
 ) -> Result<Parsed, PlanError> {
     let n = kinds.len();
     let mut out = Vec::new();
+    // caches no formula here covers: marked past the last layer, so every engine refuses the
+    // model through `StateKind::Unmodelled` whatever layout is read below
+    if let Some(what) = unmodelled_attention(cfg) {
+        out.push(StateLayer {
+            layer: u32::MAX,
+            layer_type: what,
+            state: StateKind::Unmodelled,
+        });
+    }
     let push = |out: &mut Vec<StateLayer>, i: usize, t: &str, s: StateKind| {
         out.push(StateLayer {
             layer: i as u32,
@@ -391,6 +551,9 @@ pub(crate) fn parse(
                 push(&mut out, i, t, s);
             } else if matches!(t.as_str(), "mlp" | "moe") {
                 *k = AttentionKind::NoKv;
+            } else if !KNOWN_LAYER_TYPES.contains(&t.as_str()) {
+                // a layer kind with no formula here: refused by name, not planned as attention
+                push(&mut out, i, t, StateKind::Unmodelled);
             }
         }
         return Ok(Parsed {

@@ -56,6 +56,23 @@ fn vllm_caches_the_fp8_latent_and_the_indexer_keys() {
     }
     let p = plan(&request(Some("bfloat16"), "0.11.0"));
     assert_eq!(p.kv_bytes_per_token, layers * ((lora + rope) * 2 + indexer));
+    // from 0.12 `auto` keeps the latent in the model dtype (bf16); only an fp8 flag packs it
+    // (0.12.0–0.17.0 DeepseekV32ForCausalLM.verify_and_update_config; 0.20.0+
+    // mla_attention.py for the FlashMLA sparse backend; 0.34.0 resolve_kv_cache_dtype_string)
+    for v in ["0.12.0", "0.20.0", "0.34.0"] {
+        let auto = plan(&request(None, v));
+        assert_eq!(
+            auto.kv_bytes_per_token,
+            layers * ((lora + rope) * 2 + indexer),
+            "{v}"
+        );
+        let fp8 = plan(&request(Some("fp8"), v));
+        assert_eq!(
+            fp8.kv_bytes_per_token,
+            layers * (latent_fp8 + indexer),
+            "{v}"
+        );
+    }
     // before 0.11 the planner keeps its plain MLA accounting (no DSA rule read for it)
     let p = plan(&request(None, "0.10.1"));
     assert_eq!(p.kv_bytes_per_token, layers * (lora + rope) * 2);

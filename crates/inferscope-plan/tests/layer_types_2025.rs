@@ -401,7 +401,89 @@ fn kimi_linear_kda_state_and_mla_kv_on_vllm() {
     let k3 = from_hf_config(&k3).unwrap();
     let why = engines::refusal(&k3, Engine::Vllm, None).unwrap();
     assert!(
-        why.contains("layer type `kda` of KimiK3ForConditionalGeneration"),
+        why.contains("of KimiK3ForConditionalGeneration") && why.contains("vllm/models/kimi_k3"),
         "{why}"
     );
+}
+
+#[test]
+fn the_2026_attention_layouts_without_a_formula_are_refused_by_name() {
+    // constructed from the keys vLLM 0.34.0 reads for its 2026 architectures
+    // (`vllm/models/*`; fixtures would be their config.json files, which could not be fetched)
+    let base = r#""model_type":"x","hidden_size":1024,"num_hidden_layers":4,
+        "num_attention_heads":8,"num_key_value_heads":8,"vocab_size":32000,
+        "intermediate_size":2048,"torch_dtype":"bfloat16""#;
+    let cases = [
+        // DeepSeek-V4 by name, whatever its keys
+        (
+            r#""architectures":["DeepseekV4ForCausalLM"]"#,
+            "compressed and sliding-window MLA",
+        ),
+        // a compression key on an unknown architecture
+        (
+            r#""architectures":["XForCausalLM"],"compress_ratios":[0,4,4,128]"#,
+            "config.json key compress_ratios",
+        ),
+        // an indexer on an architecture that is not DeepSeek sparse attention's
+        (
+            r#""architectures":["XForCausalLM"],"index_topk":2048,"index_head_dim":128"#,
+            "not a DeepSeek sparse-attention architecture",
+        ),
+        // a layer kind with no formula: never planned as full attention
+        (
+            r#""architectures":["XForCausalLM"],"layer_types":["full_attention",
+               "compressed_sparse_attention","full_attention","sliding_attention"],
+               "sliding_window":128"#,
+            "layer type `compressed_sparse_attention`",
+        ),
+    ];
+    for (extra, want) in cases {
+        let a = from_hf_config(&format!("{{{base},{extra}}}")).unwrap();
+        for e in [
+            Engine::Vllm,
+            Engine::Sglang,
+            Engine::Tgi,
+            Engine::LlamaCpp,
+            Engine::Lmdeploy,
+        ] {
+            let why = engines::refusal(&a, e, None)
+                .unwrap_or_else(|| panic!("{extra} on {e:?} was planned"));
+            assert!(why.contains(want), "{e:?}: {why}");
+        }
+        let p = vllm(&a, 1, Some("0.34.0"));
+        assert!(!p.fits && p.kv_cache_tokens == 0, "{extra}");
+    }
+    // every config the planner models is untouched by the guard: the catalog and the Hub
+    // fixtures (DeepSeek-V3.2's indexer included)
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let mut dirs: Vec<std::path::PathBuf> =
+        std::fs::read_dir(format!("{root}/crates/inferscope-plan/data/models"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+    for e in std::fs::read_dir(format!("{root}/fixtures/hub")).unwrap() {
+        let p = e.unwrap().path().join("config.json");
+        if p.exists() && !p.to_string_lossy().contains("inferscope-test--") {
+            dirs.push(p);
+        }
+    }
+    let mut checked = 0;
+    for p in dirs
+        .iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+    {
+        let Ok(a) = from_hf_config(&std::fs::read_to_string(p).unwrap()) else {
+            continue;
+        };
+        checked += 1;
+        assert!(
+            !a.state_layers
+                .iter()
+                .any(|s| s.layer_type.starts_with("attention") || s.layer == u32::MAX),
+            "{}: {:?}",
+            p.display(),
+            a.state_layers.first()
+        );
+    }
+    assert!(checked > 100, "{checked} configs");
 }
