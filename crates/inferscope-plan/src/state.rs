@@ -433,6 +433,25 @@ fn unmodelled_attention(cfg: &Cfg) -> Option<String> {
     {
         return Some(format!("attention (config.json key {k})"));
     }
+    // DeepSeek sparse attention with indexers on some layers only (GLM-5.2: vLLM 0.34.0
+    // `model_executor/models/utils.py` `compute_skip_topk_layers`): the planner puts one on
+    // every layer
+    if crate::arch::is_dsa_architecture(arch) {
+        let shared = cfg
+            .get("indexer_types")
+            .and_then(Value::as_array)
+            .is_some_and(|t| t.iter().any(|x| x.as_str() == Some("shared")));
+        let every_nth = cfg
+            .get("index_topk_freq")
+            .and_then(Value::as_u64)
+            .is_some_and(|f| f > 1);
+        let pattern = cfg.get("index_topk_pattern").is_some_and(|p| !p.is_null());
+        if shared || every_nth || pattern {
+            return Some(
+                "sparse attention whose layers share indexers (indexer_types / index_topk_freq / index_topk_pattern)".into(),
+            );
+        }
+    }
     if !crate::arch::is_dsa_architecture(arch)
         && let Some(k) = cfg
             .keys()

@@ -453,6 +453,18 @@ fn the_2026_attention_layouts_without_a_formula_are_refused_by_name() {
         let p = vllm(&a, 1, Some("0.34.0"));
         assert!(!p.fits && p.kv_cache_tokens == 0, "{extra}");
     }
+    // GLM-5.2 style: sparse attention whose layers share indexers (`indexer_types`), where the
+    // planner would put one on every layer
+    let v32: Value = serde_json::from_str(&hub("deepseek-ai--DeepSeek-V3.2-Exp")).unwrap();
+    let mut glm = v32.clone();
+    glm["architectures"] = serde_json::json!(["GlmMoeDsaForCausalLM"]);
+    let n = u(&v32, "num_hidden_layers") as usize;
+    glm["indexer_types"] = (0..n)
+        .map(|i| if i % 4 == 0 { "full" } else { "shared" })
+        .collect();
+    let a = from_hf_config(&glm.to_string()).unwrap();
+    let why = engines::refusal(&a, Engine::Vllm, None).unwrap();
+    assert!(why.contains("share indexers"), "{why}");
     // every config the planner models is untouched by the guard: the catalog and the Hub
     // fixtures (DeepSeek-V3.2's indexer included)
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
