@@ -459,3 +459,19 @@ fn a_failed_start_then_a_restart_report_the_restart_and_name_the_failure() {
         v["notes"]
     );
 }
+
+/// SGLang ≥ 0.5.13 prints the KV pool's dtype in its line ("KV Cache is allocated. dtype:
+/// torch.float8_e4m3fn, #tokens: N, …"), and a speculative run prints the draft's pool next,
+/// with the same tokens and a smaller size: the target's line is the measured KV cache.
+#[test]
+fn sglang_0_5_13_kv_line_with_its_dtype_and_the_drafts_pool_after_it() {
+    let rel = "fixtures/tools/sglang-logs/club3090-1261-2x5090-tp2-fp8kv-speculative.log";
+    let (code, out, err) = inferscope(&["mem", "startup", "--json", rel]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["engine"], "sglang");
+    assert_eq!(v["measured"]["kv_cache_tokens"].as_u64(), Some(454_112));
+    // K 3.46 + V 3.46 GB (SGLang's GB is GiB), not the draft's 1.08 + 1.08
+    let kv = v["measured"]["kv_cache_gib"].as_f64().unwrap();
+    assert!((kv - 6.92).abs() < 0.006, "{kv}");
+}
