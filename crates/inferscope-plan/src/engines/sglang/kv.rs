@@ -221,7 +221,7 @@ pub fn kv(i: &SglangInputs) -> SglangKv {
             c,
             b,
             if at(0, 5, 20) {
-                "0.5.20 sglang/srt/arg_groups/memory_hook.py handle_gpu_memory_settings (20–35 GiB: 4096 and 48/160 from 0.5.20)"
+                "0.5.23 sglang/srt/arg_groups/memory_hook.py handle_gpu_memory_settings (by GPU memory; the 20–35 GiB row is 4096 and 48/160 from 0.5.20)"
             } else {
                 "0.5.10.post1 sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings"
             },
