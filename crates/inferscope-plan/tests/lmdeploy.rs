@@ -754,3 +754,89 @@ fn turbomind_presizing_buffers_follow_the_0_9_source() {
     let b = memory::turbomind_presizing_bytes(&moe, 1, v("0.9.2"), Some(32)).expect("0.9");
     assert!(b < 200 << 20, "{b}");
 }
+
+/// TurboMind v0.1.0 (a real start-up, `tm-0.1.0-internlm-chat-7b-a100-quarter.log`): the
+/// release's own defaults (cache_max_entry_count 0.5 of the TOTAL memory, 128-token blocks;
+/// v0.1.0 `turbomind/deploy/target_model/base.py`, BlockManager `GetBlockCount`) give the
+/// printed 159 blocks of 64 MB on the 20470 MiB vGPU, whatever the weights: a command without
+/// cache flags must not take 0.8 and 64-token blocks, today's defaults.
+#[test]
+fn v0_1_0_takes_its_own_defaults_and_gives_the_logged_blocks() {
+    let l = fixture("tm-0.1.0-internlm-chat-7b-a100-quarter.log");
+    let cfg = include_str!("../../../fixtures/engines/lmdeploy/configs/internlm-chat-7b.json");
+    let arch = inferscope_plan::from_hf_config(cfg).unwrap();
+    let a = args::parse(&words(
+        "lmdeploy serve api_server internlm/internlm-chat-7b",
+    ))
+    .unwrap();
+    let total = 20470u64 << 20;
+    let w = weights_per_gpu(&arch, None, Shard::SINGLE).total();
+    let kv = memory::plan(&arch, &a, Some("0.1.0"), "A100 (1/4)", total, w, 256 << 20)
+        .expect("modelled");
+    // 128 tokens × 32 layers × K and V × 32 heads × 128 × fp16
+    assert_eq!(kv.kv_bytes / kv.blocks, 128 * 32 * 2 * 4096 * 2);
+    assert_eq!(kv.tokens, kv.blocks * 128);
+    assert_eq!(fig(&l, "kv_block"), 64.0);
+    assert_eq!(kv.blocks, fig(&l, "gpu_blocks") as u64);
+    let ours = kv.kv_bytes as f64 / MIB;
+    let theirs = fig(&l, "kv_cache");
+    println!("tm-0.1.0-internlm-chat-7b: ours {ours} MiB, engine {theirs} MiB");
+    assert!((ours - theirs).abs() < 0.5, "{ours} vs {theirs}");
+    // from v0.2.2 the same command takes 0.8 of the free memory, 64-token blocks from v0.3.0
+    let later = memory::plan(&arch, &a, Some("0.3.0"), "A100 (1/4)", total, w, 256 << 20).unwrap();
+    assert_eq!(later.kv_bytes / later.blocks, 64 * 32 * 2 * 4096 * 2);
+    assert!(
+        later.info.rules.iter().any(
+            |r| r.rule == "cache_max_entry_count" && r.value.contains("FREE after the weights")
+        ),
+        "{:?}",
+        later.info.rules
+    );
+}
+
+/// TurboMind 0.3.0 on a 24566 MiB vGPU, from four real nvidia-smi readings (not a log:
+/// `nvsmi-0.3.0-internlm2-chat-1_8b-a100-30pct.txt`): the cache is F × the memory free after the
+/// weights, so the KV at 0.8 is twice the readings' difference between 0.8 and 0.4. The planner
+/// predicts that free memory from the weights and the shared CUDA-context figure.
+#[test]
+fn v0_3_0_free_memory_rule_against_nvidia_smi_readings() {
+    let cfg = include_str!("../../../fixtures/engines/lmdeploy/configs/internlm2-chat-1_8b.json");
+    let arch = inferscope_plan::from_hf_config(cfg).unwrap();
+    let total = 24566u64 << 20;
+    let context = non_torch_bytes(1, 1, true, None);
+    for (cmd, at_08, at_04) in [
+        (
+            "lmdeploy serve api_server internlm2-chat-1_8b",
+            20944.0,
+            12776.0,
+        ),
+        (
+            "lmdeploy serve api_server internlm2-chat-1_8b-4bit --model-format awq",
+            20520.0,
+            11496.0,
+        ),
+    ] {
+        let a = args::parse(&words(cmd)).unwrap();
+        let q = a
+            .model_format
+            .as_deref()
+            .and_then(Quantization::from_method);
+        let mut w = weights_per_gpu(&arch, q.as_ref(), Shard::SINGLE);
+        w.rope_cache = 0;
+        let kv = memory::plan(
+            &arch,
+            &a,
+            Some("0.3.0"),
+            "A100 30%",
+            total,
+            w.total(),
+            context,
+        )
+        .expect("modelled");
+        let ours = kv.kv_bytes as f64 / MIB;
+        let theirs = 2.0 * (at_08 - at_04);
+        let err = (ours - theirs) / theirs * 100.0;
+        println!("{cmd}: ours {ours:.0} MiB, from the readings {theirs:.0} MiB ({err:+.1} %)");
+        assert!(err.abs() <= TARGET_PCT, "{cmd}: {err:+.1} %");
+    }
+}

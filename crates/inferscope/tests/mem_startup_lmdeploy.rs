@@ -36,6 +36,10 @@ fn every_lmdeploy_fixture_is_read_as_lmdeploy_with_its_cache() {
             Some(118.0 * 75.0 / 1024.0),
         ),
         ("tm-0.0.x-block128.log", Some(32.0 * 64.0 / 1024.0)),
+        (
+            "tm-0.1.0-internlm-chat-7b-a100-quarter.log",
+            Some(159.0 * 64.0 / 1024.0),
+        ),
         ("pt-qwen2.5-vl-72b-awq-tp8.log", None),
         ("tm-glm-4.7-flash-max-cached.log", None),
     ] {

@@ -50,10 +50,13 @@ pub struct LmdeployArgs {
     pub session_len: Option<u64>,
     /// `--max-batch-size` (default by GPU, `lmdeploy/utils.py` `get_max_batch_size`).
     pub max_batch_size: Option<u32>,
-    /// `--cache-max-entry-count` (default 0.8).
+    /// `--cache-max-entry-count` (default 0.8; 0.5 up to v0.2.1, which
+    /// [`super::memory::plan`] applies when this was not given).
     pub cache_max_entry_count: f64,
-    /// `--cache-block-seq-len` (default 64).
+    /// `--cache-block-seq-len` (default 64; 128 before v0.3.0, likewise).
     pub cache_block_seq_len: u32,
+    /// Which of the two above the command gave (the release's defaults apply to the others).
+    pub cache_flags_given: (bool, bool),
     /// `--num-gpu-blocks` (PyTorch; 0 = from memory).
     pub num_gpu_blocks: u64,
     /// `--quant-policy` (default 0).
@@ -87,6 +90,7 @@ impl LmdeployArgs {
             max_batch_size: None,
             cache_max_entry_count: 0.8,
             cache_block_seq_len: 64,
+            cache_flags_given: (false, false),
             num_gpu_blocks: 0,
             quant_policy: QuantPolicy::None,
             max_prefill_token_num: 8192,
@@ -299,9 +303,11 @@ pub fn parse(argv: &[String]) -> Result<LmdeployArgs, ArgsError> {
                     return Err(bad(&flag, &v, "must be > 0"));
                 }
                 a.cache_max_entry_count = f;
+                a.cache_flags_given.0 = true;
             }
             "--cache-block-seq-len" => {
                 a.cache_block_seq_len = int(&flag, &v)?;
+                a.cache_flags_given.1 = true;
                 if a.cache_block_seq_len == 0 {
                     return Err(bad(&flag, &v, "must be > 0"));
                 }

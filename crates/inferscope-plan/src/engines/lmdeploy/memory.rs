@@ -282,7 +282,7 @@ pub fn block_rule(ver: EngineVersion, backend: Backend) -> Rule {
         ),
         Backend::Turbomind => rule(
             "block",
-            "--cache-block-seq-len tokens (default 64; 128 before 0.2) × every layer's K and V (+ scale/zero when quantized)",
+            "--cache-block-seq-len tokens (default 64; 128 before v0.3.0) × every layer's K and V (+ scale/zero when quantized)",
             "v0.9.0 src/turbomind/kernels/attention/block.h Layout::block_size; src/turbomind/models/llama/SequenceManager.cc",
         ),
         Backend::Pytorch => rule(
@@ -542,15 +542,30 @@ pub fn plan(
     context: u64,
 ) -> Result<LmdeployKv, NotModelled> {
     let backend = a.backend.unwrap_or(Backend::Turbomind);
+    let ver = EngineVersion::parse(&super::resolve_version(version).0.to_string())
+        .unwrap_or(super::NEWEST_READ);
+    // the release's defaults for what the command did not give: 0.5 and 128-token blocks up to
+    // v0.2.1 (v0.2.1 lmdeploy/messages.py TurbomindEngineConfig, cli/utils.py; v0.1.0
+    // turbomind/deploy/target_model/base.py config.ini), 0.8 from v0.2.2; 128-token blocks
+    // until v0.2.6, 64 from v0.3.0 (messages.py TurbomindEngineConfig.cache_block_seq_len)
+    let (given_ratio, given_block) = a.cache_flags_given;
+    let ratio = if !given_ratio && ver < TM_FREE_SINCE {
+        0.5
+    } else {
+        a.cache_max_entry_count
+    };
+    let block_len = if !given_block && ver < v(0, 3, 0) {
+        128
+    } else {
+        a.cache_block_seq_len
+    };
     let block = match backend {
-        Backend::Turbomind => turbomind_block(arch, a.tp, a.cache_block_seq_len, a.quant_policy)?,
-        Backend::Pytorch => pytorch_block(arch, a.tp, a.cache_block_seq_len, a.quant_policy)?,
+        Backend::Turbomind => turbomind_block(arch, a.tp, block_len, a.quant_policy)?,
+        Backend::Pytorch => pytorch_block(arch, a.tp, block_len, a.quant_policy)?,
     };
     let max_batches = a
         .max_batch_size
         .unwrap_or_else(|| default_max_batch_size(gpu_name));
-    let ver = EngineVersion::parse(&super::resolve_version(version).0.to_string())
-        .unwrap_or(super::NEWEST_READ);
     // 4-bit integer weights: --model-format awq/gptq, else the checkpoint's own config
     let u4_group = a
         .model_format
@@ -572,7 +587,7 @@ pub fn plan(
             .saturating_sub(context)
             .saturating_sub(buffers),
         block,
-        ratio: a.cache_max_entry_count,
+        ratio,
         vocab_size: arch.vocab_size,
         max_prefill_token_num: a.max_prefill_token_num,
         max_batches: u64::from(max_batches),

@@ -119,9 +119,11 @@ pub(crate) fn args_of(req: &PlanRequest) -> super::args::LmdeployArgs {
     a.max_batch_size = req.max_num_seqs;
     if let Some(f) = s.cache_max_entry_count.or(req.gpu_memory_utilization) {
         a.cache_max_entry_count = f;
+        a.cache_flags_given.0 = true;
     }
     if let Some(b) = req.block_size.filter(|b| *b > 0) {
         a.cache_block_seq_len = b;
+        a.cache_flags_given.1 = true;
     }
     a.num_gpu_blocks = s.num_gpu_blocks.unwrap_or(0);
     a.quant_policy = s.quant_policy();
