@@ -45,6 +45,24 @@ fn vllm(a: &ModelArch, tp: u32, version: Option<&str>) -> inferscope_plan::plan:
     plan(&r)
 }
 
+/// Each engine's refusal of `a`, panicking where one would plan it (`what` says which input).
+fn refused_everywhere(a: &ModelArch, what: &str) -> Vec<(Engine, String)> {
+    [
+        Engine::Vllm,
+        Engine::Sglang,
+        Engine::Tgi,
+        Engine::LlamaCpp,
+        Engine::Lmdeploy,
+    ]
+    .into_iter()
+    .map(|e| {
+        let why = engines::refusal(a, e, None)
+            .unwrap_or_else(|| panic!("{what} on {e:?} was planned as attention"));
+        (e, why)
+    })
+    .collect()
+}
+
 #[test]
 fn lfm2_short_conv_state_on_vllm() {
     let name = "LiquidAI--LFM2-2.6B";
@@ -173,15 +191,7 @@ fn recurrent_keys_without_a_layer_layout_are_refused_on_every_engine() {
         (r#""mamba_d_state":128}"#, "mamba_d_state"),
     ] {
         let a = from_hf_config(&format!("{base}{extra}")).unwrap();
-        for e in [
-            Engine::Vllm,
-            Engine::Sglang,
-            Engine::Tgi,
-            Engine::LlamaCpp,
-            Engine::Lmdeploy,
-        ] {
-            let why = engines::refusal(&a, e, None)
-                .unwrap_or_else(|| panic!("{key} on {e:?} was planned as attention"));
+        for (_, why) in refused_everywhere(&a, key) {
             assert!(
                 why.contains(&format!("config.json key {key}")) && why.contains("XForCausalLM"),
                 "{why}"
@@ -439,15 +449,7 @@ fn the_2026_attention_layouts_without_a_formula_are_refused_by_name() {
     ];
     for (extra, want) in cases {
         let a = from_hf_config(&format!("{{{base},{extra}}}")).unwrap();
-        for e in [
-            Engine::Vllm,
-            Engine::Sglang,
-            Engine::Tgi,
-            Engine::LlamaCpp,
-            Engine::Lmdeploy,
-        ] {
-            let why = engines::refusal(&a, e, None)
-                .unwrap_or_else(|| panic!("{extra} on {e:?} was planned"));
+        for (e, why) in refused_everywhere(&a, extra) {
             assert!(why.contains(want), "{e:?}: {why}");
         }
         let p = vllm(&a, 1, Some("0.34.0"));
