@@ -1123,7 +1123,7 @@ pub fn from_hf_config(json: &str) -> Result<ModelArch, PlanError> {
 }
 
 /// Architectures whose `index_*` keys mean DeepSeek sparse attention's indexer (the engines'
-/// `is_deepseek_nsa` lists: vLLM `deepseek_v2.py`, SGLang `configs/model_config.py`).
+/// `is_deepseek_nsa` lists: vLLM `deepseek_v2.py`, and the other rooms').
 pub(crate) fn is_dsa_architecture(a: &str) -> bool {
     matches!(
         a,

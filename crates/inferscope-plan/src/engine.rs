@@ -8,9 +8,9 @@
 //! sees when the plan did not take a setting into account.
 
 use crate::engines::CommandOptions;
+pub use crate::engines::SpeculativeSettings;
 pub use crate::engines::llama_cpp::plan::{GpuLayers, LlamaCppSettings};
 pub use crate::engines::lmdeploy::settings::LmdeploySettings;
-pub use crate::engines::sglang::settings::SglangSettings;
 use serde::{Deserialize, Serialize};
 
 /// The one engine identity (issue 32); what each engine does is asked of its room.
@@ -77,10 +77,10 @@ pub struct EngineSettings {
     /// `--num-gpu-blocks`), as keys of this object in JSON.
     #[serde(flatten)]
     pub lmdeploy: LmdeploySettings,
-    /// SGLang's own settings (speculative decoding, the prefill CUDA graph), as keys of this
-    /// object in JSON.
+    /// `--speculative-algorithm` and its flags, and the prefill CUDA graph switch, as keys of
+    /// this object in JSON (the room that reads them: `engines::SpeculativeSettings`).
     #[serde(flatten)]
-    pub sglang: SglangSettings,
+    pub speculative: SpeculativeSettings,
     /// Hybrid (Mamba / linear-attention) state settings, as keys of this object in JSON.
     #[serde(flatten)]
     pub hybrid: HybridSettings,
@@ -165,7 +165,7 @@ impl EngineSettings {
             llama_cpp: LlamaCppSettings::default(),
             disable_radix_cache: false,
             lmdeploy: LmdeploySettings::default(),
-            sglang: SglangSettings::default(),
+            speculative: SpeculativeSettings::default(),
             hybrid: HybridSettings::default(),
             speculative_mtp: None,
             no_memory_effect: Vec::new(),
@@ -356,10 +356,10 @@ pub enum Meaning {
     SpeculativeConfig,
     /// An LMDeploy-only setting (`LmdeploySettings::set`); takes a value.
     Lmdeploy,
-    /// An SGLang-only setting (`SglangSettings::set`); takes a value.
-    Sglang,
-    /// An SGLang-only switch (`SglangSettings::switch`).
-    SglangSwitch,
+    /// `--speculative-algorithm` and its flags (`SpeculativeSettings::set`); takes a value.
+    Speculative,
+    /// The prefill CUDA graph turned off (`SpeculativeSettings::switch`).
+    PrefillGraphOff,
     /// Known, no memory effect; takes a value.
     Inert,
     /// Known, no memory effect; a switch.
@@ -460,7 +460,7 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
                 | Meaning::SwaFull
                 | Meaning::NoRadixCache
                 | Meaning::PrefixCaching(_)
-                | Meaning::SglangSwitch
+                | Meaning::PrefillGraphOff
         ) || (m == Meaning::FlashAttn
             // `-fa` was a switch before llama.cpp took `on|off|auto`.
             && !next_value.is_some_and(|v| matches!(v.as_str(), "on" | "off" | "auto")));
@@ -580,10 +580,10 @@ pub fn parse_command(args: &[String]) -> Result<EngineSettings, EngineError> {
             Meaning::SwaFull => s.llama_cpp.swa_full = true,
             Meaning::NoRadixCache => s.disable_radix_cache = true,
             Meaning::Lmdeploy => s.lmdeploy.set(&flag, &v).map_err(err)?,
-            Meaning::Sglang => s.sglang.set(&flag, &v).map_err(err)?,
-            Meaning::SglangSwitch => {
+            Meaning::Speculative => s.speculative.set(&flag, &v).map_err(err)?,
+            Meaning::PrefillGraphOff => {
                 if value.as_deref().map(parse_bool) != Some(Some(false)) {
-                    s.sglang.switch(&flag)
+                    s.speculative.switch(&flag)
                 }
             }
             Meaning::FlashAttn => {

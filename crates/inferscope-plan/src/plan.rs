@@ -97,8 +97,8 @@ pub struct PlanRequest {
     pub disable_radix_cache: bool,
     /// LMDeploy settings with no vLLM counterpart (used when `engine` is LMDeploy).
     pub lmdeploy: crate::engine::LmdeploySettings,
-    /// SGLang's own settings (speculative decoding, the prefill CUDA graph).
-    pub sglang: crate::engine::SglangSettings,
+    /// `--speculative-algorithm` and its flags, and the prefill-graph switch.
+    pub speculative: crate::engine::SpeculativeSettings,
     /// CUDA compute capability of the GPUs, when known (vLLM 0.8–0.9 fall back to V0 below 8.0).
     pub compute_capability: Option<(u32, u32)>,
     /// Free memory per GPU when the engine starts, bytes, for a room that sizes from it
@@ -197,7 +197,7 @@ impl PlanRequest {
         req.llama_cpp = s.llama_cpp.clone();
         req.disable_radix_cache = s.disable_radix_cache;
         req.lmdeploy = s.lmdeploy.clone();
-        req.sglang = s.sglang.clone();
+        req.speculative = s.speculative.clone();
     }
 
     /// Take what the catalog knows of the GPU kind beyond its memory: how its GPUs are linked
@@ -241,7 +241,7 @@ impl PlanRequest {
             llama_cpp: LlamaCppSettings::default(),
             disable_radix_cache: false,
             lmdeploy: Default::default(),
-            sglang: Default::default(),
+            speculative: Default::default(),
             compute_capability: None,
             free_bytes_at_start: None,
             checkpoint: None,

@@ -20,6 +20,8 @@ pub mod mlc;
 pub mod multi_node;
 pub mod ollama;
 pub mod sglang;
+
+pub use sglang::speculative::SpeculativeSettings;
 pub mod tgi;
 pub mod trtllm;
 pub mod vllm;

@@ -4,9 +4,8 @@
 
 pub mod kv;
 pub mod mamba;
-pub mod settings;
 pub mod sizing;
-pub(crate) mod speculative;
+pub mod speculative;
 
 use super::{
     CommandOptions, EngineRoom, EnvironmentRules, FreeMemoryFix, ImageShape, Knob,
@@ -72,8 +71,8 @@ fn meaning(f: &str) -> Option<Meaning> {
         | "--speculative-draft-model"
         | "--speculative-num-steps"
         | "--speculative-eagle-topk"
-        | "--speculative-num-draft-tokens" => Sglang,
-        "--disable-piecewise-cuda-graph" => SglangSwitch,
+        | "--speculative-num-draft-tokens" => Speculative,
+        "--disable-piecewise-cuda-graph" => PrefillGraphOff,
         "--host" | "--port" | "--api-key" | "--served-model-name" | "--tokenizer-path" => Inert,
         "--trust-remote-code" | "--enable-torch-compile" => InertSwitch,
         _ => return None,

@@ -92,13 +92,13 @@ pub(crate) fn size(
         mem_fraction_static: req.gpu_memory_utilization,
         chunked_prefill_size: req.max_num_batched_tokens,
         cuda_graph_max_bs: None,
-        disable_piecewise_cuda_graph: req.sglang.disable_piecewise_cuda_graph,
+        disable_piecewise_cuda_graph: req.speculative.disable_piecewise_cuda_graph,
         mla: arch.mla.is_some(),
         dsa: arch.nsa_index_head_dim.is_some(),
         nemotron_h: arch.model_type == "nemotron_h",
         disable_cuda_graph: req.enforce_eager,
         max_running_requests: req.max_num_seqs.map(u64::from),
-        speculative: req.sglang.speculative_algorithm.as_deref(),
+        speculative: req.speculative.speculative_algorithm.as_deref(),
         multimodal: arch.vision_params > 0,
     });
     r.info.rules.extend(load_rules);
