@@ -18,16 +18,23 @@ use crate::arch::{AttentionKind, ModelArch};
 use crate::memory::{EngineVersion, KvGroupKind, KvLayout};
 
 /// Bytes the sparse-attention backend's latent takes per token and layer for a
-/// `--kv-cache-dtype` flag (`None` = auto) in vLLM `version`.
+/// `--kv-cache-dtype` flag (`None` = auto) in vLLM `version` on a GPU of compute capability
+/// major `sm_major`. From 0.32 GLM's DSA models take fp8 for `auto` on SM 10.x
+/// (`GlmMoeDsaForCausalLM.verify_and_update_config`, not in 0.31), which the sparse FlashMLA
+/// backend packs as `fp8_ds_mla`.
 pub fn vllm_latent_bytes(
     arch: &ModelArch,
     kv_cache_dtype: Option<&str>,
     version: EngineVersion,
+    sm_major: Option<u32>,
 ) -> Option<u64> {
     let m = arch.mla?;
     arch.nsa_index_head_dim?;
     let dims = u64::from(m.kv_lora_rank + m.qk_rope_head_dim);
-    let auto_is_fp8 = !version.at_least(0, 12);
+    let glm_fp8 = version.at_least(0, 32)
+        && sm_major == Some(10)
+        && arch.architecture.as_deref() == Some("GlmMoeDsaForCausalLM");
+    let auto_is_fp8 = !version.at_least(0, 12) || glm_fp8;
     Some(
         match kv_cache_dtype.map(str::to_ascii_lowercase).as_deref() {
             None | Some("auto") if auto_is_fp8 => 656,
@@ -51,9 +58,10 @@ pub fn vllm_layout(
     layers: u32,
     kv_cache_dtype: Option<&str>,
     version: EngineVersion,
+    sm_major: Option<u32>,
 ) -> Option<KvLayout> {
-    let per_layer =
-        vllm_latent_bytes(arch, kv_cache_dtype, version)? + indexer_bytes(arch.nsa_index_head_dim?);
+    let per_layer = vllm_latent_bytes(arch, kv_cache_dtype, version, sm_major)?
+        + indexer_bytes(arch.nsa_index_head_dim?);
     let block = 64;
     Some(KvLayout {
         bytes_per_token: per_layer * u64::from(layers),

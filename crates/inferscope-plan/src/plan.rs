@@ -679,6 +679,7 @@ fn stages(req: &PlanRequest, i: &StageInputs) -> Stages {
                     range.len() as u32,
                     req.kv_cache_dtype.as_deref(),
                     version,
+                    req.compute_capability.map(|c| c.0),
                 )
             })
             .flatten();
@@ -1075,7 +1076,12 @@ pub(crate) fn pipeline(req: &PlanRequest, own: Option<&OwnSizer>) -> Plan {
         assumptions.push(format!(
             "DeepSeek sparse attention: {} B per token and layer = latent {} B + indexer keys {} B, 64-token blocks [0.11.0 model_executor/models/config.py DeepseekV32ForCausalLM (auto: fp8_ds_mla in 0.11 only; from 0.12 the model dtype, fp8 flags fp8_ds_mla); v1/kv_cache_interface.py MLAAttentionSpec fp8_ds_mla; models/deepseek_v2.py DeepseekV32IndexerCache; platforms/cuda.py]",
             layout.page_bytes / layout.block_size.max(1),
-            crate::dsa::vllm_latent_bytes(arch, req.kv_cache_dtype.as_deref(), version)
+            crate::dsa::vllm_latent_bytes(
+                arch,
+                req.kv_cache_dtype.as_deref(),
+                version,
+                req.compute_capability.map(|c| c.0),
+            )
                 .unwrap_or(0),
             arch.nsa_index_head_dim.map_or(0, crate::dsa::indexer_bytes),
         ));
