@@ -120,7 +120,7 @@ pub struct HybridSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mamba_ssm_cache_dtype: Option<String>,
     /// vLLM `--enable-prefix-caching` (`true`) / `--no-enable-prefix-caching` (`false`): how
-    /// many blocks a request's state takes (`hybrid::state_blocks_per_request`).
+    /// many blocks a request's state takes (`hybrid::state_blocks`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable_prefix_caching: Option<bool>,
     /// vLLM `--mamba-cache-mode` (`none`, `align`, `all`; 0.15–0.33, no effect from 0.32 for

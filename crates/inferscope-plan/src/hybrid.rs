@@ -145,19 +145,6 @@ pub enum StateBlocks {
     PerBlockOfTokens,
 }
 
-/// The blocks per request of [`state_blocks`] when they do not grow with the length (`all`
-/// mode gives `None`).
-pub fn state_blocks_per_request(
-    arch: &ModelArch,
-    version: EngineVersion,
-    run: &HybridRun,
-) -> Option<u64> {
-    match state_blocks(arch, version, run) {
-        StateBlocks::PerRequest(n) => Some(n),
-        StateBlocks::PerBlockOfTokens => None,
-    }
-}
-
 /// What a vLLM run decides about a hybrid model's state blocks beyond the release: prefix
 /// caching, the GPU, and the GDN prefill backend.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -459,18 +446,18 @@ mod tests {
     }
 
     #[test]
-    fn prefix_caching_decides_the_state_blocks_per_request() {
+    fn prefix_caching_decides_the_state_blocks() {
         let gdn = fixture("Qwen--Qwen3.5-9B");
-        let blocks = |ver, pc| state_blocks_per_request(&gdn, v(ver), &run(pc));
+        let blocks = |ver, pc| state_blocks(&gdn, v(ver), &run(pc));
         // 0.12–0.14 turn prefix caching off for a model without `all` support
-        assert_eq!(blocks("0.13.0", Some(true)), Some(1));
+        assert_eq!(blocks("0.13.0", Some(true)), StateBlocks::PerRequest(1));
         // off by default until 0.25
-        assert_eq!(blocks("0.19.0", None), Some(1));
-        assert_eq!(blocks("0.25.0", None), Some(1));
-        assert_eq!(blocks("0.24.0", Some(true)), Some(2));
+        assert_eq!(blocks("0.19.0", None), StateBlocks::PerRequest(1));
+        assert_eq!(blocks("0.25.0", None), StateBlocks::PerRequest(1));
+        assert_eq!(blocks("0.24.0", Some(true)), StateBlocks::PerRequest(2));
         // on by default from 0.26, unless turned off
-        assert_eq!(blocks("0.26.0", None), Some(2));
-        assert_eq!(blocks("0.34.0", Some(false)), Some(1));
+        assert_eq!(blocks("0.26.0", None), StateBlocks::PerRequest(2));
+        assert_eq!(blocks("0.34.0", Some(false)), StateBlocks::PerRequest(1));
         let flag = |cmd: &str| {
             let words: Vec<String> = cmd.split_whitespace().map(String::from).collect();
             parse_command(&words).unwrap().hybrid.enable_prefix_caching
@@ -493,19 +480,25 @@ mod tests {
                 gdn_prefill_backend: backend,
                 ..HybridRun::default()
             };
-            state_blocks_per_request(&gdn, v(ver), &r)
+            state_blocks(&gdn, v(ver), &r)
         };
         // Hopper runs FlashInfer's GDN prefill: a checkpoint block from 0.33
-        assert_eq!(on("0.32.0", Some((9, 0)), None), Some(2));
-        assert_eq!(on("0.33.0", Some((9, 0)), None), Some(3));
-        assert_eq!(on("0.34.0", Some((9, 0)), None), Some(3));
+        assert_eq!(on("0.32.0", Some((9, 0)), None), StateBlocks::PerRequest(2));
+        assert_eq!(on("0.33.0", Some((9, 0)), None), StateBlocks::PerRequest(3));
+        assert_eq!(on("0.34.0", Some((9, 0)), None), StateBlocks::PerRequest(3));
         // Blackwell with 128-wide key heads too; Ampere and Ada run Triton
-        assert_eq!(on("0.34.0", Some((10, 0)), None), Some(3));
-        assert_eq!(on("0.34.0", Some((8, 0)), None), Some(2));
-        assert_eq!(on("0.34.0", Some((8, 9)), None), Some(2));
+        assert_eq!(
+            on("0.34.0", Some((10, 0)), None),
+            StateBlocks::PerRequest(3)
+        );
+        assert_eq!(on("0.34.0", Some((8, 0)), None), StateBlocks::PerRequest(2));
+        assert_eq!(on("0.34.0", Some((8, 9)), None), StateBlocks::PerRequest(2));
         // the backend flag decides; an unknown GPU is not assumed to checkpoint
-        assert_eq!(on("0.34.0", Some((9, 0)), Some("triton")), Some(2));
-        assert_eq!(on("0.34.0", None, None), Some(2));
+        assert_eq!(
+            on("0.34.0", Some((9, 0)), Some("triton")),
+            StateBlocks::PerRequest(2)
+        );
+        assert_eq!(on("0.34.0", None, None), StateBlocks::PerRequest(2));
         let r = HybridRun {
             compute_capability: Some((9, 0)),
             ..HybridRun::default()
@@ -550,13 +543,13 @@ mod tests {
             mamba_cache_mode(&gdn, v("0.26.0"), &r),
             MambaCacheMode::Align
         );
-        let blocks = |ver, pc| state_blocks_per_request(&m2, v(ver), &run(pc));
-        assert_eq!(blocks("0.26.0", None), None);
-        assert_eq!(blocks("0.28.0", None), Some(2));
-        assert_eq!(blocks("0.31.0", None), Some(2));
+        let blocks = |ver, pc| state_blocks(&m2, v(ver), &run(pc));
+        assert_eq!(blocks("0.26.0", None), StateBlocks::PerBlockOfTokens);
+        assert_eq!(blocks("0.28.0", None), StateBlocks::PerRequest(2));
+        assert_eq!(blocks("0.31.0", None), StateBlocks::PerRequest(2));
         // the prefill checkpoint from 0.32
-        assert_eq!(blocks("0.32.0", None), Some(3));
-        assert_eq!(blocks("0.34.0", Some(false)), Some(1));
+        assert_eq!(blocks("0.32.0", None), StateBlocks::PerRequest(3));
+        assert_eq!(blocks("0.34.0", Some(false)), StateBlocks::PerRequest(1));
     }
 
     #[test]
@@ -569,12 +562,12 @@ mod tests {
                 compute_capability: Some((9, 0)),
                 ..HybridRun::default()
             };
-            state_blocks_per_request(&gdn, v(ver), &r)
+            state_blocks(&gdn, v(ver), &r)
         };
-        assert_eq!(drafts("0.14.0", None), Some(1));
-        assert_eq!(drafts("0.15.0", None), Some(3));
-        assert_eq!(drafts("0.34.0", Some(false)), Some(3));
-        assert_eq!(drafts("0.34.0", None), Some(5));
+        assert_eq!(drafts("0.14.0", None), StateBlocks::PerRequest(1));
+        assert_eq!(drafts("0.15.0", None), StateBlocks::PerRequest(3));
+        assert_eq!(drafts("0.34.0", Some(false)), StateBlocks::PerRequest(3));
+        assert_eq!(drafts("0.34.0", None), StateBlocks::PerRequest(5));
     }
 
     #[test]

@@ -206,16 +206,8 @@ fn sglang_negative_budget_fails() {
         tp: 8,
         pp: 1,
         mem_fraction_static: Some(0.88),
-        chunked_prefill_size: None,
-        cuda_graph_max_bs: None,
-        disable_piecewise_cuda_graph: false,
         mla: true,
-        dsa: false,
-        nemotron_h: false,
-        disable_cuda_graph: false,
-        max_running_requests: None,
-        speculative: None,
-        multimodal: false,
+        ..sglang::SglangInputs::default()
     });
     assert!(r.rest < 0 && r.tokens == 0, "{r:?}");
 }

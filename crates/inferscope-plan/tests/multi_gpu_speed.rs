@@ -452,14 +452,7 @@ fn figs(case: &Case, c: &Constants) -> Result<Vec<Fig>, String> {
                     )
                 } else {
                     let itl = num(&x["itl_mean_ms"]).ok_or("no ITL")?;
-                    let l = Layout {
-                        tp: 1,
-                        pp: 1,
-                        dp: 1,
-                        ep: 1,
-                        nodes: 1,
-                        gpus_per_node: 1,
-                    };
+                    let l = Layout::SINGLE;
                     (
                         l,
                         rate_total / 16.0,

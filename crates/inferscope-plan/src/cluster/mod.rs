@@ -110,6 +110,16 @@ pub enum LayoutError {
 }
 
 impl Layout {
+    /// One GPU: no parallelism of any kind.
+    pub const SINGLE: Layout = Layout {
+        tp: 1,
+        pp: 1,
+        dp: 1,
+        ep: 1,
+        nodes: 1,
+        gpus_per_node: 1,
+    };
+
     /// Total GPUs (`nodes × gpus_per_node`).
     pub fn world(&self) -> u64 {
         u64::from(self.nodes) * u64::from(self.gpus_per_node)

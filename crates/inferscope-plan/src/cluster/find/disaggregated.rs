@@ -178,14 +178,7 @@ pub(super) fn pd_u_max(r: &ClusterFindRequest<'_>, pre: &Phase, kv: &KvTransfer,
 }
 
 pub(super) fn kv_of(r: &ClusterFindRequest<'_>, pre: &Layout, nodes: u32) -> KvTransfer {
-    let one = Layout {
-        tp: 1,
-        pp: 1,
-        dp: 1,
-        ep: 1,
-        nodes: 1,
-        gpus_per_node: 1,
-    };
+    let one = Layout::SINGLE;
     let per_token = gpu_memory(r.arch, r.quant, r.kv, &one, 0).kv_bytes_per_token;
     let same_node = (nodes == 1)
         .then(|| IntraLink::from_gpu(r.gpu, r.gpus_per_node, false).gbps_per_direction * 1e9);

@@ -230,6 +230,8 @@ pub struct LmdeployKv {
     pub blocks: u64,
     /// Tokens the cache holds (`blocks × block_len`).
     pub tokens: u64,
+    /// Tokens per block (`--cache-block-seq-len`, or the release's default when not given).
+    pub block_len: u32,
     /// PyTorch's runtime reserve taken off free memory before F (0 for TurboMind).
     pub runtime_reserve: u64,
     /// The prefill budget after PyTorch's halving loop.
@@ -403,6 +405,7 @@ pub fn kv(i: &KvInputs) -> Result<LmdeployKv, NotModelled> {
         kv_bytes,
         blocks,
         tokens: blocks.saturating_mul(u64::from(i.block.block_len)),
+        block_len: i.block.block_len,
         runtime_reserve: runtime,
         max_prefill_token_num: prefill,
         info,

@@ -179,7 +179,6 @@ fn size(input: &SizingInput<'_>, first: &mut Stage, assumptions: &mut Vec<String
             };
         }
     };
-    let block_len = u64::from(a.cache_block_seq_len.max(1));
     let cell = kv.kv_bytes.checked_div(kv.tokens).unwrap_or(0);
     let max_len = a.session_len.unwrap_or(arch.max_position_embeddings);
     let session = memory::effective_session_len(max_len, &kv, backend);
@@ -209,12 +208,12 @@ fn size(input: &SizingInput<'_>, first: &mut Stage, assumptions: &mut Vec<String
         .saturating_add(kv.kv_bytes);
     let rules = kv.info;
     OwnSizing {
-        tokens: kv.blocks.saturating_mul(block_len),
+        tokens: kv.tokens,
         cell,
         kv: kv.kv_bytes.min(i64::MAX as u64) as i64,
         budget: used as f64,
         outside: total.saturating_sub(used) as f64,
-        block: a.cache_block_seq_len,
+        block: kv.block_len,
         rules,
         max_requests: None,
         state_per_seq: None,

@@ -20,8 +20,8 @@ use crate::arch::{ModelArch, Quantization};
 use crate::memory::{EngineVersion, GIB, Shard};
 use crate::rules::{Accounting, EngineRules, Rule};
 
-/// Inputs of SGLang's KV sizing on one GPU.
-#[derive(Debug, Clone)]
+/// Inputs of SGLang's KV sizing on one GPU (`Default`: nothing given, no GPU memory).
+#[derive(Debug, Clone, Default)]
 pub struct SglangInputs<'a> {
     /// `--version` of SGLang, when known.
     pub version: Option<&'a str>,
@@ -154,15 +154,12 @@ fn rule(rule: &str, value: String, source: &str) -> Rule {
     }
 }
 
-/// Size SGLang's KV pool on one GPU.
-///
-/// One piece (~200 lines): the release's defaults (chunked prefill, graph batch), its
-/// `mem_fraction_static` rule and `profile_max_num_token`, each pushed with its source in the
-/// order SGLang applies them.
-pub fn kv(i: &SglangInputs) -> SglangKv {
+/// The release whose rules apply to `--version` `version`, why when it is not that release,
+/// and how closely: none given or not understood → the newest read; newer than read → the
+/// newest read (approximate); before 0.3 → 0.3.3 (approximate).
+pub fn rules_release(version: Option<&str>) -> (EngineVersion, Option<String>, Accounting) {
     let newest = NEWEST;
-    let parsed = i.version.and_then(EngineVersion::parse);
-    let (ver, note, accounting) = match (i.version, parsed) {
+    match (version, version.and_then(EngineVersion::parse)) {
         (None, _) => (
             newest,
             Some(format!(
@@ -194,7 +191,16 @@ pub fn kv(i: &SglangInputs) -> SglangKv {
             Accounting::Approximate,
         ),
         (Some(_), Some(v)) => (v, None, Accounting::Modelled),
-    };
+    }
+}
+
+/// Size SGLang's KV pool on one GPU.
+///
+/// One piece (~200 lines): the release's defaults (chunked prefill, graph batch), its
+/// `mem_fraction_static` rule and `profile_max_num_token`, each pushed with its source in the
+/// order SGLang applies them.
+pub fn kv(i: &SglangInputs) -> SglangKv {
+    let (ver, note, accounting) = rules_release(i.version);
     let at = |a: u32, b: u32, c: u32| (ver.major, ver.minor, ver.patch) >= (a, b, c);
     let _ = READ;
     let mut rules = Vec::new();
@@ -544,17 +550,7 @@ mod tests {
             cell_size: 131_072,
             tp: 1,
             pp: 1,
-            mem_fraction_static: None,
-            chunked_prefill_size: None,
-            cuda_graph_max_bs: None,
-            disable_piecewise_cuda_graph: false,
-            mla: false,
-            dsa: false,
-            nemotron_h: false,
-            disable_cuda_graph: false,
-            max_running_requests: None,
-            speculative: None,
-            multimodal: false,
+            ..SglangInputs::default()
         }
     }
 

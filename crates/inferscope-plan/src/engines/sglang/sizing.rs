@@ -125,11 +125,7 @@ pub(crate) fn size(
         disable_radix_cache: req.disable_radix_cache,
         max_running_requests: req.max_num_seqs.map(u64::from),
         ratio,
-        charges_padding: req
-            .engine_version
-            .as_deref()
-            .and_then(crate::memory::EngineVersion::parse)
-            .unwrap_or(super::kv::NEWEST)
+        charges_padding: super::kv::rules_release(req.engine_version.as_deref()).0
             >= crate::memory::EngineVersion {
                 major: 0,
                 minor: 5,

@@ -20,6 +20,7 @@
 //! Mistral Large 3 (`_handle_speculative_decoding`); NGRAM drafts from a CPU trie, no weights or
 //! KV. Speculative decoding sets `--max-running-requests` to 48 when not given.
 
+use crate::memory::EngineVersion;
 use crate::plan::SizingInput;
 use crate::rules::Rule;
 use serde::{Deserialize, Serialize};
@@ -104,6 +105,20 @@ const DRAFT_IS_THE_MODEL: [&str; 10] = [
     "PixtralForConditionalGeneration",
 ];
 
+/// The first release whose speculative rules were read (0.5.10.post1).
+const FIRST: EngineVersion = EngineVersion {
+    major: 0,
+    minor: 5,
+    patch: 10,
+};
+
+/// The draft's weights and KV count inside `mem_fraction_static` from 0.5.14.
+const IN_BUDGET_SINCE: EngineVersion = EngineVersion {
+    major: 0,
+    minor: 5,
+    patch: 14,
+};
+
 /// The draft's memory on one GPU.
 pub(crate) struct Draft {
     /// Inside the fraction (from 0.5.14) or out of the rest (0.5.10–0.5.13).
@@ -124,11 +139,7 @@ pub(crate) fn refusal(
     req: &crate::plan::PlanRequest,
 ) -> Option<String> {
     let algo = req.speculative.speculative_algorithm.as_deref()?;
-    let v = req
-        .engine_version
-        .as_deref()
-        .and_then(crate::memory::EngineVersion::parse);
-    if v.is_some_and(|v| (v.major, v.minor, v.patch) < (0, 5, 10)) {
+    if super::kv::rules_release(req.engine_version.as_deref()).0 < FIRST {
         return Some(format!(
             "SGLang speculative decoding ({algo}) is modelled from 0.5.10's rules: the draft's memory before it is not read"
         ));
@@ -162,12 +173,7 @@ pub(crate) fn draft(input: &SizingInput<'_>, cell: u64) -> Option<Draft> {
     let req = input.req;
     let arch = input.arch;
     let algo = req.speculative.speculative_algorithm.as_deref()?;
-    let v = req
-        .engine_version
-        .as_deref()
-        .and_then(crate::memory::EngineVersion::parse)
-        .unwrap_or(super::kv::NEWEST);
-    let in_budget = (v.major, v.minor, v.patch) >= (0, 5, 14);
+    let in_budget = super::kv::rules_release(req.engine_version.as_deref()).0 >= IN_BUDGET_SINCE;
     let mut rules = vec![Rule {
         rule: "speculative_max_running_requests".into(),
         value: match req.max_num_seqs {
@@ -199,7 +205,8 @@ pub(crate) fn draft(input: &SizingInput<'_>, cell: u64) -> Option<Draft> {
         expert_parallel: req.expert_parallel,
     };
     let layers = crate::memory::stage_layers(arch.num_layers, input.pp, 0).len() as u64;
-    let (draft_layers, weights, what) = if draft_is_model(arch, req) {
+    let own_layers = draft_is_model(arch, req);
+    let (draft_layers, weights, what) = if own_layers {
         let with = arch.with_mtp_layers();
         let weights = with.as_ref().map_or(0, |w| {
             crate::memory::weights_per_gpu(w, input.quant, shard)
@@ -223,18 +230,21 @@ pub(crate) fn draft(input: &SizingInput<'_>, cell: u64) -> Option<Draft> {
         (1, 0, "a separate draft model (assumed one layer)")
     };
     let cell_extra = (cell * draft_layers).checked_div(layers).unwrap_or(0);
+    let weights_said = if own_layers {
+        format!("{weights} B")
+    } else {
+        "unknown (not read)".to_string()
+    };
     rules.push(Rule {
         rule: "speculative_draft".into(),
         value: if in_budget {
             format!(
-                "{what}: {} B of weights inside mem_fraction_static; cell {cell} + ⌊{cell} × {draft_layers} / {layers}⌋ = {} B per token",
-                weights,
+                "{what}: {weights_said} of weights inside mem_fraction_static; cell {cell} + ⌊{cell} × {draft_layers} / {layers}⌋ = {} B per token",
                 cell + cell_extra
             )
         } else {
             format!(
-                "{what}: {} B of weights and a KV pool of {cell_extra} B per token (the target's token count) out of the 1 − mem_fraction_static share",
-                weights
+                "{what}: {weights_said} of weights and a KV pool of {cell_extra} B per token (the target's token count) out of the 1 − mem_fraction_static share"
             )
         },
         source: if in_budget {

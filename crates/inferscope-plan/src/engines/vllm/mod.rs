@@ -173,12 +173,7 @@ impl EngineRoom for Vllm {
                 " (hybrid state is modelled for vLLM ≥ 0.11.0's hybrid KV-cache manager)",
             )),
             // Kimi-Linear arrived in 0.12.0 (`models/kimi_linear.py`)
-            _ if v
-                < (EngineVersion {
-                    major: 0,
-                    minor: 12,
-                    patch: 0,
-                })
+            _ if !v.at_least(0, 12)
                 && arch
                     .state_layers
                     .iter()
