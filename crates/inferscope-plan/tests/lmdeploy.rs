@@ -782,6 +782,25 @@ fn v0_1_0_takes_its_own_defaults_and_gives_the_logged_blocks() {
     let theirs = fig(&l, "kv_cache");
     println!("tm-0.1.0-internlm-chat-7b: ours {ours} MiB, engine {theirs} MiB");
     assert!((ours - theirs).abs() < 0.5, "{ours} vs {theirs}");
+    // the room's plan counts the same tokens: 159 blocks of 128
+    let mut r = inferscope_plan::plan::PlanRequest::new(
+        arch.clone(),
+        "internlm/internlm-chat-7b",
+        inferscope_plan::plan::GpuSpec {
+            name: "A100 (1/4)".into(),
+            total_bytes: total,
+            count: 1,
+        },
+    );
+    r.engine = inferscope_plan::engine::Engine::Lmdeploy;
+    r.engine_version = Some("0.1.0".into());
+    let p = inferscope_plan::plan::plan(&r);
+    assert_eq!(
+        (p.kv_cache_tokens, p.block_size),
+        (159 * 128, 128),
+        "{:?}",
+        p.problems
+    );
     // from v0.2.2 the same command takes 0.8 of the free memory, 64-token blocks from v0.3.0
     let later = memory::plan(&arch, &a, Some("0.3.0"), "A100 (1/4)", total, w, 256 << 20).unwrap();
     assert_eq!(later.kv_bytes / later.blocks, 64 * 32 * 2 * 4096 * 2);
